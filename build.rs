@@ -1,0 +1,28 @@
+//! Compiles `proto/*.proto` with protox (pure Rust, no system `protoc`) and generates
+//! prost messages plus tonic clients and servers.
+
+use std::path::Path;
+
+const PROTOS: &[&str] = &[
+    "common.proto",
+    "registry.proto",
+    "scheduler.proto",
+    "negotiation_room.proto",
+    "handoff.proto",
+    "tool.proto",
+    "timeout_profiles.proto",
+];
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let dir = Path::new("proto");
+    for proto in PROTOS {
+        println!("cargo:rerun-if-changed=proto/{proto}");
+    }
+    let fds = protox::compile(PROTOS, [dir])?;
+    tonic_prost_build::configure()
+        .build_client(true)
+        .build_server(true)
+        .emit_rerun_if_changed(false)
+        .compile_fds(fds)?;
+    Ok(())
+}

@@ -1,0 +1,464 @@
+//! The global level (SW4-002 §2.3): an optional TOML file merged with `SW4RM_`
+//! environment variables, read with figment.
+//!
+//! * File: the path in `SW4RM_CONFIG` (which must exist), otherwise `sw4rm.toml` in
+//!   the working directory when present.
+//! * Environment: `SW4RM_` + key path joined by `__`, for example
+//!   `SW4RM_PROFILES__HEARTBEAT__MAX_TIMEOUT_MS=10000`. Environment values win over
+//!   the file, field by field. Figment lowercases the keys; profile names are
+//!   case-insensitive everywhere, so `Heartbeat` and `heartbeat` are one profile.
+//!   Routes contain `/` and `.`, which variable names cannot carry, so they are set
+//!   in the file (or the client builder) only.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use figment::providers::{Env, Format, Toml};
+use figment::value::{Dict, Value};
+use figment::{Profile, Provider};
+
+use super::error::{hint, ConfigError, ConfigIssue};
+use super::overrides::{Field, Overrides, RouteSetting, Sourced};
+use crate::source::Source;
+
+/// Environment variable naming the configuration file.
+pub const CONFIG_PATH_VAR: &str = "SW4RM_CONFIG";
+/// File read from the working directory when `SW4RM_CONFIG` is not set.
+pub const DEFAULT_CONFIG_FILE: &str = "sw4rm.toml";
+const ENV_PREFIX: &str = "SW4RM_";
+
+const TOP_KEYS: [&str; 3] = ["profiles", "routes", "fallback_profile"];
+const PROFILE_KEYS: [&str; 5] = [
+    "default_timeout_ms",
+    "min_timeout_ms",
+    "max_timeout_ms",
+    "allow_infinite",
+    "streaming",
+];
+const STREAMING_KEYS: [&str; 3] = [
+    "initial_timeout_ms",
+    "message_gap_timeout_ms",
+    "total_timeout_ms",
+];
+const ROUTE_KEYS: [&str; 2] = ["profile", "streaming"];
+
+/// Process-wide settings from the file and the environment, not yet validated
+/// (validation happens when a [`crate::ProfileSet`] is built, against all levels).
+///
+/// ```
+/// use sw4rm_timeouts::{GlobalConfig, ProfileSet};
+/// let global = GlobalConfig::from_toml_str(
+///     "[profiles.heartbeat]\nmax_timeout_ms = 10000\n",
+///     "inline.toml",
+/// ).unwrap();
+/// let set = ProfileSet::builder().global(global).build().unwrap();
+/// assert_eq!(set.profile("heartbeat").unwrap().max_timeout_ms, 10_000);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GlobalConfig {
+    pub(crate) overrides: Overrides,
+    file: Option<PathBuf>,
+}
+
+impl GlobalConfig {
+    /// No global settings at all.
+    pub fn empty() -> Self {
+        GlobalConfig::default()
+    }
+
+    /// Reads the file (`SW4RM_CONFIG`, else `./sw4rm.toml` if present) and the
+    /// `SW4RM_*` environment. Every problem is reported at once.
+    pub fn load() -> Result<Self, ConfigError> {
+        let mut issues = Vec::new();
+        let mut config = GlobalConfig::empty();
+        match std::env::var_os(CONFIG_PATH_VAR) {
+            Some(path) => {
+                let path = PathBuf::from(path);
+                if path.is_file() {
+                    config.read_file(&path, &mut issues);
+                } else {
+                    issues.push(ConfigIssue {
+                        key: CONFIG_PATH_VAR.into(),
+                        value: path.display().to_string(),
+                        rule: "names a file that does not exist".into(),
+                        source: Source::Env(CONFIG_PATH_VAR.into()),
+                    });
+                }
+            }
+            None => {
+                let path = Path::new(DEFAULT_CONFIG_FILE);
+                if path.is_file() {
+                    config.read_file(path, &mut issues);
+                }
+            }
+        }
+        config.read_env(&mut issues);
+        finish(config, issues)
+    }
+
+    /// Reads one TOML file (no environment).
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
+        let mut issues = Vec::new();
+        let mut config = GlobalConfig::empty();
+        config.read_file(path.as_ref(), &mut issues);
+        finish(config, issues)
+    }
+
+    /// Reads TOML text; `name` stands for the file in messages.
+    pub fn from_toml_str(toml: &str, name: impl AsRef<Path>) -> Result<Self, ConfigError> {
+        let mut issues = Vec::new();
+        let mut config = GlobalConfig::empty();
+        let name = name.as_ref();
+        config.read_data(Toml::string(toml).data(), name, &mut issues);
+        finish(config, issues)
+    }
+
+    /// Reads only the `SW4RM_*` environment.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let mut issues = Vec::new();
+        let mut config = GlobalConfig::empty();
+        config.read_env(&mut issues);
+        finish(config, issues)
+    }
+
+    /// The file that was read, if any.
+    pub fn file(&self) -> Option<&Path> {
+        self.file.as_deref()
+    }
+
+    fn read_file(&mut self, path: &Path, issues: &mut Vec<ConfigIssue>) {
+        self.file = Some(path.to_path_buf());
+        self.read_data(Toml::file_exact(path).data(), path, issues);
+    }
+
+    fn read_data(
+        &mut self,
+        data: Result<figment::value::Map<Profile, Dict>, figment::Error>,
+        path: &Path,
+        issues: &mut Vec<ConfigIssue>,
+    ) {
+        let file: Arc<Path> = Arc::from(path);
+        match data {
+            Ok(mut map) => {
+                let dict = map.remove(&Profile::Default).unwrap_or_default();
+                let source = |_: &[&str]| Source::File(file.clone());
+                walk_top(&dict, &source, &mut self.overrides, issues);
+            }
+            Err(e) => issues.push(ConfigIssue {
+                key: String::new(),
+                value: String::new(),
+                rule: format!("not valid TOML: {e}"),
+                source: Source::File(file),
+            }),
+        }
+    }
+
+    fn read_env(&mut self, issues: &mut Vec<ConfigIssue>) {
+        let env = Env::prefixed(ENV_PREFIX).ignore(&["config"]).split("__");
+        match env.data() {
+            Ok(mut map) => {
+                let dict = map.remove(&Profile::Default).unwrap_or_default();
+                let source = |path: &[&str]| {
+                    let var = format!("{ENV_PREFIX}{}", path.join("__")).to_ascii_uppercase();
+                    Source::Env(var.into())
+                };
+                let mut env_overrides = Overrides::default();
+                walk_top(&dict, &source, &mut env_overrides, issues);
+                self.overrides.merge(&env_overrides);
+            }
+            Err(e) => issues.push(ConfigIssue {
+                key: String::new(),
+                value: String::new(),
+                rule: format!("environment could not be read: {e}"),
+                source: Source::Env(ENV_PREFIX.into()),
+            }),
+        }
+    }
+}
+
+fn finish(config: GlobalConfig, issues: Vec<ConfigIssue>) -> Result<GlobalConfig, ConfigError> {
+    if issues.is_empty() {
+        Ok(config)
+    } else {
+        Err(ConfigError::new(issues))
+    }
+}
+
+type SourceFn<'a> = dyn Fn(&[&str]) -> Source + 'a;
+
+fn issue(
+    path: &[&str],
+    value: &Value,
+    rule: impl Into<String>,
+    source: &SourceFn<'_>,
+) -> ConfigIssue {
+    ConfigIssue {
+        key: path.join("."),
+        value: show(value),
+        rule: rule.into(),
+        source: source(path),
+    }
+}
+
+fn walk_top(
+    dict: &Dict,
+    source: &SourceFn<'_>,
+    out: &mut Overrides,
+    issues: &mut Vec<ConfigIssue>,
+) {
+    for (key, value) in dict {
+        let key = key.as_str();
+        match key.to_ascii_lowercase().as_str() {
+            "profiles" => match value.as_dict() {
+                Some(profiles) => walk_profiles(profiles, source, out, issues),
+                None => issues.push(issue(&[key], value, "must be a table of profiles", source)),
+            },
+            "routes" => match (value.as_dict(), source(&[key])) {
+                (_, Source::Env(_)) => issues.push(issue(
+                    &[key],
+                    value,
+                    "routes cannot be set from the environment (paths contain '/' and '.'); set them in the config file",
+                    source,
+                )),
+                (Some(routes), _) => walk_routes(routes, source, out, issues),
+                (None, _) => issues.push(issue(&[key], value, "must be a table of \"/pkg.Service/Method\" = \"profile\"", source)),
+            },
+            "fallback_profile" => match value.as_str() {
+                Some(name) => {
+                    out.fallback = Some(Sourced { value: name.to_ascii_lowercase(), source: source(&[key]) })
+                }
+                None => issues.push(issue(&[key], value, "must be a profile name", source)),
+            },
+            _ => issues.push(issue(&[key], value, format!("unknown key{}", hint(key, TOP_KEYS)), source)),
+        }
+    }
+}
+
+fn walk_profiles(
+    dict: &Dict,
+    source: &SourceFn<'_>,
+    out: &mut Overrides,
+    issues: &mut Vec<ConfigIssue>,
+) {
+    let mut seen = std::collections::BTreeMap::<String, &str>::new();
+    for (name, value) in dict {
+        let lower = name.to_ascii_lowercase();
+        if let Some(first) = seen.insert(lower.clone(), name) {
+            issues.push(issue(
+                &["profiles", name],
+                value,
+                format!("duplicate of profile `{first}` (profile names are case-insensitive)"),
+                source,
+            ));
+            continue;
+        }
+        if !lower
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            || lower.is_empty()
+        {
+            issues.push(issue(
+                &["profiles", name],
+                value,
+                "profile names use only letters, digits, '_' and '-'",
+                source,
+            ));
+            continue;
+        }
+        let Some(fields) = value.as_dict() else {
+            issues.push(issue(
+                &["profiles", name],
+                value,
+                "must be a table of profile fields",
+                source,
+            ));
+            continue;
+        };
+        for (fkey, fvalue) in fields {
+            let path = ["profiles", name.as_str(), fkey.as_str()];
+            match fkey.to_ascii_lowercase().as_str() {
+                "streaming" => match fvalue.as_dict() {
+                    Some(stream) => {
+                        for (skey, svalue) in stream {
+                            let spath = ["profiles", name.as_str(), "streaming", skey.as_str()];
+                            let field = match skey.to_ascii_lowercase().as_str() {
+                                "initial_timeout_ms" => Field::Initial,
+                                "message_gap_timeout_ms" => Field::Gap,
+                                "total_timeout_ms" => Field::Total,
+                                _ => {
+                                    let rule = format!("unknown key{}", hint(skey, STREAMING_KEYS));
+                                    issues.push(issue(&spath, svalue, rule, source));
+                                    continue;
+                                }
+                            };
+                            set_field(out, &lower, field, svalue, &spath, source, issues);
+                        }
+                    }
+                    None => issues.push(issue(
+                        &path,
+                        fvalue,
+                        "must be a table of streaming timeouts",
+                        source,
+                    )),
+                },
+                other => {
+                    let field = match other {
+                        "default_timeout_ms" => Field::Default,
+                        "min_timeout_ms" => Field::Min,
+                        "max_timeout_ms" => Field::Max,
+                        "allow_infinite" => Field::AllowInfinite,
+                        _ => {
+                            let rule = format!("unknown key{}", hint(fkey, PROFILE_KEYS));
+                            issues.push(issue(&path, fvalue, rule, source));
+                            continue;
+                        }
+                    };
+                    set_field(out, &lower, field, fvalue, &path, source, issues);
+                }
+            }
+        }
+    }
+}
+
+fn set_field(
+    out: &mut Overrides,
+    profile: &str,
+    field: Field,
+    value: &Value,
+    path: &[&str],
+    source: &SourceFn<'_>,
+    issues: &mut Vec<ConfigIssue>,
+) {
+    let parsed = if field.is_bool() {
+        to_bool(value).map(u32::from)
+    } else {
+        to_millis(value)
+    };
+    match parsed {
+        Ok(v) => out.patch(profile).set(field, v, source(path)),
+        Err(rule) => issues.push(issue(path, value, rule, source)),
+    }
+}
+
+fn walk_routes(
+    dict: &Dict,
+    source: &SourceFn<'_>,
+    out: &mut Overrides,
+    issues: &mut Vec<ConfigIssue>,
+) {
+    for (pattern, value) in dict {
+        let path = ["routes", pattern.as_str()];
+        let (profile, streaming) = match value {
+            Value::String(_, p) => (p.clone(), false),
+            Value::Dict(_, table) => {
+                let mut profile = None;
+                let mut streaming = false;
+                for (k, v) in table {
+                    match (k.as_str(), v) {
+                        ("profile", Value::String(_, p)) => profile = Some(p.clone()),
+                        ("streaming", Value::Bool(_, b)) => streaming = *b,
+                        ("profile" | "streaming", _) => issues.push(issue(
+                            &[path[0], path[1], k],
+                            v,
+                            "profile is a name, streaming is true or false",
+                            source,
+                        )),
+                        _ => issues.push(issue(
+                            &[path[0], path[1], k],
+                            v,
+                            format!("unknown key{}", hint(k, ROUTE_KEYS)),
+                            source,
+                        )),
+                    }
+                }
+                match profile {
+                    Some(p) => (p, streaming),
+                    None => {
+                        issues.push(issue(
+                            &path,
+                            value,
+                            "route table needs `profile = \"name\"`",
+                            source,
+                        ));
+                        continue;
+                    }
+                }
+            }
+            _ => {
+                issues.push(issue(
+                    &path,
+                    value,
+                    "must be a profile name or { profile = \"name\", streaming = true }",
+                    source,
+                ));
+                continue;
+            }
+        };
+        out.routes.push(RouteSetting {
+            pattern: pattern.clone(),
+            profile: profile.to_ascii_lowercase(),
+            streaming,
+            source: source(&path),
+        });
+    }
+}
+
+/// A whole, non-negative number of milliseconds that fits in `u32`.
+fn to_millis(value: &Value) -> Result<u32, String> {
+    let n: i128 = match value {
+        Value::Num(_, n) => match n.to_i128() {
+            Some(i) => i,
+            None => match n.to_f64() {
+                Some(f) if f.fract() != 0.0 || !f.is_finite() => {
+                    return Err("must be a whole number of milliseconds".into())
+                }
+                Some(f) if f < 0.0 => return Err("must not be negative".into()),
+                Some(_) => {
+                    return Err(format!(
+                        "exceeds the largest timeout, {} ms (u32)",
+                        u32::MAX
+                    ))
+                }
+                None => n.to_u128().map(|_| i128::MAX).unwrap_or(i128::MAX),
+            },
+        },
+        Value::String(_, s) => match s.trim().parse::<i128>() {
+            Ok(i) => i,
+            Err(_) if s.trim().parse::<f64>().is_ok() => {
+                return Err("must be a whole number of milliseconds".into())
+            }
+            Err(_) => return Err("must be a whole number of milliseconds, not text".into()),
+        },
+        Value::Bool(..) => return Err("must be a number of milliseconds, not true/false".into()),
+        _ => return Err("must be a number of milliseconds".into()),
+    };
+    if n < 0 {
+        return Err("must not be negative".into());
+    }
+    u32::try_from(n).map_err(|_| format!("exceeds the largest timeout, {} ms (u32)", u32::MAX))
+}
+
+fn to_bool(value: &Value) -> Result<bool, String> {
+    match value {
+        Value::Bool(_, b) => Ok(*b),
+        Value::String(_, s) if s.eq_ignore_ascii_case("true") => Ok(true),
+        Value::String(_, s) if s.eq_ignore_ascii_case("false") => Ok(false),
+        _ => Err("must be true or false".into()),
+    }
+}
+
+fn show(value: &Value) -> String {
+    match value {
+        Value::String(_, s) => s.clone(),
+        Value::Char(_, c) => c.to_string(),
+        Value::Bool(_, b) => b.to_string(),
+        Value::Num(_, n) => match (n.to_i128(), n.to_f64()) {
+            (Some(i), _) => i.to_string(),
+            (None, Some(f)) => f.to_string(),
+            _ => n.to_u128().map(|u| u.to_string()).unwrap_or_default(),
+        },
+        Value::Empty(..) => String::new(),
+        Value::Dict(..) => "{table}".into(),
+        Value::Array(..) => "[list]".into(),
+    }
+}

@@ -1,0 +1,208 @@
+//! The `grpc-timeout` header: formatting a deadline for the wire and parsing the one a
+//! caller (for example `tonic::Request::set_timeout`) already put on a request.
+//!
+//! Format (gRPC over HTTP/2): 1 to 8 ASCII digits followed by a unit, one of
+//! `H` hours, `M` minutes, `S` seconds, `m` milliseconds, `u` microseconds,
+//! `n` nanoseconds.
+
+use std::fmt;
+use std::time::Duration;
+
+use http::HeaderValue;
+
+/// The header name.
+pub const GRPC_TIMEOUT: http::HeaderName = http::HeaderName::from_static("grpc-timeout");
+
+const MAX_DIGITS: usize = 8;
+const MAX_VALUE: u128 = 99_999_999;
+
+/// Why a `grpc-timeout` value could not be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GrpcTimeoutError {
+    /// The value as received (lossy UTF-8).
+    pub value: String,
+    /// The rule it breaks.
+    pub rule: &'static str,
+}
+
+impl fmt::Display for GrpcTimeoutError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "malformed grpc-timeout header {:?}: {}",
+            self.value, self.rule
+        )
+    }
+}
+
+impl std::error::Error for GrpcTimeoutError {}
+
+/// Parses a `grpc-timeout` value.
+///
+/// ```
+/// use std::time::Duration;
+/// use sw4rm_timeouts::grpc_timeout::parse;
+/// assert_eq!(parse(b"200000u").unwrap(), Duration::from_millis(200));
+/// assert_eq!(parse(b"5S").unwrap(), Duration::from_secs(5));
+/// assert!(parse(b"5").is_err());
+/// ```
+pub fn parse(value: &[u8]) -> Result<Duration, GrpcTimeoutError> {
+    let err = |rule| GrpcTimeoutError {
+        value: String::from_utf8_lossy(value).into_owned(),
+        rule,
+    };
+    let Some((&unit, digits)) = value.split_last() else {
+        return Err(err("empty value"));
+    };
+    if digits.is_empty() {
+        return Err(err("no digits before the unit"));
+    }
+    if digits.len() > MAX_DIGITS {
+        return Err(err("more than 8 digits"));
+    }
+    let mut n: u64 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return Err(err(
+                "value must be ASCII digits followed by one of H M S m u n",
+            ));
+        }
+        n = n * 10 + u64::from(d - b'0');
+    }
+    Ok(match unit {
+        b'H' => Duration::from_secs(n * 3_600),
+        b'M' => Duration::from_secs(n * 60),
+        b'S' => Duration::from_secs(n),
+        b'm' => Duration::from_millis(n),
+        b'u' => Duration::from_micros(n),
+        b'n' => Duration::from_nanos(n),
+        _ => return Err(err("unit must be one of H M S m u n")),
+    })
+}
+
+/// Formats a deadline as a `grpc-timeout` value: the finest unit whose value fits in
+/// 8 digits, rounded *up* so the server never sees a deadline shorter than ours.
+///
+/// ```
+/// use std::time::Duration;
+/// use sw4rm_timeouts::grpc_timeout::encode;
+/// assert_eq!(encode(Duration::from_secs(5)), "5000000u");
+/// assert_eq!(encode(Duration::from_secs(3_600)), "3600000m");
+/// ```
+pub fn encode(d: Duration) -> HeaderValue {
+    let mut buf = [0u8; MAX_DIGITS + 1];
+    let len = encode_into(d, &mut buf);
+    // Only ASCII digits and a unit letter were written.
+    HeaderValue::from_bytes(&buf[..len]).unwrap_or(HeaderValue::from_static("99999999H"))
+}
+
+fn encode_into(d: Duration, buf: &mut [u8; MAX_DIGITS + 1]) -> usize {
+    let nanos = d.as_nanos();
+    const UNITS: [(u128, u8); 6] = [
+        (1, b'n'),
+        (1_000, b'u'),
+        (1_000_000, b'm'),
+        (1_000_000_000, b'S'),
+        (60_000_000_000, b'M'),
+        (3_600_000_000_000, b'H'),
+    ];
+    let (value, unit) = UNITS
+        .iter()
+        .map(|&(per, unit)| (nanos.div_ceil(per), unit))
+        .find(|&(v, _)| v <= MAX_VALUE)
+        .unwrap_or((MAX_VALUE, b'H'));
+    let mut digits = [0u8; MAX_DIGITS];
+    let mut v = value;
+    let mut i = MAX_DIGITS;
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    let n = MAX_DIGITS - i;
+    buf[..n].copy_from_slice(&digits[i..]);
+    buf[n] = unit;
+    n + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn parse_table() {
+        let ok: [(&[u8], Duration); 8] = [
+            (b"1H", Duration::from_secs(3600)),
+            (b"2M", Duration::from_secs(120)),
+            (b"5S", Duration::from_secs(5)),
+            (b"5000m", Duration::from_secs(5)),
+            (b"200000u", Duration::from_millis(200)),
+            (b"99999999n", Duration::from_nanos(99_999_999)),
+            (b"0n", Duration::ZERO),
+            (b"00000001m", Duration::from_millis(1)),
+        ];
+        for (v, want) in ok {
+            assert_eq!(parse(v).unwrap(), want, "{}", String::from_utf8_lossy(v));
+        }
+        let bad: [(&[u8], &str); 7] = [
+            (b"", "empty value"),
+            (b"m", "no digits before the unit"),
+            (b"123456789m", "more than 8 digits"),
+            (b"12x", "unit must be one of H M S m u n"),
+            (
+                b"1 2m",
+                "value must be ASCII digits followed by one of H M S m u n",
+            ),
+            (
+                b"-5m",
+                "value must be ASCII digits followed by one of H M S m u n",
+            ),
+            (b"5", "no digits before the unit"),
+        ];
+        for (v, rule) in bad {
+            assert_eq!(
+                parse(v).unwrap_err().rule,
+                rule,
+                "{}",
+                String::from_utf8_lossy(v)
+            );
+        }
+    }
+
+    #[test]
+    fn encode_table() {
+        let table = [
+            (Duration::from_millis(1), "1000000n"),
+            (Duration::from_millis(100), "100000u"),
+            (Duration::from_secs(5), "5000000u"),
+            (Duration::from_secs(30), "30000000u"),
+            (Duration::from_secs(300), "300000m"),
+            (Duration::from_secs(3_600), "3600000m"),
+            (Duration::from_millis(u64::from(u32::MAX)), "4294968S"),
+            (Duration::MAX, "99999999H"),
+        ];
+        for (d, want) in table {
+            assert_eq!(encode(d), want, "{d:?}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn round_trip_never_shortens(nanos in 0u64..u64::MAX) {
+            let d = Duration::from_nanos(nanos);
+            let v = encode(d);
+            prop_assert!(v.len() <= 9);
+            let back = parse(v.as_bytes()).unwrap();
+            prop_assert!(back >= d);
+        }
+
+        #[test]
+        fn parse_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..12)) {
+            let _ = parse(&bytes);
+        }
+    }
+}

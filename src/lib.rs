@@ -1,0 +1,76 @@
+//! # sw4rm-timeouts
+//!
+//! SW4-002 timeout profiles for SW4RM gRPC clients. Generated tonic clients for
+//! Registry, Scheduler, NegotiationRoom, Handoff and Tool run over one tower layer
+//! that, for every RPC:
+//!
+//! 1. routes the request path to its profile (`Heartbeat` → `heartbeat`, 5 s),
+//! 2. resolves the timeout: per-call > message field > client > global > standard,
+//! 3. clamps overrides into the profile's bounds (SW4-002 §2.2, with a `warn!`),
+//! 4. writes the deadline on the wire as `grpc-timeout`,
+//! 5. enforces it locally (unary and streaming), cancelling the HTTP/2 stream,
+//! 6. answers a timeout with `DEADLINE_EXCEEDED` and a `google.rpc.ErrorInfo`
+//!    ([`TimeoutDetails`]),
+//! 7. records `sw4rm_rpc_timeout_total` and `sw4rm_rpc_duration_ms`.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use sw4rm_timeouts::testing::TestServer;
+//! use sw4rm_timeouts::{ProfileSet, Sw4rm, TimeoutProfileLayer};
+//!
+//! let server = TestServer::start().await?;                 // embedded SW4RM server
+//! let layer = TimeoutProfileLayer::new(ProfileSet::standard());
+//! let sw4rm = Sw4rm::connect_with(server.url(), layer).await?;
+//!
+//! sw4rm.registry().heartbeat(Default::default()).await?;   // heartbeat profile
+//! let mut req = tonic::Request::new(Default::default());
+//! req.set_timeout(Duration::from_millis(200));              // below heartbeat's 1 s min
+//! sw4rm.registry().heartbeat(req).await?;
+//!
+//! let seen: Vec<_> = server.calls().into_iter().map(|c| c.grpc_timeout).collect();
+//! assert_eq!(seen, [Some("5000000u".to_owned()), Some("1000000u".to_owned())]);
+//! # Ok(()) }
+//! ```
+//!
+//! The layer works under any tonic client, including clients generated from the
+//! upstream SW4RM protos: `ServiceBuilder::new().layer(TimeoutProfileLayer::standard())`.
+//!
+//! Message-level timeouts (`WaitForDecisionRequest.timeout_seconds`,
+//! `HandoffRequest.timeout`, `ToolCall.policy.timeout`): see [`message_deadline`].
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod clamp;
+mod clients;
+mod config;
+mod details;
+pub mod grpc_timeout;
+pub mod message_deadline;
+pub mod metrics;
+mod per_call;
+mod profile;
+mod profile_set;
+pub mod proto;
+mod resolve;
+pub mod route;
+mod source;
+mod streaming;
+#[cfg(feature = "testing")]
+pub mod testing;
+mod timeout;
+
+pub use clamp::{apply_override, Bound, Clamped};
+pub use clients::{ConnectError, Sw4rm, Sw4rmChannel};
+pub use config::{ConfigError, ConfigIssue, GlobalConfig, CONFIG_PATH_VAR, DEFAULT_CONFIG_FILE};
+pub use details::{DetectedBy, Phase, TimeoutDetails, TIMEOUT_DOMAIN, TIMEOUT_REASON};
+pub use message_deadline::{MessageField, MESSAGE_DEADLINE_MARGIN};
+pub use per_call::{CallStreamingPolicy, CallTimeout};
+pub use profile::{names, ProfileViolation, TimeoutProfile, STANDARD_PROFILES, UNIVERSAL_PROFILE};
+pub use profile_set::{ProfileSet, ProfileSetBuilder, ResolvedProfile};
+pub use resolve::{resolve, Origin, Resolution};
+pub use source::Source;
+pub use streaming::{StreamingTimeoutPolicy, Timers};
+pub use timeout::{
+    BoxError, ResponseFuture, TimeoutBody, TimeoutProfileLayer, TimeoutProfileService,
+};

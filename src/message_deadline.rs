@@ -1,0 +1,317 @@
+//! Timeouts carried inside request messages (`WaitForDecisionRequest.timeout_seconds`,
+//! `HandoffRequest.timeout`, `ToolCall.policy.timeout`).
+//!
+//! Rule: when such a field is set (non-zero) and the caller gave no per-call
+//! override, the transport deadline becomes the message timeout plus
+//! [`MESSAGE_DEADLINE_MARGIN`], then clamped into the profile's bounds like any other
+//! override (source `message`). The server's own wait therefore ends, and its answer
+//! arrives, before the transport deadline, unless the profile's `max_timeout_ms`
+//! forbids it, in which case the bound wins and a warning is logged.
+//!
+//! The layer reads the field from the first frame of the encoded request body, which
+//! tonic produces synchronously for unary calls, so it works under any client,
+//! including clients generated from the upstream protos. A compressed request, or a
+//! body not ready at once, is left alone (no message timeout, profile default).
+
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+
+/// Added to a message-level timeout so the server's answer beats the deadline.
+pub const MESSAGE_DEADLINE_MARGIN: Duration = Duration::from_secs(1);
+
+/// A timeout field inside a request message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MessageField {
+    /// `WaitForDecisionRequest.timeout_seconds` (field 3, seconds, 0 = unset).
+    WaitForDecisionSeconds,
+    /// `HandoffRequest.timeout` (field 8, `google.protobuf.Duration`).
+    HandoffTimeout,
+    /// `ToolCall.policy.timeout` (fields 6 → 1).
+    ToolCallPolicy,
+    /// `InvokeToolRequest.call.policy.timeout` (fields 1 → 6 → 1).
+    InvokeToolPolicy,
+}
+
+impl MessageField {
+    /// Reads the timeout from an encoded message (protobuf bytes); `None` when the
+    /// field is absent, zero, negative or undecodable.
+    ///
+    /// ```
+    /// use prost::Message;
+    /// use sw4rm_timeouts::MessageField;
+    /// use sw4rm_timeouts::proto::sw4rm::negotiation_room::WaitForDecisionRequest;
+    /// let msg = WaitForDecisionRequest { timeout_seconds: 90, ..Default::default() }.encode_to_vec();
+    /// assert_eq!(MessageField::WaitForDecisionSeconds.read(&msg), Some(std::time::Duration::from_secs(90)));
+    /// ```
+    pub fn read(self, msg: &[u8]) -> Option<Duration> {
+        let d = match self {
+            MessageField::WaitForDecisionSeconds => Duration::from_secs(find_varint(msg, 3)?),
+            MessageField::HandoffTimeout => duration(find_bytes(msg, 8)?)?,
+            MessageField::ToolCallPolicy => duration(find_bytes(find_bytes(msg, 6)?, 1)?)?,
+            MessageField::InvokeToolPolicy => {
+                duration(find_bytes(find_bytes(find_bytes(msg, 1)?, 6)?, 1)?)?
+            }
+        };
+        (!d.is_zero()).then_some(d)
+    }
+
+    /// Reads the timeout from a gRPC-framed message (1 flag byte, 4 length bytes).
+    pub(crate) fn read_framed(self, data: &[u8]) -> Option<Duration> {
+        let (&flag, rest) = data.split_first()?;
+        if flag != 0 || rest.len() < 4 {
+            return None; // compressed, or not a whole prefix
+        }
+        let len = u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+        self.read(rest[4..].get(..len)?)
+    }
+}
+
+/// Reads the message timeout from the request body without consuming it: the first
+/// frame (if ready now) is read and put back in front of the rest.
+pub(crate) fn peek(body: &mut tonic::body::Body, field: MessageField) -> Option<Duration> {
+    let mut taken = std::mem::take(body);
+    let mut cx = Context::from_waker(Waker::noop());
+    match Pin::new(&mut taken).poll_frame(&mut cx) {
+        Poll::Ready(Some(first)) => {
+            let found = first
+                .as_ref()
+                .ok()
+                .and_then(|f| f.data_ref())
+                .and_then(|d| field.read_framed(d));
+            *body = tonic::body::Body::new(Replay {
+                first: Some(first),
+                rest: taken,
+            });
+            found
+        }
+        // Not ready (or empty): put it back untouched; the next poll registers a waker.
+        Poll::Ready(None) | Poll::Pending => {
+            *body = taken;
+            None
+        }
+    }
+}
+
+/// A body that yields one already-read frame, then the rest.
+struct Replay {
+    first: Option<Result<Frame<Bytes>, tonic::Status>>,
+    rest: tonic::body::Body,
+}
+
+impl Body for Replay {
+    type Data = Bytes;
+    type Error = tonic::Status;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, tonic::Status>>> {
+        match self.first.take() {
+            Some(first) => Poll::Ready(Some(first)),
+            None => Pin::new(&mut self.rest).poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.first.is_none() && self.rest.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        let mut hint = self.rest.size_hint();
+        if let Some(Ok(frame)) = &self.first {
+            let n = frame.data_ref().map_or(0, |d| d.len() as u64);
+            hint.set_lower(hint.lower().saturating_add(n));
+            if let Some(upper) = hint.upper() {
+                hint.set_upper(upper.saturating_add(n));
+            }
+        }
+        hint
+    }
+}
+
+fn read_varint(buf: &mut &[u8]) -> Option<u64> {
+    let mut value = 0u64;
+    for shift in (0..64).step_by(7) {
+        let (&b, rest) = buf.split_first()?;
+        *buf = rest;
+        value |= u64::from(b & 0x7f) << shift;
+        if b & 0x80 == 0 {
+            return Some(value);
+        }
+    }
+    None
+}
+
+/// Walks the fields of a message, calling `f(field, wire_type, payload)`; the payload
+/// is the varint value's bytes position for varints (ignored) or the bytes of a
+/// length-delimited field. Returns `None` on malformed input.
+fn fields<'a>(mut buf: &'a [u8], mut f: impl FnMut(u32, Value<'a>)) -> Option<()> {
+    while !buf.is_empty() {
+        let key = read_varint(&mut buf)?;
+        let field = u32::try_from(key >> 3).ok()?;
+        match key & 7 {
+            0 => f(field, Value::Varint(read_varint(&mut buf)?)),
+            1 => buf = buf.get(8..)?,
+            2 => {
+                let len = usize::try_from(read_varint(&mut buf)?).ok()?;
+                let (bytes, rest) = (buf.get(..len)?, &buf[len..]);
+                buf = rest;
+                f(field, Value::Bytes(bytes));
+            }
+            5 => buf = buf.get(4..)?,
+            _ => return None,
+        }
+    }
+    Some(())
+}
+
+enum Value<'a> {
+    Varint(u64),
+    Bytes(&'a [u8]),
+}
+
+fn find_varint(msg: &[u8], wanted: u32) -> Option<u64> {
+    let mut found = None;
+    fields(msg, |field, v| {
+        if let (true, Value::Varint(n)) = (field == wanted, v) {
+            found = Some(n);
+        }
+    })?;
+    found
+}
+
+fn find_bytes(msg: &[u8], wanted: u32) -> Option<&[u8]> {
+    let mut found = None;
+    fields(msg, |field, v| {
+        if let (true, Value::Bytes(b)) = (field == wanted, v) {
+            found = Some(b);
+        }
+    })?;
+    found
+}
+
+/// `google.protobuf.Duration { int64 seconds = 1; int32 nanos = 2; }`; negative → `None`.
+fn duration(msg: &[u8]) -> Option<Duration> {
+    let secs = find_varint(msg, 1).unwrap_or(0) as i64;
+    let nanos = find_varint(msg, 2).unwrap_or(0) as i64 as i32;
+    if secs < 0 || nanos < 0 || nanos >= 1_000_000_000 {
+        return None;
+    }
+    Some(Duration::new(secs as u64, nanos as u32))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::sw4rm::{handoff, negotiation_room, tool};
+    use proptest::prelude::*;
+    use prost::Message;
+
+    fn policy(secs: i64, nanos: i32) -> Option<tool::ExecutionPolicy> {
+        Some(tool::ExecutionPolicy {
+            timeout: Some(prost_types::Duration {
+                seconds: secs,
+                nanos,
+            }),
+            max_retries: 3,
+            backoff: "exponential".into(),
+            ..Default::default()
+        })
+    }
+
+    fn call(secs: i64, nanos: i32) -> tool::ToolCall {
+        tool::ToolCall {
+            call_id: "c".into(),
+            args: vec![7; 300],
+            policy: policy(secs, nanos),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn reads_each_field() {
+        let wait = negotiation_room::WaitForDecisionRequest {
+            artifact_id: "a".into(),
+            timeout_seconds: 120,
+            ..Default::default()
+        };
+        assert_eq!(
+            MessageField::WaitForDecisionSeconds.read(&wait.encode_to_vec()),
+            Some(Duration::from_secs(120))
+        );
+        let unset = negotiation_room::WaitForDecisionRequest::default();
+        assert_eq!(
+            MessageField::WaitForDecisionSeconds.read(&unset.encode_to_vec()),
+            None
+        );
+
+        let h = handoff::HandoffRequest {
+            request_id: "r".into(),
+            timeout: Some(prost_types::Duration {
+                seconds: 45,
+                nanos: 500_000_000,
+            }),
+            ..Default::default()
+        };
+        assert_eq!(
+            MessageField::HandoffTimeout.read(&h.encode_to_vec()),
+            Some(Duration::from_millis(45_500))
+        );
+
+        assert_eq!(
+            MessageField::ToolCallPolicy.read(&call(600, 0).encode_to_vec()),
+            Some(Duration::from_secs(600))
+        );
+        assert_eq!(
+            MessageField::ToolCallPolicy.read(&call(-5, 0).encode_to_vec()),
+            None
+        );
+        assert_eq!(
+            MessageField::ToolCallPolicy.read(&tool::ToolCall::default().encode_to_vec()),
+            None
+        );
+        let invoke = tool::InvokeToolRequest {
+            call: Some(call(90, 0)),
+        };
+        assert_eq!(
+            MessageField::InvokeToolPolicy.read(&invoke.encode_to_vec()),
+            Some(Duration::from_secs(90))
+        );
+    }
+
+    #[test]
+    fn framed_reading() {
+        let msg = call(600, 0).encode_to_vec();
+        let mut framed = vec![0u8];
+        framed.extend_from_slice(&(msg.len() as u32).to_be_bytes());
+        framed.extend_from_slice(&msg);
+        assert_eq!(
+            MessageField::ToolCallPolicy.read_framed(&framed),
+            Some(Duration::from_secs(600))
+        );
+        framed[0] = 1; // compressed
+        assert_eq!(MessageField::ToolCallPolicy.read_framed(&framed), None);
+        assert_eq!(MessageField::ToolCallPolicy.read_framed(&[0, 0]), None);
+    }
+
+    proptest! {
+        #[test]
+        fn never_panics_on_garbage(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            for f in [MessageField::WaitForDecisionSeconds, MessageField::HandoffTimeout, MessageField::ToolCallPolicy, MessageField::InvokeToolPolicy] {
+                let _ = f.read(&bytes);
+                let _ = f.read_framed(&bytes);
+            }
+        }
+
+        #[test]
+        fn agrees_with_prost(secs in 0i64..10_000_000, nanos in 0i32..1_000_000_000) {
+            let want = Duration::new(secs as u64, nanos as u32);
+            let got = MessageField::ToolCallPolicy.read(&call(secs, nanos).encode_to_vec());
+            prop_assert_eq!(got, (!want.is_zero()).then_some(want));
+        }
+    }
+}

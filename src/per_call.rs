@@ -1,0 +1,77 @@
+//! Per-call overrides, carried as request extensions.
+//!
+//! `tonic::Request::set_timeout` works too (the layer reads the `grpc-timeout` it
+//! wrote); these types add what that API cannot say: "no deadline" (0, where the
+//! profile allows it) and a per-call streaming policy. An extension wins over a
+//! `grpc-timeout` header on the same request.
+
+use std::time::Duration;
+
+use crate::streaming::StreamingTimeoutPolicy;
+
+/// A per-call timeout override, clamped by the profile's bounds (SW4-002 §2.2).
+///
+/// ```
+/// use std::time::Duration;
+/// use sw4rm_timeouts::CallTimeout;
+/// let mut req = tonic::Request::new(());
+/// CallTimeout::Infinite.apply(&mut req);
+/// assert_eq!(req.extensions().get::<CallTimeout>(), Some(&CallTimeout::Infinite));
+/// assert_eq!(CallTimeout::After(Duration::from_secs(2)).requested(), Duration::from_secs(2));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallTimeout {
+    /// A deadline this long after the call starts.
+    After(Duration),
+    /// The spec's "timeout = 0": no deadline where the profile allows infinite, the
+    /// profile default (with a warning) where it does not.
+    Infinite,
+}
+
+impl CallTimeout {
+    /// The requested value in SW4-002 terms (`Duration::ZERO` = infinite).
+    pub fn requested(self) -> Duration {
+        match self {
+            CallTimeout::After(d) => d,
+            CallTimeout::Infinite => Duration::ZERO,
+        }
+    }
+
+    /// Attaches this override to a request.
+    pub fn apply<T>(self, request: &mut tonic::Request<T>) {
+        request.extensions_mut().insert(self);
+    }
+}
+
+/// A per-call streaming policy for a server-streaming RPC. Non-zero fields replace
+/// the profile's; zero fields keep it. Attaching it also makes the layer treat the
+/// call as streaming, whatever its route says.
+///
+/// ```
+/// use sw4rm_timeouts::{CallStreamingPolicy, StreamingTimeoutPolicy};
+/// let mut req = tonic::Request::new(());
+/// CallStreamingPolicy(StreamingTimeoutPolicy { message_gap_timeout_ms: 500, ..Default::default() }).apply(&mut req);
+/// assert!(req.extensions().get::<CallStreamingPolicy>().is_some());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CallStreamingPolicy(pub StreamingTimeoutPolicy);
+
+impl CallStreamingPolicy {
+    /// Attaches this policy to a request.
+    pub fn apply<T>(self, request: &mut tonic::Request<T>) {
+        request.extensions_mut().insert(self);
+    }
+
+    /// Lays the non-zero fields over `base`.
+    pub fn over(self, base: StreamingTimeoutPolicy) -> StreamingTimeoutPolicy {
+        let pick = |mine: u32, theirs: u32| if mine == 0 { theirs } else { mine };
+        StreamingTimeoutPolicy {
+            initial_timeout_ms: pick(self.0.initial_timeout_ms, base.initial_timeout_ms),
+            message_gap_timeout_ms: pick(
+                self.0.message_gap_timeout_ms,
+                base.message_gap_timeout_ms,
+            ),
+            total_timeout_ms: pick(self.0.total_timeout_ms, base.total_timeout_ms),
+        }
+    }
+}

@@ -1,0 +1,271 @@
+//! Merging the levels into a [`ProfileSet`] and checking every invariant.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::config::{ConfigError, ConfigIssue, Field, Overrides, Sourced};
+use crate::grpc_timeout;
+use crate::profile::{names, TimeoutProfile, STANDARD_PROFILES, UNIVERSAL_PROFILE};
+use crate::route::{Route, RoutePattern, RouteTable, STANDARD_ROUTES};
+use crate::source::Source;
+use crate::streaming::StreamingTimeoutPolicy;
+
+use super::{ProfileSet, ResolvedProfile};
+
+type Fields = [Option<Sourced<u32>>; 7];
+
+fn standard_fields(p: &TimeoutProfile) -> Fields {
+    let s = |value| {
+        Some(Sourced {
+            value,
+            source: Source::Standard,
+        })
+    };
+    [
+        s(p.default_timeout_ms),
+        s(p.min_timeout_ms),
+        s(p.max_timeout_ms),
+        s(u32::from(p.allow_infinite)),
+        s(0),
+        s(0),
+        s(0),
+    ]
+}
+
+fn key(profile: &str, field: Field) -> String {
+    format!("profiles.{profile}.{}", field.key())
+}
+
+/// Merges `merged` (global ⊕ client) over the standard table.
+pub(super) fn build(
+    merged: &Overrides,
+    mut issues: Vec<ConfigIssue>,
+) -> Result<ProfileSet, ConfigError> {
+    // Standard profiles first, in spec order, then new ones by name.
+    let mut order: Vec<String> = STANDARD_PROFILES
+        .iter()
+        .chain(std::iter::once(&UNIVERSAL_PROFILE))
+        .map(|p| p.name.to_string())
+        .collect();
+    let mut table: BTreeMap<String, Fields> = STANDARD_PROFILES
+        .iter()
+        .chain(std::iter::once(&UNIVERSAL_PROFILE))
+        .map(|p| (p.name.to_string(), standard_fields(p)))
+        .collect();
+    for (name, patch) in &merged.profiles {
+        let fields = table.entry(name.clone()).or_insert_with(|| {
+            order.push(name.clone());
+            Default::default()
+        });
+        for (slot, value) in fields.iter_mut().zip(&patch.fields) {
+            if value.is_some() {
+                slot.clone_from(value);
+            }
+        }
+    }
+
+    let mut profiles = Vec::with_capacity(order.len());
+    for name in &order {
+        let fields = &table[name];
+        if let Some(p) = resolve_profile(name, fields, &mut issues) {
+            profiles.push(p);
+        }
+    }
+    let by_name: HashMap<Box<str>, usize> = profiles
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.profile.name.as_ref().into(), i))
+        .collect();
+
+    let routes = build_routes(merged, &by_name, &mut issues);
+
+    let (fallback_name, fallback_source) = match &merged.fallback {
+        Some(f) => (f.value.as_str(), f.source.clone()),
+        None => (names::UNIVERSAL, Source::Standard),
+    };
+    let fallback = match by_name.get(fallback_name) {
+        Some(&id) => id,
+        None => {
+            if table.contains_key(fallback_name) {
+                0 // the profile exists but is invalid: already reported
+            } else {
+                issues.push(ConfigIssue {
+                    key: "fallback_profile".into(),
+                    value: fallback_name.into(),
+                    rule: format!("no such profile{}", profile_hint(fallback_name, &table)),
+                    source: fallback_source.clone(),
+                });
+                0
+            }
+        }
+    };
+
+    if !issues.is_empty() {
+        return Err(ConfigError::new(issues));
+    }
+    Ok(ProfileSet {
+        profiles,
+        by_name,
+        routes,
+        fallback,
+        fallback_source,
+    })
+}
+
+fn profile_hint(name: &str, table: &BTreeMap<String, Fields>) -> String {
+    crate::config::hint(name, table.keys().map(String::as_str))
+}
+
+fn resolve_profile(
+    name: &str,
+    fields: &Fields,
+    issues: &mut Vec<ConfigIssue>,
+) -> Option<ResolvedProfile> {
+    let before = issues.len();
+    let mut values = [0u32; 7];
+    let mut sources: [Source; 7] = std::array::from_fn(|_| Source::Standard);
+    let new_profile_source = fields
+        .iter()
+        .flatten()
+        .next()
+        .map(|s| s.source.clone())
+        .unwrap_or(Source::Standard);
+    for field in Field::ALL {
+        match &fields[field.index()] {
+            Some(s) => {
+                values[field.index()] = s.value;
+                sources[field.index()] = s.source.clone();
+            }
+            // A new profile must give its three timeouts; the rest default to false / 0.
+            None if matches!(field, Field::Default | Field::Min | Field::Max) => {
+                issues.push(ConfigIssue {
+                    key: key(name, field),
+                    value: String::new(),
+                    rule: format!(
+                        "profile `{name}` is not a standard profile, so it must set {}",
+                        field.key()
+                    ),
+                    source: new_profile_source.clone(),
+                })
+            }
+            None => {}
+        }
+    }
+    if issues.len() > before {
+        return None;
+    }
+    let profile = TimeoutProfile {
+        name: name.to_owned().into(),
+        default_timeout_ms: values[Field::Default.index()],
+        min_timeout_ms: values[Field::Min.index()],
+        max_timeout_ms: values[Field::Max.index()],
+        allow_infinite: values[Field::AllowInfinite.index()] != 0,
+    };
+    for v in profile.violations() {
+        let field = if v.field == "min_timeout_ms" {
+            Field::Min
+        } else {
+            Field::Max
+        };
+        let d = Field::Default.index();
+        issues.push(ConfigIssue {
+            key: key(name, field),
+            value: v.value.to_string(),
+            rule: if v.value == 0 && field == Field::Min {
+                v.rule
+            } else {
+                format!("{} (default_timeout_ms from {})", v.rule, sources[d])
+            },
+            source: sources[field.index()].clone(),
+        });
+    }
+    let streaming = StreamingTimeoutPolicy {
+        initial_timeout_ms: values[Field::Initial.index()],
+        message_gap_timeout_ms: values[Field::Gap.index()],
+        total_timeout_ms: values[Field::Total.index()],
+    };
+    if let Some(rule) = streaming.violation() {
+        issues.push(ConfigIssue {
+            key: key(name, Field::Gap),
+            value: streaming.message_gap_timeout_ms.to_string(),
+            rule: format!(
+                "{rule} (total_timeout_ms from {})",
+                sources[Field::Total.index()]
+            ),
+            source: sources[Field::Gap.index()].clone(),
+        });
+    }
+    if issues.len() > before {
+        return None;
+    }
+    let default_header = grpc_timeout::encode(profile.default_timeout());
+    Some(ResolvedProfile {
+        profile,
+        streaming,
+        sources,
+        default_header,
+    })
+}
+
+fn build_routes(
+    merged: &Overrides,
+    by_name: &HashMap<Box<str>, usize>,
+    issues: &mut Vec<ConfigIssue>,
+) -> RouteTable {
+    let mut routes = RouteTable::default();
+    for std_route in STANDARD_ROUTES {
+        if let Some(&profile) = by_name.get(std_route.profile) {
+            routes.insert_exact(
+                std_route.path,
+                Route {
+                    profile,
+                    streaming: std_route.streaming,
+                    message_field: std_route.message_field,
+                    source: Source::Standard,
+                },
+            );
+        }
+    }
+    for setting in &merged.routes {
+        let issue = |rule: String| ConfigIssue {
+            key: format!("routes.\"{}\"", setting.pattern),
+            value: setting.profile.clone(),
+            rule,
+            source: setting.source.clone(),
+        };
+        let Some(&profile) = by_name.get(setting.profile.as_str()) else {
+            let hint = crate::config::hint(&setting.profile, by_name.keys().map(|k| k.as_ref()));
+            issues.push(issue(format!(
+                "routes to a profile that does not exist{hint}"
+            )));
+            continue;
+        };
+        match RoutePattern::parse(&setting.pattern) {
+            Ok(RoutePattern::Exact(path)) => {
+                let standard = STANDARD_ROUTES.iter().find(|r| r.path == path);
+                routes.insert_exact(
+                    &path,
+                    Route {
+                        profile,
+                        streaming: setting.streaming || standard.is_some_and(|r| r.streaming),
+                        message_field: standard.and_then(|r| r.message_field),
+                        source: setting.source.clone(),
+                    },
+                );
+            }
+            Ok(RoutePattern::Service(service)) => routes.insert_service(
+                &service,
+                Route {
+                    profile,
+                    streaming: setting.streaming,
+                    message_field: None,
+                    source: setting.source.clone(),
+                },
+            ),
+            Err(rule) => issues.push(ConfigIssue {
+                value: setting.pattern.clone(),
+                ..issue(format!("route pattern {rule}"))
+            }),
+        }
+    }
+    routes
+}

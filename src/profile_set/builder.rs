@@ -1,0 +1,171 @@
+//! The client level (SW4-002 §2.3): settings given in code, without touching the
+//! environment or files.
+
+use crate::config::{
+    ConfigError, ConfigIssue, Field, GlobalConfig, Overrides, RouteSetting, Sourced,
+};
+use crate::profile::TimeoutProfile;
+use crate::source::Source;
+use crate::streaming::StreamingTimeoutPolicy;
+
+use super::ProfileSet;
+
+#[derive(Clone, Debug, Default)]
+enum Global {
+    /// Load the file and environment at `build()`.
+    #[default]
+    Load,
+    Given(GlobalConfig),
+    None,
+}
+
+/// Builds a [`ProfileSet`] from client settings laid over the global configuration
+/// and the standard table, field by field. Nothing is checked until [`build`], which
+/// reports every problem at once.
+///
+/// ```
+/// use std::time::Duration;
+/// use sw4rm_timeouts::{ProfileSet, StreamingTimeoutPolicy};
+/// let set = ProfileSet::builder()
+///     .without_global()                              // ignore SW4RM_* and sw4rm.toml
+///     .max_timeout_ms("heartbeat", 10_000)           // keeps the other heartbeat fields
+///     .custom_profile("batch", 120_000, 1_000, 900_000, false)
+///     .route("/acme.Batch/*", "batch")
+///     .streaming("tool_call", StreamingTimeoutPolicy { initial_timeout_ms: 5_000, message_gap_timeout_ms: 2_000, total_timeout_ms: 0 })
+///     .build()?;
+/// assert_eq!(set.profile("heartbeat").unwrap().max_timeout_ms, 10_000);
+/// assert_eq!(set.profile_for_path("/acme.Batch/Run").name, "batch");
+/// # Ok::<(), sw4rm_timeouts::ConfigError>(())
+/// ```
+///
+/// [`build`]: ProfileSetBuilder::build
+#[derive(Clone, Debug, Default)]
+pub struct ProfileSetBuilder {
+    global: Global,
+    client: Overrides,
+    issues: Vec<ConfigIssue>,
+}
+
+impl ProfileSetBuilder {
+    /// Use this global configuration instead of loading it.
+    pub fn global(mut self, global: GlobalConfig) -> Self {
+        self.global = Global::Given(global);
+        self
+    }
+
+    /// Opt out of global configuration entirely (no file, no environment).
+    pub fn without_global(mut self) -> Self {
+        self.global = Global::None;
+        self
+    }
+
+    fn set(mut self, profile: &str, field: Field, value: u32) -> Self {
+        self.client.patch(profile).set(field, value, Source::Client);
+        self
+    }
+
+    /// Sets a profile's default timeout.
+    pub fn default_timeout_ms(self, profile: &str, ms: u32) -> Self {
+        self.set(profile, Field::Default, ms)
+    }
+
+    /// Sets a profile's lower bound.
+    pub fn min_timeout_ms(self, profile: &str, ms: u32) -> Self {
+        self.set(profile, Field::Min, ms)
+    }
+
+    /// Sets a profile's upper bound.
+    pub fn max_timeout_ms(self, profile: &str, ms: u32) -> Self {
+        self.set(profile, Field::Max, ms)
+    }
+
+    /// Sets whether 0 means infinite for a profile.
+    pub fn allow_infinite(self, profile: &str, allow: bool) -> Self {
+        self.set(profile, Field::AllowInfinite, u32::from(allow))
+    }
+
+    /// Sets all four fields of a profile (new or standard).
+    pub fn profile(self, profile: &TimeoutProfile) -> Self {
+        let name = profile.name.clone();
+        self.set(&name, Field::Default, profile.default_timeout_ms)
+            .set(&name, Field::Min, profile.min_timeout_ms)
+            .set(&name, Field::Max, profile.max_timeout_ms)
+            .set(
+                &name,
+                Field::AllowInfinite,
+                u32::from(profile.allow_infinite),
+            )
+    }
+
+    /// Defines (or replaces) a profile by its values.
+    pub fn custom_profile(
+        self,
+        name: &str,
+        default_ms: u32,
+        min_ms: u32,
+        max_ms: u32,
+        allow_infinite: bool,
+    ) -> Self {
+        self.set(name, Field::Default, default_ms)
+            .set(name, Field::Min, min_ms)
+            .set(name, Field::Max, max_ms)
+            .set(name, Field::AllowInfinite, u32::from(allow_infinite))
+    }
+
+    /// Sets a profile's streaming policy (all three fields).
+    pub fn streaming(self, profile: &str, policy: StreamingTimeoutPolicy) -> Self {
+        self.set(profile, Field::Initial, policy.initial_timeout_ms)
+            .set(profile, Field::Gap, policy.message_gap_timeout_ms)
+            .set(profile, Field::Total, policy.total_timeout_ms)
+    }
+
+    /// Routes `/pkg.Service/Method` or `/pkg.Service/*` to a profile (unary).
+    pub fn route(self, pattern: &str, profile: &str) -> Self {
+        self.add_route(pattern, profile, false)
+    }
+
+    /// Routes a server-streaming path (or service) to a profile: its response body is
+    /// watched with the streaming timers.
+    pub fn streaming_route(self, pattern: &str, profile: &str) -> Self {
+        self.add_route(pattern, profile, true)
+    }
+
+    fn add_route(mut self, pattern: &str, profile: &str, streaming: bool) -> Self {
+        self.client.routes.push(RouteSetting {
+            pattern: pattern.to_owned(),
+            profile: profile.to_ascii_lowercase(),
+            streaming,
+            source: Source::Client,
+        });
+        self
+    }
+
+    /// The profile for paths outside the routing table (default `universal`).
+    pub fn fallback_profile(mut self, profile: &str) -> Self {
+        self.client.fallback = Some(Sourced {
+            value: profile.to_ascii_lowercase(),
+            source: Source::Client,
+        });
+        self
+    }
+
+    /// Merges and validates all levels.
+    pub fn build(self) -> Result<ProfileSet, ConfigError> {
+        let mut issues = self.issues;
+        let global = match self.global {
+            Global::Load => match GlobalConfig::load() {
+                Ok(g) => g,
+                Err(e) => {
+                    issues.extend(e.issues().iter().cloned());
+                    GlobalConfig::empty()
+                }
+            },
+            Global::Given(g) => g,
+            Global::None => GlobalConfig::empty(),
+        };
+        let mut merged = Overrides::default();
+        merged.merge(&global.overrides);
+        merged.merge(&self.client);
+        super::build::build(&merged, issues)
+    }
+}

@@ -1,0 +1,150 @@
+//! The resolved, immutable profile table: standard ⊕ global ⊕ client, validated once,
+//! then read lock-free by every call.
+
+mod build;
+mod builder;
+mod explain;
+
+use std::collections::HashMap;
+
+use http::HeaderValue;
+
+pub use builder::ProfileSetBuilder;
+
+use crate::config::ConfigError;
+use crate::profile::TimeoutProfile;
+use crate::route::{Lookup, ProfileId, RouteTable};
+use crate::source::Source;
+use crate::streaming::StreamingTimeoutPolicy;
+
+/// A profile after all levels were merged, with the source of every field.
+#[derive(Clone, Debug)]
+pub struct ResolvedProfile {
+    pub(crate) profile: TimeoutProfile,
+    pub(crate) streaming: StreamingTimeoutPolicy,
+    /// Indexed by `Field::index()`.
+    pub(crate) sources: [Source; 7],
+    /// `grpc-timeout` of the default, formatted once.
+    pub(crate) default_header: HeaderValue,
+}
+
+impl ResolvedProfile {
+    /// The effective profile values.
+    pub fn profile(&self) -> &TimeoutProfile {
+        &self.profile
+    }
+
+    /// The effective streaming policy (SW4-002 §4.1) of the profile.
+    pub fn streaming(&self) -> StreamingTimeoutPolicy {
+        self.streaming
+    }
+
+    /// Where a field's value came from; `field` is a configuration key such as
+    /// `max_timeout_ms` or `streaming.total_timeout_ms`.
+    ///
+    /// ```
+    /// use sw4rm_timeouts::{ProfileSet, Source};
+    /// let set = ProfileSet::builder().without_global().max_timeout_ms("heartbeat", 9_000).build().unwrap();
+    /// let hb = set.resolved("heartbeat").unwrap();
+    /// assert_eq!(hb.source_of("max_timeout_ms"), Some(&Source::Client));
+    /// assert_eq!(hb.source_of("default_timeout_ms"), Some(&Source::Standard));
+    /// ```
+    pub fn source_of(&self, field: &str) -> Option<&Source> {
+        crate::config::Field::ALL
+            .iter()
+            .find(|f| f.key() == field)
+            .map(|f| &self.sources[f.index()])
+    }
+
+    pub(crate) fn default_source(&self) -> &Source {
+        &self.sources[crate::config::Field::Default.index()]
+    }
+}
+
+/// The effective timeout configuration: profiles, routes and the fallback.
+///
+/// Build it once (from the standard table, the global configuration and client
+/// settings) and share it; lookups take no locks and do not allocate.
+///
+/// ```
+/// use sw4rm_timeouts::ProfileSet;
+/// let set = ProfileSet::standard();
+/// let p = set.profile_for_path("/sw4rm.registry.RegistryService/Heartbeat");
+/// assert_eq!(p.name, "heartbeat");
+/// assert_eq!(set.profile_for_path("/other.Service/Method").name, "universal");
+/// ```
+#[derive(Clone, Debug)]
+pub struct ProfileSet {
+    pub(crate) profiles: Vec<ResolvedProfile>,
+    pub(crate) by_name: HashMap<Box<str>, ProfileId>,
+    pub(crate) routes: RouteTable,
+    pub(crate) fallback: ProfileId,
+    pub(crate) fallback_source: Source,
+}
+
+impl ProfileSet {
+    /// Only the SW4-002 standard profiles and routes; no file, no environment.
+    pub fn standard() -> Self {
+        match ProfileSet::builder().without_global().build() {
+            Ok(set) => set,
+            // The standard table is checked by this crate's tests; it cannot fail.
+            Err(e) => unreachable!("standard table invalid: {e}"),
+        }
+    }
+
+    /// Standard profiles with the global configuration (file and `SW4RM_*`
+    /// environment, see [`crate::GlobalConfig::load`]).
+    pub fn from_global() -> Result<Self, ConfigError> {
+        ProfileSet::builder().build()
+    }
+
+    /// A builder for client-level settings.
+    pub fn builder() -> ProfileSetBuilder {
+        ProfileSetBuilder::default()
+    }
+
+    /// The effective profile of that name (case-insensitive).
+    pub fn profile(&self, name: &str) -> Option<&TimeoutProfile> {
+        self.resolved(name).map(|r| &r.profile)
+    }
+
+    /// The effective profile with field sources.
+    pub fn resolved(&self, name: &str) -> Option<&ResolvedProfile> {
+        let id = match self.by_name.get(name) {
+            Some(&id) => id,
+            None => *self.by_name.get(name.to_ascii_lowercase().as_str())?,
+        };
+        self.profiles.get(id)
+    }
+
+    /// All profiles, in table order (standard first).
+    pub fn profiles(&self) -> impl Iterator<Item = &ResolvedProfile> {
+        self.profiles.iter()
+    }
+
+    /// The profile a request path is routed to (the fallback for unknown or
+    /// malformed paths).
+    pub fn profile_for_path(&self, path: &str) -> &TimeoutProfile {
+        let id = self.lookup(path).map_or(self.fallback, |l| l.profile);
+        &self.profiles[id].profile
+    }
+
+    /// The fallback profile for paths outside the routing table.
+    pub fn fallback(&self) -> &TimeoutProfile {
+        &self.profiles[self.fallback].profile
+    }
+
+    pub(crate) fn lookup<'a>(&self, path: &'a str) -> Option<Lookup<'a>> {
+        self.routes.lookup(path, self.fallback)
+    }
+
+    pub(crate) fn get(&self, id: ProfileId) -> &ResolvedProfile {
+        &self.profiles[id]
+    }
+}
+
+impl Default for ProfileSet {
+    fn default() -> Self {
+        ProfileSet::standard()
+    }
+}

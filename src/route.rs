@@ -1,0 +1,382 @@
+//! Request path → profile: the SW4-002 routing table of the five services, custom
+//! routes for exact paths and whole services, and the fallback for everything else.
+//! A lookup borrows the path and never allocates.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use crate::message_deadline::MessageField;
+use crate::profile::names;
+
+/// One row of the standard routing table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StandardRoute {
+    /// gRPC path, `/package.Service/Method`.
+    pub path: &'static str,
+    /// Profile name.
+    pub profile: &'static str,
+    /// Server-streaming response.
+    pub streaming: bool,
+    /// Timeout field inside the request message, if the RPC has one.
+    pub message_field: Option<MessageField>,
+}
+
+const fn r(path: &'static str, profile: &'static str) -> StandardRoute {
+    StandardRoute {
+        path,
+        profile,
+        streaming: false,
+        message_field: None,
+    }
+}
+
+const fn with_field(mut route: StandardRoute, field: MessageField) -> StandardRoute {
+    route.message_field = Some(field);
+    route
+}
+
+/// Every RPC of Registry, Scheduler, NegotiationRoom, Handoff and Tool with its
+/// SW4-002 profile (spec §3, extended to the upstream RPCs the spec does not list).
+pub const STANDARD_ROUTES: [StandardRoute; 26] = [
+    r(
+        "/sw4rm.registry.RegistryService/RegisterAgent",
+        names::REGISTRATION,
+    ),
+    r(
+        "/sw4rm.registry.RegistryService/Heartbeat",
+        names::HEARTBEAT,
+    ),
+    r(
+        "/sw4rm.registry.RegistryService/DeregisterAgent",
+        names::REGISTRATION,
+    ),
+    r(
+        "/sw4rm.scheduler.SchedulerService/SubmitTask",
+        names::TASK_SUBMIT,
+    ),
+    r(
+        "/sw4rm.scheduler.SchedulerService/CancelTask",
+        names::TASK_SUBMIT,
+    ),
+    r(
+        "/sw4rm.scheduler.SchedulerService/GetTaskStatus",
+        names::WORKFLOW_STATUS,
+    ),
+    r(
+        "/sw4rm.scheduler.SchedulerService/RequestPreemption",
+        names::TASK_SUBMIT,
+    ),
+    r(
+        "/sw4rm.scheduler.SchedulerService/ShutdownAgent",
+        names::TASK_SUBMIT,
+    ),
+    r(
+        "/sw4rm.scheduler.SchedulerService/PollActivityBuffer",
+        names::WORKFLOW_STATUS,
+    ),
+    r(
+        "/sw4rm.scheduler.SchedulerService/PurgeActivity",
+        names::TASK_SUBMIT,
+    ),
+    r(
+        "/sw4rm.negotiation_room.NegotiationRoomService/SubmitProposal",
+        names::NEGOTIATION_OPEN,
+    ),
+    r(
+        "/sw4rm.negotiation_room.NegotiationRoomService/SubmitVote",
+        names::NEGOTIATION_VOTE,
+    ),
+    r(
+        "/sw4rm.negotiation_room.NegotiationRoomService/GetVotes",
+        names::NEGOTIATION_DECISION,
+    ),
+    r(
+        "/sw4rm.negotiation_room.NegotiationRoomService/GetDecision",
+        names::NEGOTIATION_DECISION,
+    ),
+    with_field(
+        r(
+            "/sw4rm.negotiation_room.NegotiationRoomService/WaitForDecision",
+            names::NEGOTIATION_VOTE,
+        ),
+        MessageField::WaitForDecisionSeconds,
+    ),
+    with_field(
+        r(
+            "/sw4rm.handoff.HandoffService/RequestHandoff",
+            names::HANDOFF,
+        ),
+        MessageField::HandoffTimeout,
+    ),
+    r(
+        "/sw4rm.handoff.HandoffService/AcceptHandoff",
+        names::HANDOFF,
+    ),
+    r(
+        "/sw4rm.handoff.HandoffService/RejectHandoff",
+        names::MESSAGE_ROUTE,
+    ),
+    r(
+        "/sw4rm.handoff.HandoffService/GetPendingHandoffs",
+        names::WORKFLOW_STATUS,
+    ),
+    r(
+        "/sw4rm.handoff.HandoffService/CompleteHandoff",
+        names::HANDOFF,
+    ),
+    r(
+        "/sw4rm.handoff.HandoffService/CancelDelegation",
+        names::HANDOFF,
+    ),
+    with_field(
+        r("/sw4rm.tool.ToolService/InvokeTool", names::TOOL_CALL),
+        MessageField::InvokeToolPolicy,
+    ),
+    r("/sw4rm.tool.ToolService/DescribeTool", names::MESSAGE_ROUTE),
+    with_field(
+        r("/sw4rm.tool.ToolService/Call", names::TOOL_CALL),
+        MessageField::ToolCallPolicy,
+    ),
+    StandardRoute {
+        path: "/sw4rm.tool.ToolService/CallStream",
+        profile: names::TOOL_CALL,
+        streaming: true,
+        message_field: Some(MessageField::ToolCallPolicy),
+    },
+    r("/sw4rm.tool.ToolService/Cancel", names::MESSAGE_ROUTE),
+];
+
+/// Splits `/package.Service/Method` into service and method; `None` when the path is
+/// not of that form (empty, no leading `/`, empty service or method).
+///
+/// ```
+/// use sw4rm_timeouts::route::split_path;
+/// assert_eq!(split_path("/sw4rm.registry.RegistryService/Heartbeat"),
+///            Some(("sw4rm.registry.RegistryService", "Heartbeat")));
+/// assert_eq!(split_path(""), None);
+/// assert_eq!(split_path("/OnlyService"), None);
+/// ```
+pub fn split_path(path: &str) -> Option<(&str, &str)> {
+    let rest = path.strip_prefix('/')?;
+    let (service, method) = rest.rsplit_once('/')?;
+    (!service.is_empty() && !method.is_empty() && !service.contains('/'))
+        .then_some((service, method))
+}
+
+/// A custom route pattern: one method, or every method of a service.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RoutePattern {
+    /// `/package.Service/Method`.
+    Exact(String),
+    /// `/package.Service/*`: the service's full name.
+    Service(String),
+}
+
+impl RoutePattern {
+    /// Parses `/pkg.Service/Method` or `/pkg.Service/*`.
+    ///
+    /// ```
+    /// use sw4rm_timeouts::route::RoutePattern;
+    /// assert_eq!(RoutePattern::parse("/a.B/*"), Ok(RoutePattern::Service("a.B".into())));
+    /// assert!(RoutePattern::parse("a.B/C").is_err());
+    /// ```
+    pub fn parse(pattern: &str) -> Result<Self, String> {
+        match split_path(pattern) {
+            Some((service, "*")) => Ok(RoutePattern::Service(service.to_owned())),
+            Some((_, method)) if method.contains('*') => {
+                Err("`*` may only stand for the whole method: /package.Service/*".into())
+            }
+            Some(_) if !pattern.contains('*') => Ok(RoutePattern::Exact(pattern.to_owned())),
+            _ => Err("must be /package.Service/Method or /package.Service/*".into()),
+        }
+    }
+}
+
+/// Index of a profile inside a [`crate::ProfileSet`].
+pub type ProfileId = usize;
+
+/// A resolved route.
+#[derive(Clone, Debug)]
+pub(crate) struct Route {
+    pub(crate) profile: ProfileId,
+    pub(crate) streaming: bool,
+    pub(crate) message_field: Option<MessageField>,
+    pub(crate) source: crate::source::Source,
+}
+
+/// How a path was matched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Matched {
+    /// Index into the exact routes.
+    Exact(usize),
+    /// A whole-service route.
+    Service,
+    /// Nothing matched: the fallback profile.
+    Fallback,
+}
+
+/// The result of a lookup, borrowing the path.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Lookup<'a> {
+    pub(crate) matched: Matched,
+    pub(crate) profile: ProfileId,
+    pub(crate) streaming: bool,
+    pub(crate) message_field: Option<MessageField>,
+    pub(crate) service: &'a str,
+    pub(crate) method: &'a str,
+}
+
+/// The immutable routing table of a [`crate::ProfileSet`].
+#[derive(Clone, Debug, Default)]
+pub(crate) struct RouteTable {
+    exact_index: HashMap<Box<str>, usize, BuildHasherDefault<Fnv1a>>,
+    pub(crate) exact: Vec<(Box<str>, Route)>,
+    services: HashMap<Box<str>, Route, BuildHasherDefault<Fnv1a>>,
+}
+
+impl RouteTable {
+    /// Adds or replaces an exact route.
+    pub(crate) fn insert_exact(&mut self, path: &str, route: Route) {
+        match self.exact_index.get(path) {
+            Some(&i) => self.exact[i].1 = route,
+            None => {
+                self.exact_index.insert(path.into(), self.exact.len());
+                self.exact.push((path.into(), route));
+            }
+        }
+    }
+
+    /// Adds or replaces a whole-service route.
+    pub(crate) fn insert_service(&mut self, service: &str, route: Route) {
+        self.services.insert(service.into(), route);
+    }
+
+    /// Whole-service routes, for display.
+    pub(crate) fn services(&self) -> impl Iterator<Item = (&str, &Route)> {
+        self.services.iter().map(|(k, v)| (k.as_ref(), v))
+    }
+
+    /// Exact match first, then the service, then the fallback. `None` when the path
+    /// is not a gRPC path.
+    pub(crate) fn lookup<'a>(&self, path: &'a str, fallback: ProfileId) -> Option<Lookup<'a>> {
+        let (service, method) = split_path(path)?;
+        let (matched, route) = match self.exact_index.get(path) {
+            Some(&i) => (Matched::Exact(i), Some(&self.exact[i].1)),
+            None => match self.services.get(service) {
+                Some(route) => (Matched::Service, Some(route)),
+                None => (Matched::Fallback, None),
+            },
+        };
+        Some(Lookup {
+            matched,
+            profile: route.map_or(fallback, |r| r.profile),
+            streaming: route.is_some_and(|r| r.streaming),
+            message_field: route.and_then(|r| r.message_field),
+            service,
+            method,
+        })
+    }
+}
+
+/// FNV-1a: a fast, allocation-free hash for short path keys (not exposed to
+/// untrusted key insertion: the table is built from configuration only).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Fnv1a(u64);
+
+impl Default for Fnv1a {
+    fn default() -> Self {
+        Fnv1a(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Hasher for Fnv1a {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 ^= u64::from(b);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn standard_routes_are_unique_and_well_formed() {
+        let mut seen = std::collections::HashSet::new();
+        for route in STANDARD_ROUTES {
+            assert!(seen.insert(route.path), "duplicate {}", route.path);
+            assert!(split_path(route.path).is_some(), "{}", route.path);
+            assert!(crate::TimeoutProfile::standard_named(route.profile).is_some());
+        }
+    }
+
+    #[test]
+    fn split_table() {
+        let table = [
+            ("/a.B/C", Some(("a.B", "C"))),
+            ("/a.B/C/", None),
+            ("", None),
+            ("/", None),
+            ("//C", None),
+            ("/a.B/", None),
+            ("a.B/C", None),
+            ("/a/b/C", None),
+        ];
+        for (path, want) in table {
+            assert_eq!(split_path(path), want, "{path:?}");
+        }
+    }
+
+    #[test]
+    fn pattern_table() {
+        assert_eq!(
+            RoutePattern::parse("/a.B/C"),
+            Ok(RoutePattern::Exact("/a.B/C".into()))
+        );
+        assert_eq!(
+            RoutePattern::parse("/a.B/*"),
+            Ok(RoutePattern::Service("a.B".into()))
+        );
+        for bad in ["", "/a.B", "/a.B/C*", "/*/C", "a.B/*", "/a.B/*/x"] {
+            assert!(RoutePattern::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn lookup_precedence() {
+        let route = |profile| Route {
+            profile,
+            streaming: false,
+            message_field: None,
+            source: crate::Source::Client,
+        };
+        let mut t = RouteTable::default();
+        t.insert_exact("/a.B/C", route(1));
+        t.insert_service("a.B", route(2));
+        assert_eq!(t.lookup("/a.B/C", 9).unwrap().profile, 1);
+        assert_eq!(t.lookup("/a.B/D", 9).unwrap().profile, 2);
+        let other = t.lookup("/x.Y/Z", 9).unwrap();
+        assert_eq!(
+            (other.profile, other.matched, other.service, other.method),
+            (9, Matched::Fallback, "x.Y", "Z")
+        );
+        assert!(t.lookup("", 9).is_none());
+        t.insert_exact("/a.B/C", route(3));
+        assert_eq!(t.lookup("/a.B/C", 9).unwrap().profile, 3);
+    }
+
+    proptest! {
+        #[test]
+        fn lookup_never_panics(path in ".{0,64}") {
+            let t = RouteTable::default();
+            let _ = t.lookup(&path, 0);
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! An embedded, in-process SW4RM server for tests and examples (feature `testing`).
+//!
+//! It serves all five services over real HTTP/2 on loopback, answers every RPC with
+//! a default message after a scripted latency (streams with scripted pacing), and
+//! records, per call, the `grpc-timeout` it received and whether the call completed
+//! or was cancelled.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use sw4rm_timeouts::testing::{Script, TestServer};
+//! use sw4rm_timeouts::{ProfileSet, Sw4rm, TimeoutDetails, TimeoutProfileLayer};
+//!
+//! let server = TestServer::start().await?;
+//! server.script("Heartbeat", Script::latency(Duration::from_millis(1_500)));
+//!
+//! let profiles = ProfileSet::builder().without_global().default_timeout_ms("heartbeat", 1_000).build()?;
+//! let sw4rm = Sw4rm::connect_with(server.url(), TimeoutProfileLayer::new(profiles)).await?;
+//! let status = sw4rm.registry().heartbeat(Default::default()).await.unwrap_err();
+//! let details = TimeoutDetails::from_status(&status).unwrap();
+//! assert_eq!(details.profile_name, "heartbeat");
+//! assert_eq!(server.calls()[0].grpc_timeout.as_deref(), Some("1000000u"));
+//! # Ok(()) }
+//! ```
+
+mod script;
+mod services;
+mod state;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio_stream::wrappers::TcpListenerStream;
+
+pub use script::{CallRecord, Outcome, Script, StreamScript};
+
+use crate::proto::sw4rm::handoff::handoff_service_server::HandoffServiceServer;
+use crate::proto::sw4rm::negotiation_room::negotiation_room_service_server::NegotiationRoomServiceServer;
+use crate::proto::sw4rm::registry::registry_service_server::RegistryServiceServer;
+use crate::proto::sw4rm::scheduler::scheduler_service_server::SchedulerServiceServer;
+use crate::proto::sw4rm::tool::tool_service_server::ToolServiceServer;
+use crate::route::STANDARD_ROUTES;
+use services::Embedded;
+use state::State;
+
+/// A running embedded SW4RM server; stops when dropped.
+#[derive(Debug)]
+pub struct TestServer {
+    addr: SocketAddr,
+    state: Arc<State>,
+    shutdown: Option<oneshot::Sender<()>>,
+}
+
+impl TestServer {
+    /// Starts the server on `127.0.0.1` with an OS-chosen port.
+    pub async fn start() -> std::io::Result<TestServer> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let state = Arc::new(State::default());
+        let svc = Embedded {
+            state: state.clone(),
+        };
+        let (tx, rx) = oneshot::channel::<()>();
+        let router = tonic::transport::Server::builder()
+            .add_service(RegistryServiceServer::new(svc.clone()))
+            .add_service(SchedulerServiceServer::new(svc.clone()))
+            .add_service(NegotiationRoomServiceServer::new(svc.clone()))
+            .add_service(HandoffServiceServer::new(svc.clone()))
+            .add_service(ToolServiceServer::new(svc));
+        tokio::spawn(async move {
+            let incoming = TcpListenerStream::new(listener);
+            if let Err(e) = router
+                .serve_with_incoming_shutdown(incoming, async {
+                    let _ = rx.await;
+                })
+                .await
+            {
+                tracing::error!(error = %e, "embedded SW4RM server stopped");
+            }
+        });
+        Ok(TestServer {
+            addr,
+            state,
+            shutdown: Some(tx),
+        })
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Scripts an RPC, named by its path (`/sw4rm.registry.RegistryService/Heartbeat`)
+    /// or its method name (`Heartbeat`). Unknown names are ignored with a warning.
+    pub fn script(&self, rpc: &str, script: Script) {
+        match resolve_rpc(rpc) {
+            Some(path) => self.state.set_script(path, script),
+            None => tracing::warn!(rpc, "embedded SW4RM server: no such RPC to script"),
+        }
+    }
+
+    /// Every call so far, in arrival order.
+    pub fn calls(&self) -> Vec<CallRecord> {
+        self.state.calls()
+    }
+
+    /// The calls to one RPC (path or method name).
+    pub fn calls_to(&self, rpc: &str) -> Vec<CallRecord> {
+        let path = resolve_rpc(rpc);
+        self.calls()
+            .into_iter()
+            .filter(|c| Some(c.path) == path)
+            .collect()
+    }
+
+    /// Waits (up to `limit`) until `done` holds for the call records; returns whether it did.
+    pub async fn wait_until(
+        &self,
+        limit: Duration,
+        mut done: impl FnMut(&[CallRecord]) -> bool,
+    ) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let changed = self.state.changed.notified();
+            if done(&self.calls()) {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, changed).await.is_err() {
+                return done(&self.calls());
+            }
+        }
+    }
+
+    /// Waits (up to `limit`) until call `id` has ended; returns its record.
+    pub async fn wait_for_end(&self, id: usize, limit: Duration) -> Option<CallRecord> {
+        let ended =
+            |calls: &[CallRecord]| calls.get(id).is_some_and(|c| c.outcome != Outcome::Running);
+        self.wait_until(limit, ended).await;
+        self.calls().get(id).cloned()
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+fn resolve_rpc(rpc: &str) -> Option<&'static str> {
+    STANDARD_ROUTES
+        .iter()
+        .map(|r| r.path)
+        .find(|p| *p == rpc || (!rpc.starts_with('/') && p.rsplit('/').next() == Some(rpc)))
+}

@@ -1,0 +1,99 @@
+//! Shared state of the embedded server: scripts in, call records out.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::Notify;
+
+use super::script::{CallRecord, Outcome, Script};
+
+#[derive(Debug, Default)]
+pub(crate) struct State {
+    scripts: Mutex<HashMap<&'static str, Script>>,
+    calls: Mutex<Vec<CallRecord>>,
+    pub(crate) changed: Notify,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panicking test thread must not hide the records from the others.
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl State {
+    pub(crate) fn set_script(&self, path: &'static str, script: Script) {
+        lock(&self.scripts).insert(path, script);
+    }
+
+    pub(crate) fn script(&self, path: &str) -> Script {
+        lock(&self.scripts).get(path).cloned().unwrap_or_default()
+    }
+
+    pub(crate) fn calls(&self) -> Vec<CallRecord> {
+        lock(&self.calls).clone()
+    }
+
+    pub(crate) fn begin(
+        self: &Arc<Self>,
+        path: &'static str,
+        metadata: &tonic::metadata::MetadataMap,
+    ) -> CallGuard {
+        let grpc_timeout = metadata
+            .get("grpc-timeout")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let id = {
+            let mut calls = lock(&self.calls);
+            let id = calls.len();
+            calls.push(CallRecord {
+                id,
+                path,
+                grpc_timeout,
+                outcome: Outcome::Running,
+                messages_sent: 0,
+            });
+            id
+        };
+        self.changed.notify_waiters();
+        CallGuard {
+            state: self.clone(),
+            id,
+            finished: false,
+        }
+    }
+}
+
+/// Marks the call `Cancelled` when dropped before [`CallGuard::finish`].
+#[derive(Debug)]
+pub(crate) struct CallGuard {
+    state: Arc<State>,
+    id: usize,
+    finished: bool,
+}
+
+impl CallGuard {
+    fn set(&self, outcome: Outcome) {
+        if let Some(c) = lock(&self.state.calls).get_mut(self.id) {
+            c.outcome = outcome;
+        }
+        self.state.changed.notify_waiters();
+    }
+
+    pub(crate) fn sent_message(&self) {
+        if let Some(c) = lock(&self.state.calls).get_mut(self.id) {
+            c.messages_sent += 1;
+        }
+    }
+
+    pub(crate) fn finish(mut self) {
+        self.finished = true;
+        self.set(Outcome::Completed);
+    }
+}
+
+impl Drop for CallGuard {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.set(Outcome::Cancelled);
+        }
+    }
+}

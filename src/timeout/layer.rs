@@ -1,0 +1,85 @@
+//! [`TimeoutProfileLayer`]: wraps any gRPC client service (a tonic `Channel`, or
+//! anything under a generated client) in a [`TimeoutProfileService`].
+
+use std::sync::Arc;
+
+use opentelemetry::metrics::MeterProvider;
+use tower_layer::Layer;
+
+use super::service::TimeoutProfileService;
+use super::shared::Shared;
+use crate::config::ConfigError;
+use crate::metrics::Instruments;
+use crate::profile_set::ProfileSet;
+
+/// Applies SW4-002 timeout profiles to every call of the service it wraps.
+///
+/// ```
+/// use sw4rm_timeouts::{ProfileSet, TimeoutProfileLayer};
+/// use tower::ServiceBuilder;
+/// # async fn demo(channel: tonic::transport::Channel) {
+/// let layer = TimeoutProfileLayer::new(ProfileSet::standard());
+/// let service = ServiceBuilder::new().layer(layer).service(channel);
+/// let client = sw4rm_timeouts::proto::sw4rm::registry::registry_service_client::RegistryServiceClient::new(service);
+/// # let _ = client; }
+/// ```
+///
+/// Metrics go to the global OpenTelemetry `MeterProvider` as it is when the layer is
+/// built (install yours first), or to the one given with
+/// [`TimeoutProfileLayer::with_meter_provider`].
+#[derive(Clone, Debug)]
+pub struct TimeoutProfileLayer {
+    shared: Arc<Shared>,
+}
+
+impl TimeoutProfileLayer {
+    /// A layer over this profile table, recording to the global meter provider.
+    pub fn new(profiles: ProfileSet) -> Self {
+        TimeoutProfileLayer {
+            shared: Arc::new(Shared::new(profiles, Some(Instruments::from_global()))),
+        }
+    }
+
+    /// A layer with the standard profiles only (no file, no environment).
+    pub fn standard() -> Self {
+        TimeoutProfileLayer::new(ProfileSet::standard())
+    }
+
+    /// A layer with the standard profiles and the global configuration
+    /// (`SW4RM_CONFIG` / `sw4rm.toml` and `SW4RM_*` variables).
+    pub fn from_global() -> Result<Self, ConfigError> {
+        Ok(TimeoutProfileLayer::new(ProfileSet::from_global()?))
+    }
+
+    /// Records metrics to this meter provider instead of the global one.
+    pub fn with_meter_provider(self, provider: &impl MeterProvider) -> Self {
+        let profiles = self.shared.profiles.clone();
+        TimeoutProfileLayer {
+            shared: Arc::new(Shared::new(
+                profiles,
+                Some(Instruments::from_provider(provider)),
+            )),
+        }
+    }
+
+    /// Records no metrics at all (tracing events stay).
+    pub fn without_metrics(self) -> Self {
+        let profiles = self.shared.profiles.clone();
+        TimeoutProfileLayer {
+            shared: Arc::new(Shared::new(profiles, None)),
+        }
+    }
+
+    /// The profile table in use.
+    pub fn profiles(&self) -> &ProfileSet {
+        &self.shared.profiles
+    }
+}
+
+impl<S> Layer<S> for TimeoutProfileLayer {
+    type Service = TimeoutProfileService<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        TimeoutProfileService::from_shared(inner, self.shared.clone())
+    }
+}
