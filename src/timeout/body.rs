@@ -23,6 +23,7 @@ use crate::details::{DetectedBy, Phase};
 
 pin_project! {
     /// Response body of [`super::TimeoutProfileService`].
+    #[derive(Debug)]
     pub struct TimeoutBody<B> {
         #[pin]
         inner: Option<B>,

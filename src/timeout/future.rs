@@ -17,6 +17,7 @@ use crate::details::{DetectedBy, Phase};
 
 pin_project! {
     /// Response future of [`super::TimeoutProfileService`].
+    #[derive(Debug)]
     pub struct ResponseFuture<F> {
         #[pin]
         state: State<F>,
@@ -25,6 +26,7 @@ pin_project! {
 
 pin_project! {
     #[project = StateProj]
+    #[derive(Debug)]
     enum State<F> {
         Waiting {
             #[pin]
