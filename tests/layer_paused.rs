@@ -1,0 +1,363 @@
+//! The layer and its body wrapper under paused tokio time, over an in-memory inner
+//! service (no socket): exact deadlines, exact elapsed times, every streaming phase,
+//! and the inner call dropped on expiry.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body::{Body, Frame};
+use sw4rm_timeouts::{
+    DetectedBy, Phase, ProfileSet, StreamingTimeoutPolicy, TimeoutDetails, TimeoutProfileLayer,
+};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tower::{Service, ServiceBuilder, ServiceExt};
+
+const HEARTBEAT: &str = "/sw4rm.registry.RegistryService/Heartbeat";
+const CALL_STREAM: &str = "/sw4rm.tool.ToolService/CallStream";
+
+/// A response body fed from a channel.
+#[derive(Debug)]
+struct ChannelBody(mpsc::UnboundedReceiver<Frame<Bytes>>);
+
+impl Body for ChannelBody {
+    type Data = Bytes;
+    type Error = Infallible;
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.0.poll_recv(cx).map(|f| f.map(Ok))
+    }
+}
+
+fn message(n: usize) -> Frame<Bytes> {
+    let mut v = vec![0u8];
+    v.extend_from_slice(&(n as u32).to_be_bytes());
+    v.extend(std::iter::repeat_n(1u8, n));
+    Frame::data(Bytes::from(v))
+}
+
+fn request(path: &str) -> http::Request<tonic::body::Body> {
+    http::Request::builder()
+        .uri(format!("http://sw4rm.test{path}"))
+        .body(tonic::body::Body::empty())
+        .unwrap()
+}
+
+/// Sets a flag when dropped: shows the inner call was dropped.
+struct DropFlag(Arc<AtomicBool>);
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+type Seen = Arc<Mutex<Vec<Option<String>>>>;
+
+/// An inner service that records the grpc-timeout, then answers with headers after
+/// `headers_after` and hands the body's sender to the test.
+fn inner(
+    headers_after: Option<Duration>,
+    seen: Seen,
+    dropped: Arc<AtomicBool>,
+    body_tx: mpsc::UnboundedSender<mpsc::UnboundedSender<Frame<Bytes>>>,
+) -> impl Service<
+    http::Request<tonic::body::Body>,
+    Response = http::Response<ChannelBody>,
+    Error = Infallible,
+    Future = impl Send,
+> + Clone {
+    tower::service_fn(move |req: http::Request<tonic::body::Body>| {
+        seen.lock().unwrap().push(
+            req.headers()
+                .get("grpc-timeout")
+                .map(|v| v.to_str().unwrap().to_owned()),
+        );
+        let flag = DropFlag(dropped.clone());
+        let body_tx = body_tx.clone();
+        async move {
+            let _flag = flag;
+            match headers_after {
+                Some(d) => tokio::time::sleep(d).await,
+                None => std::future::pending::<()>().await,
+            }
+            let (tx, rx) = mpsc::unbounded_channel();
+            let _ = body_tx.send(tx);
+            Ok::<_, Infallible>(http::Response::new(ChannelBody(rx)))
+        }
+    })
+}
+
+struct Harness<S> {
+    svc: S,
+    seen: Seen,
+    dropped: Arc<AtomicBool>,
+    bodies: mpsc::UnboundedReceiver<mpsc::UnboundedSender<Frame<Bytes>>>,
+}
+
+fn harness(
+    profiles: ProfileSet,
+    headers_after: Option<Duration>,
+) -> Harness<
+    impl Service<
+        http::Request<tonic::body::Body>,
+        Response = http::Response<sw4rm_timeouts::TimeoutBody<ChannelBody>>,
+        Error = sw4rm_timeouts::BoxError,
+    >,
+> {
+    let seen = Seen::default();
+    let dropped = Arc::new(AtomicBool::new(false));
+    let (tx, bodies) = mpsc::unbounded_channel();
+    let svc = ServiceBuilder::new()
+        .layer(TimeoutProfileLayer::new(profiles).without_metrics())
+        .service(inner(headers_after, seen.clone(), dropped.clone(), tx));
+    Harness {
+        svc,
+        seen,
+        dropped,
+        bodies,
+    }
+}
+
+fn standard() -> ProfileSet {
+    ProfileSet::builder().without_global().build().unwrap()
+}
+
+fn details(err: sw4rm_timeouts::BoxError) -> TimeoutDetails {
+    let status = tonic::Status::from_error(err);
+    TimeoutDetails::from_status(&status).unwrap_or_else(|| panic!("no details in {status:?}"))
+}
+
+#[tokio::test(start_paused = true)]
+async fn unary_deadline_is_exact_and_drops_the_inner_call() {
+    let mut h = harness(standard(), None);
+    let start = Instant::now();
+    let err = h
+        .svc
+        .ready()
+        .await
+        .unwrap()
+        .call(request(HEARTBEAT))
+        .await
+        .unwrap_err();
+    assert_eq!(start.elapsed(), Duration::from_secs(5));
+    let d = details(err);
+    assert_eq!(
+        (d.elapsed_ms, d.configured_timeout_ms, d.phase),
+        (5_000, 5_000, Phase::Total)
+    );
+    assert_eq!(
+        (d.source.as_str(), d.detected_by),
+        ("standard", DetectedBy::Client)
+    );
+    assert!(
+        h.dropped.load(Ordering::SeqCst),
+        "the inner call must be dropped (HTTP/2 reset)"
+    );
+    assert_eq!(h.seen.lock().unwrap()[0].as_deref(), Some("5000000u"));
+}
+
+/// tonic's own timer stops at the response headers; ours covers a stalled body too.
+#[tokio::test(start_paused = true)]
+async fn unary_deadline_covers_a_stalled_body() {
+    let mut h = harness(standard(), Some(Duration::from_secs(1)));
+    let start = Instant::now();
+    let resp = h
+        .svc
+        .ready()
+        .await
+        .unwrap()
+        .call(request(HEARTBEAT))
+        .await
+        .unwrap();
+    let _tx = h.bodies.recv().await.unwrap(); // keep the body open, send nothing
+    let mut body: Wrapped = Box::pin(resp.into_body());
+    let err = next(&mut body).await.unwrap().unwrap_err();
+    assert_eq!(start.elapsed(), Duration::from_secs(5));
+    assert_eq!(details(err).elapsed_ms, 5_000);
+    assert!(next(&mut body).await.is_none());
+    assert!(body.is_end_stream());
+}
+
+type Wrapped = Pin<Box<sw4rm_timeouts::TimeoutBody<ChannelBody>>>;
+
+async fn next(body: &mut Wrapped) -> Option<Result<Frame<Bytes>, sw4rm_timeouts::BoxError>> {
+    std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await
+}
+
+fn streaming(initial: u32, gap: u32, total: u32) -> ProfileSet {
+    let p = StreamingTimeoutPolicy {
+        initial_timeout_ms: initial,
+        message_gap_timeout_ms: gap,
+        total_timeout_ms: total,
+    };
+    ProfileSet::builder()
+        .without_global()
+        .streaming("tool_call", p)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn initial_phase_counts_from_the_call_start_and_needs_a_whole_message() {
+    let mut h = harness(streaming(1_000, 200, 0), Some(Duration::from_millis(100)));
+    let start = Instant::now();
+    let mut body = h
+        .svc
+        .ready()
+        .await
+        .unwrap()
+        .call(request(CALL_STREAM))
+        .await
+        .unwrap()
+        .into_body();
+    let mut body: Wrapped = Box::pin(body);
+    let tx = h.bodies.recv().await.unwrap();
+    // Half a message (the prefix only) is progress, but not a message.
+    let whole = message(4).into_data().unwrap();
+    tx.send(Frame::data(whole.slice(..5))).unwrap();
+    assert!(next(&mut body).await.unwrap().is_ok());
+    let err = next(&mut body).await.unwrap().unwrap_err();
+    assert_eq!(start.elapsed(), Duration::from_millis(1_000));
+    let d = details(err);
+    assert_eq!(
+        (
+            d.phase,
+            d.elapsed_ms,
+            d.configured_timeout_ms,
+            d.message_count
+        ),
+        (Phase::Initial, 1_000, 1_000, Some(0))
+    );
+    assert_eq!(h.seen.lock().unwrap()[0], None);
+    assert!(tx.is_closed(), "the inner body is dropped on expiry");
+}
+
+#[tokio::test(start_paused = true)]
+async fn gap_resets_on_every_message_and_total_never_does() {
+    let mut h = harness(streaming(1_000, 300, 2_000), Some(Duration::ZERO));
+    let start = Instant::now();
+    let mut body = h
+        .svc
+        .ready()
+        .await
+        .unwrap()
+        .call(request(CALL_STREAM))
+        .await
+        .unwrap()
+        .into_body();
+    let mut body: Wrapped = Box::pin(body);
+    let tx = h.bodies.recv().await.unwrap();
+    // A message every 250 ms (< 300 ms gap) keeps the stream alive until the 2 s cap.
+    let mut received = 0;
+    let err = loop {
+        tokio::select! {
+            frame = next(&mut body) => match frame.unwrap() {
+                Ok(_) => received += 1,
+                Err(e) => break e,
+            },
+            _ = tokio::time::sleep(Duration::from_millis(250)) => { let _ = tx.send(message(3)); }
+        }
+    };
+    let d = details(err);
+    assert_eq!(
+        (d.phase, d.elapsed_ms, d.configured_timeout_ms),
+        (Phase::Total, 2_000, 2_000)
+    );
+    assert_eq!(d.message_count, Some(received));
+    assert_eq!(received, 7, "messages at 250, 500, ... 1750 ms");
+    assert_eq!(start.elapsed(), Duration::from_millis(2_000));
+    assert_eq!(h.seen.lock().unwrap()[0].as_deref(), Some("2000000u"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn gap_fires_exactly_gap_after_the_last_message() {
+    let mut h = harness(streaming(1_000, 300, 0), Some(Duration::ZERO));
+    let start = Instant::now();
+    let mut body = h
+        .svc
+        .ready()
+        .await
+        .unwrap()
+        .call(request(CALL_STREAM))
+        .await
+        .unwrap()
+        .into_body();
+    let mut body: Wrapped = Box::pin(body);
+    let tx = h.bodies.recv().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    tx.send(message(1)).unwrap();
+    tx.send(message(2)).unwrap();
+    assert!(next(&mut body).await.unwrap().is_ok());
+    assert!(next(&mut body).await.unwrap().is_ok());
+    let err = next(&mut body).await.unwrap().unwrap_err();
+    let d = details(err);
+    assert_eq!(
+        (
+            d.phase,
+            d.elapsed_ms,
+            d.configured_timeout_ms,
+            d.message_count
+        ),
+        (Phase::Gap, 1_000, 300, Some(2))
+    );
+    assert_eq!(start.elapsed(), Duration::from_millis(1_000));
+}
+
+#[tokio::test(start_paused = true)]
+async fn gap_above_total_is_clamped() {
+    // Config rejects gap > total; a per-call policy can still ask for it.
+    let mut h = harness(standard(), Some(Duration::ZERO));
+    let mut req = request(CALL_STREAM);
+    let p = StreamingTimeoutPolicy {
+        initial_timeout_ms: 100,
+        message_gap_timeout_ms: 5_000,
+        total_timeout_ms: 800,
+    };
+    req.extensions_mut()
+        .insert(sw4rm_timeouts::CallStreamingPolicy(p));
+    let mut body = h
+        .svc
+        .ready()
+        .await
+        .unwrap()
+        .call(req)
+        .await
+        .unwrap()
+        .into_body();
+    let mut body: Wrapped = Box::pin(body);
+    let tx = h.bodies.recv().await.unwrap();
+    tx.send(message(1)).unwrap();
+    assert!(next(&mut body).await.unwrap().is_ok());
+    let d = details(next(&mut body).await.unwrap().unwrap_err());
+    // The clamped gap (800 ms) and the total (800 ms) fall together; total wins the tie.
+    assert_eq!((d.elapsed_ms, d.configured_timeout_ms), (800, 800));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_finished_body_fires_nothing_later() {
+    let mut h = harness(standard(), Some(Duration::ZERO));
+    let mut body = h
+        .svc
+        .ready()
+        .await
+        .unwrap()
+        .call(request(HEARTBEAT))
+        .await
+        .unwrap()
+        .into_body();
+    let mut body: Wrapped = Box::pin(body);
+    let tx = h.bodies.recv().await.unwrap();
+    tx.send(message(2)).unwrap();
+    drop(tx);
+    assert!(next(&mut body).await.unwrap().is_ok());
+    assert!(next(&mut body).await.is_none());
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert!(next(&mut body).await.is_none());
+}
