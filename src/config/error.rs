@@ -20,19 +20,16 @@ pub struct ConfigIssue {
 
 impl fmt::Display for ConfigIssue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (key, value, rule) = (&self.key, &self.value, &self.rule);
         match &self.source {
-            Source::Env(var) => write!(f, "{var}={}: {}", self.value, self.rule),
-            Source::File(path) => {
-                write!(
-                    f,
-                    "{}: {} = {}: {}",
-                    path.display(),
-                    self.key,
-                    self.value,
-                    self.rule
-                )
-            }
-            other => write!(f, "{other}: {} = {}: {}", self.key, self.value, self.rule),
+            // A problem with the whole source (unreadable file, missing file).
+            Source::File(path) if key.is_empty() => write!(f, "{}: {rule}", path.display()),
+            Source::Env(var) if key.is_empty() => write!(f, "{var}: {rule}"),
+            // A value that should be there and is not.
+            source if value.is_empty() => write!(f, "{key}: {rule} (set in {source})"),
+            Source::Env(var) => write!(f, "{var}={value}: {rule}"),
+            Source::File(path) => write!(f, "{}: {key} = {value}: {rule}", path.display()),
+            other => write!(f, "{other}: {key} = {value}: {rule}"),
         }
     }
 }

@@ -69,6 +69,13 @@ impl GlobalConfig {
     /// Reads the file (`SW4RM_CONFIG`, else `./sw4rm.toml` if present) and the
     /// `SW4RM_*` environment. Every problem is reported at once.
     pub fn load() -> Result<Self, ConfigError> {
+        let (config, issues) = GlobalConfig::load_partial();
+        finish(config, issues)
+    }
+
+    /// Like [`GlobalConfig::load`], but keeps what could be read beside the
+    /// problems, so that validation can report everything at once.
+    pub(crate) fn load_partial() -> (Self, Vec<ConfigIssue>) {
         let mut issues = Vec::new();
         let mut config = GlobalConfig::empty();
         match std::env::var_os(CONFIG_PATH_VAR) {
@@ -93,7 +100,7 @@ impl GlobalConfig {
             }
         }
         config.read_env(&mut issues);
-        finish(config, issues)
+        (config, issues)
     }
 
     /// Reads one TOML file (no environment).
@@ -406,21 +413,21 @@ fn walk_routes(
 /// A whole, non-negative number of milliseconds that fits in `u32`.
 fn to_millis(value: &Value) -> Result<u32, String> {
     let n: i128 = match value {
-        Value::Num(_, n) => match n.to_i128() {
-            Some(i) => i,
-            None => match n.to_f64() {
-                Some(f) if f.fract() != 0.0 || !f.is_finite() => {
-                    return Err("must be a whole number of milliseconds".into())
-                }
-                Some(f) if f < 0.0 => return Err("must not be negative".into()),
-                Some(_) => {
-                    return Err(format!(
-                        "exceeds the largest timeout, {} ms (u32)",
-                        u32::MAX
-                    ))
-                }
-                None => n.to_u128().map(|_| i128::MAX).unwrap_or(i128::MAX),
-            },
+        Value::Num(_, n) => match (n.to_u128(), n.to_i128(), n.to_f64()) {
+            (Some(u), _, _) => i128::try_from(u).unwrap_or(i128::MAX),
+            (_, Some(i), _) => i,
+            (_, _, Some(f)) if f.fract() != 0.0 || !f.is_finite() => {
+                return Err("must be a whole number of milliseconds".into())
+            }
+            (_, _, Some(f)) if f < 0.0 => return Err("must not be negative".into()),
+            (_, _, Some(f)) if f > f64::from(u32::MAX) => {
+                return Err(format!(
+                    "exceeds the largest timeout, {} ms (u32)",
+                    u32::MAX
+                ))
+            }
+            (_, _, Some(f)) => f as i128,
+            _ => return Err("must be a number of milliseconds".into()),
         },
         Value::String(_, s) => match s.trim().parse::<i128>() {
             Ok(i) => i,
@@ -452,10 +459,11 @@ fn show(value: &Value) -> String {
         Value::String(_, s) => s.clone(),
         Value::Char(_, c) => c.to_string(),
         Value::Bool(_, b) => b.to_string(),
-        Value::Num(_, n) => match (n.to_i128(), n.to_f64()) {
-            (Some(i), _) => i.to_string(),
-            (None, Some(f)) => f.to_string(),
-            _ => n.to_u128().map(|u| u.to_string()).unwrap_or_default(),
+        Value::Num(_, n) => match (n.to_u128(), n.to_i128(), n.to_f64()) {
+            (Some(u), _, _) => u.to_string(),
+            (_, Some(i), _) => i.to_string(),
+            (_, _, Some(f)) => f.to_string(),
+            _ => String::new(),
         },
         Value::Empty(..) => String::new(),
         Value::Dict(..) => "{table}".into(),

@@ -153,13 +153,11 @@ impl ProfileSetBuilder {
     pub fn build(self) -> Result<ProfileSet, ConfigError> {
         let mut issues = self.issues;
         let global = match self.global {
-            Global::Load => match GlobalConfig::load() {
-                Ok(g) => g,
-                Err(e) => {
-                    issues.extend(e.issues().iter().cloned());
-                    GlobalConfig::empty()
-                }
-            },
+            Global::Load => {
+                let (global, problems) = GlobalConfig::load_partial();
+                issues.extend(problems);
+                global
+            }
             Global::Given(g) => g,
             Global::None => GlobalConfig::empty(),
         };

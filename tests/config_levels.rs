@@ -1,0 +1,420 @@
+//! Customization at every level (SW4-002 §2.3): the example file, per-field
+//! precedence, every validation rule with its message, and the end-to-end effect on
+//! the `grpc-timeout` the server receives. Environment and files run in figment's
+//! `Jail`, which serializes them across tests.
+
+mod common;
+
+use std::time::Duration;
+
+use figment::Jail;
+use sw4rm_timeouts::proto::sw4rm::registry::HeartbeatRequest;
+use sw4rm_timeouts::{
+    GlobalConfig, ProfileSet, Source, StreamingTimeoutPolicy, Sw4rm, TimeoutProfileLayer,
+};
+
+const EXAMPLE: &str = include_str!("../examples/sw4rm.toml");
+
+fn build_from_env() -> Result<ProfileSet, sw4rm_timeouts::ConfigError> {
+    ProfileSet::builder().build()
+}
+
+#[test]
+fn example_file_loads_with_every_key() {
+    Jail::expect_with(|jail| {
+        jail.clear_env();
+        jail.create_file("sw4rm.toml", EXAMPLE)?;
+        let set = build_from_env().expect("example config is valid");
+        let hb = set.resolved("heartbeat").unwrap();
+        assert_eq!(
+            (
+                hb.profile().default_timeout_ms,
+                hb.profile().min_timeout_ms,
+                hb.profile().max_timeout_ms
+            ),
+            (3_000, 1_000, 20_000)
+        );
+        assert!(
+            matches!(hb.source_of("default_timeout_ms"), Some(Source::File(p)) if p.ends_with("sw4rm.toml"))
+        );
+        let tool = set.resolved("tool_call").unwrap();
+        assert_eq!(
+            tool.streaming(),
+            StreamingTimeoutPolicy {
+                initial_timeout_ms: 10_000,
+                message_gap_timeout_ms: 5_000,
+                total_timeout_ms: 600_000
+            }
+        );
+        assert_eq!(
+            tool.source_of("default_timeout_ms"),
+            Some(&Source::Standard)
+        );
+        let batch = set.profile("batch").unwrap();
+        assert_eq!(
+            (batch.default_timeout_ms, batch.allow_infinite),
+            (120_000, true)
+        );
+        assert_eq!(
+            set.profile_for_path("/acme.batch.BatchService/Run").name,
+            "batch"
+        );
+        assert_eq!(
+            set.profile_for_path("/acme.reports.ReportService/Any").name,
+            "workflow_status"
+        );
+        assert_eq!(
+            set.profile_for_path("/sw4rm.router.RouterService/StreamIncoming")
+                .name,
+            "message_route"
+        );
+        assert_eq!(set.fallback().name, "universal");
+        Ok(())
+    });
+}
+
+/// Each field × each combination of levels: the most specific level wins, field by
+/// field, and the result names its source.
+#[test]
+fn precedence_per_field() {
+    // (field, standard, global, client); values chosen so every mix stays valid.
+    let fields: [(&str, u32, u32, u32); 7] = [
+        ("default_timeout_ms", 5_000, 6_000, 7_000),
+        ("min_timeout_ms", 1_000, 1_500, 2_000),
+        ("max_timeout_ms", 30_000, 25_000, 20_000),
+        ("allow_infinite", 0, 1, 0),
+        ("streaming.initial_timeout_ms", 0, 100, 200),
+        ("streaming.message_gap_timeout_ms", 0, 50, 60),
+        ("streaming.total_timeout_ms", 0, 1_000, 2_000),
+    ];
+    for (field, standard, global, client) in fields {
+        for (use_global, use_client) in [(false, false), (true, false), (false, true), (true, true)]
+        {
+            Jail::expect_with(|jail| {
+                jail.clear_env();
+                let var = format!(
+                    "SW4RM_PROFILES__HEARTBEAT__{}",
+                    field.replace('.', "__").to_uppercase()
+                );
+                if use_global {
+                    let value = if field == "allow_infinite" {
+                        (global == 1).to_string()
+                    } else {
+                        global.to_string()
+                    };
+                    jail.set_env(&var, value);
+                }
+                let mut builder = ProfileSet::builder();
+                if use_client {
+                    builder = match field {
+                        "default_timeout_ms" => builder.default_timeout_ms("heartbeat", client),
+                        "min_timeout_ms" => builder.min_timeout_ms("heartbeat", client),
+                        "max_timeout_ms" => builder.max_timeout_ms("heartbeat", client),
+                        "allow_infinite" => builder.allow_infinite("heartbeat", client == 1),
+                        _ => {
+                            let mut p = StreamingTimeoutPolicy::default();
+                            match field {
+                                "streaming.initial_timeout_ms" => p.initial_timeout_ms = client,
+                                "streaming.message_gap_timeout_ms" => {
+                                    p.message_gap_timeout_ms = client
+                                }
+                                _ => p.total_timeout_ms = client,
+                            }
+                            // streaming() sets all three; keep the others at their lower level.
+                            let set = builder.clone().build().unwrap();
+                            let base = set.resolved("heartbeat").unwrap().streaming();
+                            let merged = StreamingTimeoutPolicy {
+                                initial_timeout_ms: if p.initial_timeout_ms != 0 {
+                                    p.initial_timeout_ms
+                                } else {
+                                    base.initial_timeout_ms
+                                },
+                                message_gap_timeout_ms: if p.message_gap_timeout_ms != 0 {
+                                    p.message_gap_timeout_ms
+                                } else {
+                                    base.message_gap_timeout_ms
+                                },
+                                total_timeout_ms: if p.total_timeout_ms != 0 {
+                                    p.total_timeout_ms
+                                } else {
+                                    base.total_timeout_ms
+                                },
+                            };
+                            builder.streaming("heartbeat", merged)
+                        }
+                    };
+                }
+                let set = builder
+                    .build()
+                    .unwrap_or_else(|e| panic!("{field} {use_global} {use_client}: {e}"));
+                let hb = set.resolved("heartbeat").unwrap();
+                let value = match field {
+                    "default_timeout_ms" => hb.profile().default_timeout_ms,
+                    "min_timeout_ms" => hb.profile().min_timeout_ms,
+                    "max_timeout_ms" => hb.profile().max_timeout_ms,
+                    "allow_infinite" => u32::from(hb.profile().allow_infinite),
+                    "streaming.initial_timeout_ms" => hb.streaming().initial_timeout_ms,
+                    "streaming.message_gap_timeout_ms" => hb.streaming().message_gap_timeout_ms,
+                    _ => hb.streaming().total_timeout_ms,
+                };
+                let (want, want_source) = match (use_global, use_client) {
+                    (_, true) => (client, Source::Client),
+                    (true, false) => (global, Source::Env(var.clone().into())),
+                    (false, false) => (standard, Source::Standard),
+                };
+                assert_eq!(
+                    value, want,
+                    "{field} global={use_global} client={use_client}"
+                );
+                assert_eq!(
+                    hb.source_of(field),
+                    Some(&want_source),
+                    "{field} global={use_global} client={use_client}"
+                );
+                Ok(())
+            });
+        }
+    }
+}
+
+#[test]
+fn client_changing_one_field_keeps_the_global_others() {
+    Jail::expect_with(|jail| {
+        jail.clear_env();
+        jail.create_file(
+            "sw4rm.toml",
+            "[profiles.heartbeat]\ndefault_timeout_ms = 4000\nmax_timeout_ms = 9000\n",
+        )?;
+        jail.set_env("SW4RM_PROFILES__HEARTBEAT__MAX_TIMEOUT_MS", "12000");
+        let set = ProfileSet::builder()
+            .max_timeout_ms("heartbeat", 15_000)
+            .build()
+            .unwrap();
+        let hb = set.resolved("heartbeat").unwrap();
+        assert_eq!(
+            (hb.profile().default_timeout_ms, hb.profile().max_timeout_ms),
+            (4_000, 15_000)
+        );
+        assert!(matches!(
+            hb.source_of("default_timeout_ms"),
+            Some(Source::File(_))
+        ));
+        assert_eq!(hb.source_of("max_timeout_ms"), Some(&Source::Client));
+        // Without the client, env beats the file.
+        let hb2 = build_from_env()
+            .unwrap()
+            .resolved("heartbeat")
+            .unwrap()
+            .clone();
+        assert_eq!(hb2.profile().max_timeout_ms, 12_000);
+        // Opting out of global configuration ignores both.
+        let plain = ProfileSet::builder().without_global().build().unwrap();
+        assert_eq!(
+            plain.profile("heartbeat").unwrap().default_timeout_ms,
+            5_000
+        );
+        Ok(())
+    });
+}
+
+#[test]
+fn env_case_does_not_duplicate_profiles() {
+    Jail::expect_with(|jail| {
+        jail.clear_env();
+        jail.create_file("sw4rm.toml", "[profiles.Batch]\ndefault_timeout_ms = 100\nmin_timeout_ms = 1\nmax_timeout_ms = 1000\n")?;
+        jail.set_env("SW4RM_PROFILES__BATCH__DEFAULT_TIMEOUT_MS", "200");
+        jail.set_env("sw4rm_profiles__heartbeat__default_timeout_ms", "6000");
+        let set = build_from_env().unwrap();
+        assert_eq!(
+            set.profiles()
+                .filter(|p| p.profile().name == "batch")
+                .count(),
+            1
+        );
+        assert_eq!(set.profile("BATCH").unwrap().default_timeout_ms, 200);
+        assert_eq!(
+            set.profiles()
+                .filter(|p| p.profile().name == "heartbeat")
+                .count(),
+            1
+        );
+        assert_eq!(set.profile("heartbeat").unwrap().default_timeout_ms, 6_000);
+        assert_eq!(set.profiles().count(), 14);
+        Ok(())
+    });
+}
+
+/// One row per rule: configuration, and the text its error must contain.
+#[test]
+fn every_validation_rule_names_key_value_rule_and_source() {
+    type Setup = fn(&mut Jail) -> figment::Result<()>;
+    let rows: Vec<(Setup, &str)> = vec![
+        (|j| { j.set_env("SW4RM_PROFILES__HEARTBEAT__MIN_TIMEOUT_MS", "abc"); Ok(()) },
+         "SW4RM_PROFILES__HEARTBEAT__MIN_TIMEOUT_MS=abc: must be a whole number of milliseconds, not text"),
+        (|j| { j.set_env("SW4RM_PROFILES__HEARTBEAT__MIN_TIMEOUT_MS", "-5"); Ok(()) },
+         "SW4RM_PROFILES__HEARTBEAT__MIN_TIMEOUT_MS=-5: must not be negative"),
+        (|j| { j.set_env("SW4RM_PROFILES__HEARTBEAT__MAX_TIMEOUT_MS", "5000000000"); Ok(()) },
+         "SW4RM_PROFILES__HEARTBEAT__MAX_TIMEOUT_MS=5000000000: exceeds the largest timeout, 4294967295 ms (u32)"),
+        (|j| { j.set_env("SW4RM_PROFILES__HEARTBEAT__MAX_TIMEOUT_MS", "1.5"); Ok(()) },
+         "SW4RM_PROFILES__HEARTBEAT__MAX_TIMEOUT_MS=1.5: must be a whole number of milliseconds"),
+        (|j| { j.set_env("SW4RM_PROFILES__HEARTBEAT__MIN_TIMEOUT_MS", "0"); Ok(()) },
+         "SW4RM_PROFILES__HEARTBEAT__MIN_TIMEOUT_MS=0: must be greater than 0"),
+        (|j| { j.set_env("SW4RM_PROFILES__HEARTBEAT__MIN_TIMEOUT_MS", "6000"); Ok(()) },
+         "SW4RM_PROFILES__HEARTBEAT__MIN_TIMEOUT_MS=6000: must be <= default_timeout_ms (5000) (default_timeout_ms from standard)"),
+        (|j| { j.set_env("SW4RM_PROFILES__HEARTBEAT__DEFAULT_TIMEOUT_MS", "40000"); Ok(()) },
+         "standard: profiles.heartbeat.max_timeout_ms = 30000: must be >= default_timeout_ms (40000) (default_timeout_ms from global (env SW4RM_PROFILES__HEARTBEAT__DEFAULT_TIMEOUT_MS))"),
+        (|j| { j.set_env("SW4RM_PROFILES__HEARTBEAT__ALLOW_INFINITE", "yes"); Ok(()) },
+         "SW4RM_PROFILES__HEARTBEAT__ALLOW_INFINITE=yes: must be true or false"),
+        (|j| { j.set_env("SW4RM_PROFILES__HEARTBEAT__MIN_TIMOUT_MS", "1"); Ok(()) },
+         "SW4RM_PROFILES__HEARTBEAT__MIN_TIMOUT_MS=1: unknown key (did you mean `min_timeout_ms`?)"),
+        (|j| { j.set_env("SW4RM_PROFILS__HEARTBEAT__MIN_TIMEOUT_MS", "1"); Ok(()) },
+         "unknown key (did you mean `profiles`?)"),
+        (|j| { j.set_env("SW4RM_PROFILES__TOOL_CALL__STREAMING__TOTAL_TIMEOUT_MS", "1000");
+               j.set_env("SW4RM_PROFILES__TOOL_CALL__STREAMING__MESSAGE_GAP_TIMEOUT_MS", "5000"); Ok(()) },
+         "SW4RM_PROFILES__TOOL_CALL__STREAMING__MESSAGE_GAP_TIMEOUT_MS=5000: message_gap_timeout_ms (5000) must be <= total_timeout_ms (1000) when both are set"),
+        (|j| { j.set_env("SW4RM_PROFILES__TOOL_CALL__STREAMING__INITAL_TIMEOUT_MS", "5"); Ok(()) },
+         "unknown key (did you mean `initial_timeout_ms`?)"),
+        (|j| { j.set_env("SW4RM_PROFILES__BATCH__DEFAULT_TIMEOUT_MS", "5"); Ok(()) },
+         "profiles.batch.min_timeout_ms: profile `batch` is not a standard profile, so it must set min_timeout_ms (set in global (env SW4RM_PROFILES__BATCH__DEFAULT_TIMEOUT_MS))"),
+        (|j| { j.set_env("SW4RM_FALLBACK_PROFILE", "heartbaet"); Ok(()) },
+         "SW4RM_FALLBACK_PROFILE=heartbaet: no such profile (did you mean `heartbeat`?)"),
+        (|j| { j.set_env("SW4RM_CONFIG", "/nonexistent/sw4rm.toml"); Ok(()) },
+         "SW4RM_CONFIG=/nonexistent/sw4rm.toml: names a file that does not exist"),
+        (|j| { j.create_file("sw4rm.toml", "[routes]\n\"/a.B/C\" = \"tool_cal\"\n")?; Ok(()) },
+         "routes.\"/a.B/C\" = tool_cal: routes to a profile that does not exist (did you mean `tool_call`?)"),
+        (|j| { j.create_file("sw4rm.toml", "[routes]\n\"a.B/C\" = \"tool_call\"\n")?; Ok(()) },
+         "a.B/C: route pattern must be /package.Service/Method or /package.Service/*"),
+        (|j| { j.create_file("sw4rm.toml", "[profiles.heartbeat\n")?; Ok(()) },
+         "sw4rm.toml: not valid TOML"),
+        (|j| { j.create_file("sw4rm.toml", "[profiles.Heartbeat]\nmax_timeout_ms = 9000\n[profiles.heartbeat]\nmax_timeout_ms = 8000\n")?; Ok(()) },
+         "(profile names are case-insensitive)"),
+        (|j| { j.set_env("SW4RM_ROUTES__X", "tool_call"); Ok(()) },
+         "routes cannot be set from the environment"),
+    ];
+    for (i, (setup, want)) in rows.into_iter().enumerate() {
+        Jail::expect_with(|jail| {
+            jail.clear_env();
+            setup(jail)?;
+            let err = build_from_env().expect_err(want);
+            let text = err.to_string();
+            assert!(text.contains(want), "row {i}: want {want:?} in\n{text}");
+            Ok(())
+        });
+    }
+}
+
+#[test]
+fn all_problems_are_reported_at_once() {
+    Jail::expect_with(|jail| {
+        jail.clear_env();
+        jail.create_file(
+            "sw4rm.toml",
+            "[profiles.heartbeat]\nmin_timeout_ms = \"abc\"\n[routes]\n\"/a.B/C\" = \"nope\"\n",
+        )?;
+        jail.set_env("SW4RM_PROFILES__REGISTRATION__MAX_TIMEOUT_MS", "-1");
+        jail.set_env("SW4RM_PROFILES__TASK_SUBMIT__MIN_TIMEOUT_MS", "0");
+        let err = build_from_env().unwrap_err();
+        assert_eq!(err.issues().len(), 4, "{err}");
+        assert!(err
+            .to_string()
+            .starts_with("invalid SW4RM timeout configuration (4 problems):"));
+        Ok(())
+    });
+}
+
+#[test]
+fn explain_shows_every_source() {
+    Jail::expect_with(|jail| {
+        jail.clear_env();
+        jail.create_file("sw4rm.toml", EXAMPLE)?;
+        jail.set_env("SW4RM_PROFILES__HEARTBEAT__MAX_TIMEOUT_MS", "25000");
+        let set = ProfileSet::builder()
+            .route("/acme.X/Y", "batch")
+            .build()
+            .unwrap();
+        let text = set.to_string();
+        let line = |needle: &str| {
+            text.lines()
+                .find(|l| l.contains(needle))
+                .unwrap_or_else(|| panic!("{needle}\n{text}"))
+                .to_owned()
+        };
+        assert!(line("max_timeout_ms").contains("25000"));
+        assert!(
+            text.contains("25000  global (env SW4RM_PROFILES__HEARTBEAT__MAX_TIMEOUT_MS)"),
+            "{text}"
+        );
+        assert!(text.contains("3000  global (file "), "{text}");
+        assert!(line("/acme.X/Y").contains("batch  client"));
+        assert!(line("/sw4rm.router.RouterService/StreamIncoming")
+            .contains("message_route (streaming)"));
+        assert!(line("/acme.reports.ReportService/*").contains("workflow_status"));
+        assert!(
+            text.contains("Fallback (any other path): universal  global (file"),
+            "{text}"
+        );
+        Ok(())
+    });
+}
+
+#[test]
+fn global_config_can_be_loaded_on_its_own() {
+    Jail::expect_with(|jail| {
+        jail.clear_env();
+        jail.create_file(
+            "custom.toml",
+            "[profiles.heartbeat]\ndefault_timeout_ms = 2500\n",
+        )?;
+        jail.set_env("SW4RM_CONFIG", "custom.toml");
+        let global = GlobalConfig::load().unwrap();
+        assert_eq!(global.file().unwrap().to_str(), Some("custom.toml"));
+        let set = ProfileSet::builder().global(global).build().unwrap();
+        assert_eq!(set.profile("heartbeat").unwrap().default_timeout_ms, 2_500);
+        Ok(())
+    });
+}
+
+/// A global env override and a client override both reach the wire; a per-call
+/// value still wins over both.
+#[test]
+fn overrides_change_what_the_server_receives() {
+    Jail::expect_with(|jail| {
+        jail.clear_env();
+        jail.set_env("SW4RM_PROFILES__HEARTBEAT__DEFAULT_TIMEOUT_MS", "8000");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let server = common::server().await;
+            let global_only = Sw4rm::connect(server.url()).await.unwrap();
+            global_only
+                .registry()
+                .heartbeat(HeartbeatRequest::default())
+                .await
+                .unwrap();
+            let layer = TimeoutProfileLayer::new(
+                ProfileSet::builder()
+                    .default_timeout_ms("heartbeat", 12_000)
+                    .build()
+                    .unwrap(),
+            );
+            let client = Sw4rm::connect_with(server.url(), layer).await.unwrap();
+            client
+                .registry()
+                .heartbeat(HeartbeatRequest::default())
+                .await
+                .unwrap();
+            let mut req = tonic::Request::new(HeartbeatRequest::default());
+            req.set_timeout(Duration::from_secs(2));
+            client.registry().heartbeat(req).await.unwrap();
+            let seen: Vec<_> = server
+                .calls()
+                .into_iter()
+                .map(|c| c.grpc_timeout.unwrap())
+                .collect();
+            assert_eq!(seen, ["8000000u", "12000000u", "2000000u"]);
+        });
+        Ok(())
+    });
+}
