@@ -17,6 +17,7 @@ use tonic::Status;
 pub const WAIT: Duration = Duration::from_secs(10);
 
 pub async fn server() -> TestServer {
+    install_subscriber();
     TestServer::start().await.expect("bind loopback")
 }
 
@@ -310,14 +311,24 @@ impl tracing::field::Visit for Visitor<'_> {
     }
 }
 
-/// Records span fields too, so events can be correlated with their RPC span.
-pub struct Capture(pub Events);
+thread_local! {
+    /// Where events of this thread go; set by `capture_events`.
+    static SINK: std::cell::RefCell<Option<Events>> = const { std::cell::RefCell::new(None) };
+}
+
+/// One process-wide subscriber, installed before any RPC of the test binary, so
+/// callsite interest never depends on which test thread ran first. Events go to
+/// the capturing test's sink (tests run their runtime on their own thread).
+struct Capture;
 
 impl<S> tracing_subscriber::Layer<S> for Capture
 where
     S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
 {
     fn on_event(&self, event: &tracing::Event<'_>, ctx: tracing_subscriber::layer::Context<'_, S>) {
+        let Some(sink) = SINK.with(|s| s.borrow().clone()) else {
+            return;
+        };
         let mut fields = BTreeMap::new();
         event.record(&mut Visitor(&mut fields));
         fields.insert("level".into(), event.metadata().level().to_string());
@@ -329,7 +340,7 @@ where
                 }
             }
         }
-        self.0 .0.lock().unwrap().push(fields);
+        sink.0.lock().unwrap().push(fields);
     }
 
     fn on_new_span(
@@ -346,11 +357,29 @@ where
     }
 }
 
-/// Installs a capturing subscriber for the current thread.
-pub fn capture_events() -> (Events, tracing::subscriber::DefaultGuard) {
-    use tracing_subscriber::layer::SubscriberExt;
+/// Installs the process-wide capturing subscriber (once).
+pub fn install_subscriber() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        use tracing_subscriber::layer::SubscriberExt;
+        let _ =
+            tracing::subscriber::set_global_default(tracing_subscriber::registry().with(Capture));
+    });
+}
+
+/// Stops capturing on this thread when dropped.
+pub struct CaptureGuard;
+
+impl Drop for CaptureGuard {
+    fn drop(&mut self) {
+        SINK.with(|s| *s.borrow_mut() = None);
+    }
+}
+
+/// Captures the events emitted on this thread until the guard drops.
+pub fn capture_events() -> (Events, CaptureGuard) {
+    install_subscriber();
     let events = Events::default();
-    let subscriber = tracing_subscriber::registry().with(Capture(events.clone()));
-    let guard = tracing::subscriber::set_default(subscriber);
-    (events, guard)
+    SINK.with(|s| *s.borrow_mut() = Some(events.clone()));
+    (events, CaptureGuard)
 }

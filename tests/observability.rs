@@ -1,0 +1,217 @@
+//! SW4-002 §6: the two OpenTelemetry instruments after a mix of calls, their
+//! Prometheus exposition, and the tracing span and events of each RPC.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{call, capture_events, connect, server, Metrics, Opts};
+use opentelemetry_sdk::metrics::SdkMeterProvider;
+use prometheus::{Encoder, TextEncoder};
+use sw4rm_timeouts::testing::Script;
+use sw4rm_timeouts::{ProfileSet, TimeoutProfileLayer};
+
+const HEARTBEAT: &str = "/sw4rm.registry.RegistryService/Heartbeat";
+const SUBMIT_TASK: &str = "/sw4rm.scheduler.SchedulerService/SubmitTask";
+const DESCRIBE_TOOL: &str = "/sw4rm.tool.ToolService/DescribeTool";
+const CALL_STREAM: &str = "/sw4rm.tool.ToolService/CallStream";
+
+/// Short timeouts so a few calls time out quickly.
+fn profiles() -> ProfileSet {
+    ProfileSet::builder()
+        .without_global()
+        .min_timeout_ms("heartbeat", 50)
+        .min_timeout_ms("task_submit", 50)
+        .build()
+        .unwrap()
+}
+
+fn set(ms: u64) -> Opts {
+    Opts {
+        set_timeout: Some(Duration::from_millis(ms)),
+        ..Opts::default()
+    }
+}
+
+/// 3 heartbeats (1 times out), 2 SubmitTask (1 clamped up and times out),
+/// 2 DescribeTool (1 clamped), 1 stream: 8 calls, 2 timeouts.
+async fn mixed_calls(layer: TimeoutProfileLayer) {
+    let server = server().await;
+    let sw4rm = connect(&server, layer).await;
+    call(&sw4rm, HEARTBEAT, Opts::default()).await.unwrap();
+    call(&sw4rm, HEARTBEAT, set(2_000)).await.unwrap();
+    server.script("Heartbeat", Script::latency(Duration::from_secs(30)));
+    call(&sw4rm, HEARTBEAT, set(100)).await.unwrap_err();
+    call(&sw4rm, SUBMIT_TASK, Opts::default()).await.unwrap();
+    server.script("SubmitTask", Script::latency(Duration::from_secs(30)));
+    call(&sw4rm, SUBMIT_TASK, set(10)).await.unwrap_err(); // clamped to 50 ms, then times out
+    call(&sw4rm, DESCRIBE_TOOL, Opts::default()).await.unwrap();
+    call(&sw4rm, DESCRIBE_TOOL, set(600_000)).await.unwrap(); // clamped to 60 s
+    call(&sw4rm, CALL_STREAM, Opts::default()).await.unwrap();
+}
+
+#[tokio::test]
+async fn instruments_count_every_call_and_each_timeout_once() {
+    let metrics = Metrics::new();
+    mixed_calls(TimeoutProfileLayer::new(profiles()).with_meter_provider(&metrics.provider)).await;
+    let points = metrics.points();
+
+    let durations: Vec<_> = points
+        .iter()
+        .filter(|p| p.name == "sw4rm_rpc_duration_ms")
+        .collect();
+    assert_eq!(
+        durations.iter().map(|p| p.value).sum::<u64>(),
+        8,
+        "one duration per call"
+    );
+    for (method, profile, service, calls) in [
+        (
+            "Heartbeat",
+            "heartbeat",
+            "sw4rm.registry.RegistryService",
+            3,
+        ),
+        (
+            "SubmitTask",
+            "task_submit",
+            "sw4rm.scheduler.SchedulerService",
+            2,
+        ),
+        ("DescribeTool", "message_route", "sw4rm.tool.ToolService", 2),
+        ("CallStream", "tool_call", "sw4rm.tool.ToolService", 1),
+    ] {
+        let p = durations
+            .iter()
+            .find(|p| p.attrs["method"] == method)
+            .unwrap();
+        let keys: Vec<_> = p.attrs.keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            ["method", "profile", "service"],
+            "attributes are exactly these"
+        );
+        assert_eq!(
+            (
+                p.attrs["profile"].as_str(),
+                p.attrs["service"].as_str(),
+                p.value
+            ),
+            (profile, service, calls)
+        );
+    }
+    let timeouts: Vec<_> = points
+        .iter()
+        .filter(|p| p.name == "sw4rm_rpc_timeout_total")
+        .collect();
+    let mut by_method: Vec<_> = timeouts
+        .iter()
+        .map(|p| {
+            (
+                p.attrs["method"].as_str(),
+                p.attrs["profile"].as_str(),
+                p.value,
+            )
+        })
+        .collect();
+    by_method.sort();
+    assert_eq!(
+        by_method,
+        [
+            ("Heartbeat", "heartbeat", 1),
+            ("SubmitTask", "task_submit", 1)
+        ]
+    );
+}
+
+#[tokio::test]
+async fn prometheus_exposition_uses_the_exact_names() {
+    let registry = prometheus::Registry::new();
+    let exporter = opentelemetry_prometheus::exporter()
+        .with_registry(registry.clone())
+        .without_counter_suffixes()
+        .without_units()
+        .without_target_info()
+        .scope_info_enabled(false)
+        .build()
+        .unwrap();
+    let provider = SdkMeterProvider::builder().with_reader(exporter).build();
+    mixed_calls(TimeoutProfileLayer::new(profiles()).with_meter_provider(&provider)).await;
+
+    let mut text = Vec::new();
+    TextEncoder::new()
+        .encode(&registry.gather(), &mut text)
+        .unwrap();
+    let text = String::from_utf8(text).unwrap();
+    assert!(
+        text.contains("# TYPE sw4rm_rpc_timeout_total counter"),
+        "{text}"
+    );
+    assert!(
+        text.contains("# TYPE sw4rm_rpc_duration_ms histogram"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "sw4rm_rpc_timeout_total{method=\"Heartbeat\",profile=\"heartbeat\",service=\"sw4rm.registry.RegistryService\"} 1"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "sw4rm_rpc_duration_ms_count{method=\"Heartbeat\",profile=\"heartbeat\",service=\"sw4rm.registry.RegistryService\"} 3"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("sw4rm_rpc_duration_ms_bucket{method=\"CallStream\",profile=\"tool_call\",service=\"sw4rm.tool.ToolService\",le=\"3600000\"} 1"), "{text}");
+    assert!(
+        !text.contains("_total_total") && !text.contains("_milliseconds"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn each_rpc_has_a_span_and_timeouts_and_clamps_warn() {
+    let server = server().await;
+    server.script("Heartbeat", Script::latency(Duration::from_secs(30)));
+    let sw4rm = connect(
+        &server,
+        TimeoutProfileLayer::new(profiles()).without_metrics(),
+    )
+    .await;
+    let (events, _guard) = capture_events();
+    call(&sw4rm, HEARTBEAT, set(10)).await.unwrap_err();
+
+    let clamp = events.with_message("clamped to the profile's bounds");
+    assert_eq!(clamp.len(), 1);
+    assert_eq!(
+        (
+            clamp[0]["requested_ms"].as_str(),
+            clamp[0]["effective_ms"].as_str(),
+            clamp[0]["bound"].as_str(),
+            clamp[0]["source"].as_str()
+        ),
+        ("10", "50", "min", "per_call")
+    );
+    let timeout = events.with_message("SW4RM RPC timed out");
+    assert_eq!(timeout.len(), 1);
+    let t = &timeout[0];
+    assert_eq!(t["level"], "WARN");
+    for (k, v) in [
+        ("service", "sw4rm.registry.RegistryService"),
+        ("method", "Heartbeat"),
+        ("profile", "heartbeat"),
+        ("configured_timeout_ms", "50"),
+        ("phase", "total"),
+        ("source", "per_call"),
+        // The span of the RPC, for correlation in users' subscribers.
+        ("span", "sw4rm_rpc"),
+        ("span.service", "sw4rm.registry.RegistryService"),
+        ("span.method", "Heartbeat"),
+        ("span.profile", "heartbeat"),
+        ("span.timeout_ms", "50"),
+    ] {
+        assert_eq!(t.get(k).map(String::as_str), Some(v), "{k} in {t:?}");
+    }
+    assert!(t["elapsed_ms"].parse::<u64>().unwrap() >= 50);
+}
