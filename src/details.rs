@@ -179,13 +179,13 @@ impl fmt::Display for TimeoutDetails {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "/{}/{} exceeded its {} timeout of {} ms ({} profile, from {}) after {} ms",
+            "/{}/{} exceeded its {} of {} ms ({} profile, from {}) after {} ms",
             self.service,
             self.method,
             match self.phase {
                 Phase::Total => "deadline",
-                Phase::Initial => "first-message",
-                Phase::Gap => "message-gap",
+                Phase::Initial => "first-message timeout",
+                Phase::Gap => "message-gap timeout",
             },
             self.configured_timeout_ms,
             self.profile_name,

@@ -16,6 +16,7 @@
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;
+//! use sw4rm_timeouts::proto::sw4rm::registry::HeartbeatRequest;
 //! use sw4rm_timeouts::testing::TestServer;
 //! use sw4rm_timeouts::{ProfileSet, Sw4rm, TimeoutProfileLayer};
 //!
@@ -23,8 +24,8 @@
 //! let layer = TimeoutProfileLayer::new(ProfileSet::standard());
 //! let sw4rm = Sw4rm::connect_with(server.url(), layer).await?;
 //!
-//! sw4rm.registry().heartbeat(Default::default()).await?;   // heartbeat profile
-//! let mut req = tonic::Request::new(Default::default());
+//! sw4rm.registry().heartbeat(HeartbeatRequest::default()).await?;   // heartbeat profile
+//! let mut req = tonic::Request::new(HeartbeatRequest::default());
 //! req.set_timeout(Duration::from_millis(200));              // below heartbeat's 1 s min
 //! sw4rm.registry().heartbeat(req).await?;
 //!

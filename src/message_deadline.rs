@@ -198,7 +198,7 @@ fn find_bytes(msg: &[u8], wanted: u32) -> Option<&[u8]> {
 fn duration(msg: &[u8]) -> Option<Duration> {
     let secs = find_varint(msg, 1).unwrap_or(0) as i64;
     let nanos = find_varint(msg, 2).unwrap_or(0) as i64 as i32;
-    if secs < 0 || nanos < 0 || nanos >= 1_000_000_000 {
+    if secs < 0 || !(0..1_000_000_000).contains(&nanos) {
         return None;
     }
     Some(Duration::new(secs as u64, nanos as u32))

@@ -260,7 +260,8 @@ mod tests {
 
     #[test]
     fn violations_name_field_and_value() {
-        let table: [((u32, u32, u32), &[(&str, u32)]); 5] = [
+        type Row = ((u32, u32, u32), &'static [(&'static str, u32)]);
+        let table: [Row; 5] = [
             ((5, 1, 10), &[]),
             ((5, 0, 10), &[("min_timeout_ms", 0)]),
             ((5, 6, 10), &[("min_timeout_ms", 6)]),

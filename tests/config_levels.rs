@@ -3,6 +3,9 @@
 //! the `grpc-timeout` the server receives. Environment and files run in figment's
 //! `Jail`, which serializes them across tests.
 
+// figment's `Jail` closures return `figment::Result`, whose error type is large.
+#![allow(clippy::result_large_err)]
+
 mod common;
 
 use std::time::Duration;

@@ -187,6 +187,26 @@ async fn unary_deadline_covers_a_stalled_body() {
 
 type Wrapped = Pin<Box<sw4rm_timeouts::TimeoutBody<ChannelBody>>>;
 
+async fn call_body<S>(
+    svc: &mut S,
+    req: http::Request<tonic::body::Body>,
+) -> sw4rm_timeouts::TimeoutBody<ChannelBody>
+where
+    S: Service<
+        http::Request<tonic::body::Body>,
+        Response = http::Response<sw4rm_timeouts::TimeoutBody<ChannelBody>>,
+        Error = sw4rm_timeouts::BoxError,
+    >,
+{
+    svc.ready()
+        .await
+        .unwrap()
+        .call(req)
+        .await
+        .unwrap()
+        .into_body()
+}
+
 async fn next(body: &mut Wrapped) -> Option<Result<Frame<Bytes>, sw4rm_timeouts::BoxError>> {
     std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await
 }
@@ -208,16 +228,7 @@ fn streaming(initial: u32, gap: u32, total: u32) -> ProfileSet {
 async fn initial_phase_counts_from_the_call_start_and_needs_a_whole_message() {
     let mut h = harness(streaming(1_000, 200, 0), Some(Duration::from_millis(100)));
     let start = Instant::now();
-    let mut body = h
-        .svc
-        .ready()
-        .await
-        .unwrap()
-        .call(request(CALL_STREAM))
-        .await
-        .unwrap()
-        .into_body();
-    let mut body: Wrapped = Box::pin(body);
+    let mut body: Wrapped = Box::pin(call_body(&mut h.svc, request(CALL_STREAM)).await);
     let tx = h.bodies.recv().await.unwrap();
     // Half a message (the prefix only) is progress, but not a message.
     let whole = message(4).into_data().unwrap();
@@ -243,16 +254,7 @@ async fn initial_phase_counts_from_the_call_start_and_needs_a_whole_message() {
 async fn gap_resets_on_every_message_and_total_never_does() {
     let mut h = harness(streaming(1_000, 300, 2_000), Some(Duration::ZERO));
     let start = Instant::now();
-    let mut body = h
-        .svc
-        .ready()
-        .await
-        .unwrap()
-        .call(request(CALL_STREAM))
-        .await
-        .unwrap()
-        .into_body();
-    let mut body: Wrapped = Box::pin(body);
+    let mut body: Wrapped = Box::pin(call_body(&mut h.svc, request(CALL_STREAM)).await);
     let tx = h.bodies.recv().await.unwrap();
     // A message every 250 ms (< 300 ms gap) keeps the stream alive until the 2 s cap.
     let mut received = 0;
@@ -280,16 +282,7 @@ async fn gap_resets_on_every_message_and_total_never_does() {
 async fn gap_fires_exactly_gap_after_the_last_message() {
     let mut h = harness(streaming(1_000, 300, 0), Some(Duration::ZERO));
     let start = Instant::now();
-    let mut body = h
-        .svc
-        .ready()
-        .await
-        .unwrap()
-        .call(request(CALL_STREAM))
-        .await
-        .unwrap()
-        .into_body();
-    let mut body: Wrapped = Box::pin(body);
+    let mut body: Wrapped = Box::pin(call_body(&mut h.svc, request(CALL_STREAM)).await);
     let tx = h.bodies.recv().await.unwrap();
     tokio::time::sleep(Duration::from_millis(700)).await;
     tx.send(message(1)).unwrap();
@@ -322,16 +315,7 @@ async fn gap_above_total_is_clamped() {
     };
     req.extensions_mut()
         .insert(sw4rm_timeouts::CallStreamingPolicy(p));
-    let mut body = h
-        .svc
-        .ready()
-        .await
-        .unwrap()
-        .call(req)
-        .await
-        .unwrap()
-        .into_body();
-    let mut body: Wrapped = Box::pin(body);
+    let mut body: Wrapped = Box::pin(call_body(&mut h.svc, req).await);
     let tx = h.bodies.recv().await.unwrap();
     tx.send(message(1)).unwrap();
     assert!(next(&mut body).await.unwrap().is_ok());
@@ -343,16 +327,7 @@ async fn gap_above_total_is_clamped() {
 #[tokio::test(start_paused = true)]
 async fn a_finished_body_fires_nothing_later() {
     let mut h = harness(standard(), Some(Duration::ZERO));
-    let mut body = h
-        .svc
-        .ready()
-        .await
-        .unwrap()
-        .call(request(HEARTBEAT))
-        .await
-        .unwrap()
-        .into_body();
-    let mut body: Wrapped = Box::pin(body);
+    let mut body: Wrapped = Box::pin(call_body(&mut h.svc, request(HEARTBEAT)).await);
     let tx = h.bodies.recv().await.unwrap();
     tx.send(message(2)).unwrap();
     drop(tx);
@@ -360,4 +335,49 @@ async fn a_finished_body_fires_nothing_later() {
     assert!(next(&mut body).await.is_none());
     tokio::time::sleep(Duration::from_secs(60)).await;
     assert!(next(&mut body).await.is_none());
+}
+
+/// tonic servers report their own deadline as CANCELLED; at or after our deadline
+/// that answer is a timeout, before it a plain cancellation.
+#[tokio::test(start_paused = true)]
+async fn server_cancelled_at_the_deadline_is_a_timeout() {
+    let answer = |after_ms: u64| {
+        tower::service_fn(move |_req: http::Request<tonic::body::Body>| async move {
+            tokio::time::sleep(Duration::from_millis(after_ms)).await;
+            let (_tx, rx) = mpsc::unbounded_channel();
+            let mut resp = http::Response::new(ChannelBody(rx));
+            resp.headers_mut()
+                .insert("grpc-status", http::HeaderValue::from_static("1"));
+            resp.headers_mut().insert(
+                "grpc-message",
+                http::HeaderValue::from_static("Timeout expired"),
+            );
+            Ok::<_, Infallible>(resp)
+        })
+    };
+    let layer = || TimeoutProfileLayer::new(standard()).without_metrics();
+    let mut at_deadline = ServiceBuilder::new().layer(layer()).service(answer(5_000));
+    let err = at_deadline
+        .ready()
+        .await
+        .unwrap()
+        .call(request(HEARTBEAT))
+        .await
+        .unwrap_err();
+    let d = details(err);
+    assert_eq!((d.detected_by, d.elapsed_ms), (DetectedBy::Server, 5_000));
+
+    let mut early = ServiceBuilder::new().layer(layer()).service(answer(1_000));
+    let resp = early
+        .ready()
+        .await
+        .unwrap()
+        .call(request(HEARTBEAT))
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.headers()["grpc-status"],
+        "1",
+        "an early cancel is passed through untouched"
+    );
 }

@@ -8,6 +8,7 @@
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;
+//! use sw4rm_timeouts::proto::sw4rm::registry::HeartbeatRequest;
 //! use sw4rm_timeouts::testing::{Script, TestServer};
 //! use sw4rm_timeouts::{ProfileSet, Sw4rm, TimeoutDetails, TimeoutProfileLayer};
 //!
@@ -16,7 +17,7 @@
 //!
 //! let profiles = ProfileSet::builder().without_global().default_timeout_ms("heartbeat", 1_000).build()?;
 //! let sw4rm = Sw4rm::connect_with(server.url(), TimeoutProfileLayer::new(profiles)).await?;
-//! let status = sw4rm.registry().heartbeat(Default::default()).await.unwrap_err();
+//! let status = sw4rm.registry().heartbeat(HeartbeatRequest::default()).await.unwrap_err();
 //! let details = TimeoutDetails::from_status(&status).unwrap();
 //! assert_eq!(details.profile_name, "heartbeat");
 //! assert_eq!(server.calls()[0].grpc_timeout.as_deref(), Some("1000000u"));

@@ -17,7 +17,7 @@ use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 
-use super::call::{is_deadline_status, CallContext};
+use super::call::{is_server_timeout, CallContext};
 use super::BoxError;
 use crate::details::{DetectedBy, Phase};
 
@@ -102,7 +102,9 @@ where
                         *this.last_progress = Some(Instant::now());
                     }
                 } else if let Some(trailers) = frame.trailers_ref() {
-                    if is_deadline_status(trailers) {
+                    let deadline = next_deadline(call, this.messages.complete, *this.last_progress)
+                        .map(|d| d.0);
+                    if is_server_timeout(trailers, deadline) {
                         let (phase, configured) = server_phase(call, this.messages.complete);
                         let messages = call.streaming.then_some(this.messages.complete);
                         let status =

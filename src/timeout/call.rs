@@ -199,9 +199,14 @@ pub(crate) fn is_transport_timeout(err: &(dyn std::error::Error + 'static)) -> b
     false
 }
 
-/// True when headers or trailers carry `grpc-status: 4` (DEADLINE_EXCEEDED).
-pub(crate) fn is_deadline_status(headers: &http::HeaderMap) -> bool {
-    headers
-        .get("grpc-status")
-        .is_some_and(|v| v.as_bytes() == b"4")
+/// True when headers or trailers report that the server (or a proxy) ended the call
+/// for its deadline: `grpc-status: 4` (DEADLINE_EXCEEDED), or `grpc-status: 1`
+/// (CANCELLED, which is how tonic servers report their own deadline) once our
+/// deadline has passed.
+pub(crate) fn is_server_timeout(headers: &http::HeaderMap, deadline: Option<Instant>) -> bool {
+    match headers.get("grpc-status").map(|v| v.as_bytes()) {
+        Some(b"4") => true,
+        Some(b"1") => deadline.is_some_and(|d| Instant::now() >= d),
+        _ => false,
+    }
 }

@@ -11,7 +11,7 @@ use tokio::time::Sleep;
 use tonic::Status;
 
 use super::body::TimeoutBody;
-use super::call::{is_deadline_status, is_transport_timeout, CallContext};
+use super::call::{is_server_timeout, is_transport_timeout, CallContext};
 use super::BoxError;
 use crate::details::{DetectedBy, Phase};
 
@@ -99,8 +99,9 @@ where
                 match inner.poll(cx) {
                     Poll::Ready(Ok(response)) => {
                         let mut ctx = call.take();
-                        if is_deadline_status(response.headers()) {
-                            // Trailers-only DEADLINE_EXCEEDED from the server.
+                        let deadline = sleep.as_ref().get_ref().as_ref().map(|s| s.deadline());
+                        if is_server_timeout(response.headers(), deadline) {
+                            // Trailers-only answer: the server's deadline fired.
                             let status = ctx.as_mut().map(|c| {
                                 let messages = c.streaming.then_some(0);
                                 c.timed_out(*phase, *configured, messages, DetectedBy::Server)

@@ -1,0 +1,92 @@
+//! Quickstart: an embedded SW4RM server on loopback and the four things the SDK does
+//! for every call. Run with `cargo run --example quickstart`.
+
+use std::time::Duration;
+
+use sw4rm_timeouts::proto::sw4rm::negotiation_room::WaitForDecisionRequest;
+use sw4rm_timeouts::proto::sw4rm::registry::HeartbeatRequest;
+use sw4rm_timeouts::proto::sw4rm::tool::ToolCall;
+use sw4rm_timeouts::testing::{Script, TestServer};
+use sw4rm_timeouts::{CallTimeout, ProfileSet, Sw4rm, TimeoutDetails, TimeoutProfileLayer};
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // Clamp and timeout warnings are tracing events: print them.
+    tracing_subscriber::fmt()
+        .without_time()
+        .with_target(false)
+        .compact()
+        .init();
+
+    let server = TestServer::start().await?;
+    println!("Embedded SW4RM server on {}\n", server.url());
+    // Standard SW4-002 profiles; `ProfileSet::from_global()` would add sw4rm.toml / SW4RM_* settings.
+    let sw4rm = Sw4rm::connect_with(
+        server.url(),
+        TimeoutProfileLayer::new(ProfileSet::standard()),
+    )
+    .await?;
+
+    println!("1. Heartbeat with no timeout given: the heartbeat profile applies.");
+    sw4rm
+        .registry()
+        .heartbeat(HeartbeatRequest::default())
+        .await?;
+    println!(
+        "   server received grpc-timeout = {}\n",
+        last_deadline(&server)
+    );
+
+    println!("2. Heartbeat with a 200 ms override: below heartbeat's 1 s minimum, so clamped.");
+    let mut req = tonic::Request::new(HeartbeatRequest::default());
+    req.set_timeout(Duration::from_millis(200));
+    sw4rm.registry().heartbeat(req).await?;
+    println!(
+        "   server received grpc-timeout = {}\n",
+        last_deadline(&server)
+    );
+
+    println!("3. WaitForDecision with an infinite timeout: negotiation_vote allows it.");
+    server.script(
+        "WaitForDecision",
+        Script::latency(Duration::from_millis(1_500)),
+    );
+    let mut req = tonic::Request::new(WaitForDecisionRequest::default());
+    CallTimeout::Infinite.apply(&mut req);
+    sw4rm.negotiation_room().wait_for_decision(req).await?;
+    println!(
+        "   server received grpc-timeout = {} (no deadline), answered after 1.5 s\n",
+        last_deadline(&server)
+    );
+
+    println!("4. A tool call to a slow tool (5 s) with a 1 s timeout: DEADLINE_EXCEEDED.");
+    server.script("Call", Script::latency(Duration::from_secs(5)));
+    let mut req = tonic::Request::new(ToolCall {
+        tool_name: "slow-tool".into(),
+        ..Default::default()
+    });
+    CallTimeout::After(Duration::from_secs(1)).apply(&mut req);
+    let status = match sw4rm.tool().call(req).await {
+        Ok(_) => return Err("the slow tool call should have timed out".into()),
+        Err(status) => status,
+    };
+    println!("   status:  {:?}: {}", status.code(), status.message());
+    let details = TimeoutDetails::from_status(&status).ok_or("no timeout details")?;
+    println!("   details: {details:#?}");
+    let cancelled = server
+        .wait_for_end(server.calls().len() - 1, Duration::from_secs(5))
+        .await;
+    println!(
+        "   server saw the call end as: {:?}",
+        cancelled.map(|c| c.outcome)
+    );
+    Ok(())
+}
+
+fn last_deadline(server: &TestServer) -> String {
+    server
+        .calls()
+        .last()
+        .and_then(|c| c.grpc_timeout.clone())
+        .unwrap_or_else(|| "(none)".into())
+}
