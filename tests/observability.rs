@@ -193,6 +193,8 @@ async fn each_rpc_has_a_span_and_timeouts_and_clamps_warn() {
         ),
         ("10", "50", "min", "per_call")
     );
+    // The bound that clamped came from the client builder.
+    assert_eq!(clamp[0]["bound_source"], "client");
     let timeout = events.with_message("SW4RM RPC timed out");
     assert_eq!(timeout.len(), 1);
     let t = &timeout[0];

@@ -126,27 +126,35 @@ where
                 *this.call = None;
                 Poll::Ready(None)
             }
-            Poll::Pending => {
+            Poll::Pending => loop {
                 let Some((at, phase, configured)) =
                     next_deadline(call, this.messages.complete, *this.last_progress)
                 else {
                     return Poll::Pending;
                 };
+                // The timer is re-armed lazily: progress only moves `at` later, and a
+                // timer that fires early is simply re-armed, so a busy stream costs one
+                // clock read per frame and no timer-driver work.
                 match this.sleep.as_mut().as_pin_mut() {
-                    Some(sleep) if sleep.deadline() == at => {}
-                    Some(sleep) => sleep.reset(at),
                     None => this.sleep.set(Some(tokio::time::sleep_until(at))),
+                    Some(sleep) if sleep.deadline() > at => sleep.reset(at),
+                    Some(_) => {}
                 }
-                if let Some(sleep) = this.sleep.as_mut().as_pin_mut() {
-                    ready!(sleep.poll(cx));
+                let Some(mut sleep) = this.sleep.as_mut().as_pin_mut() else {
+                    return Poll::Pending;
+                };
+                ready!(sleep.as_mut().poll(cx));
+                if Instant::now() < at {
+                    sleep.reset(at);
+                    continue;
                 }
                 let messages = call.streaming.then_some(this.messages.complete);
                 let status = call.timed_out(phase, configured, messages, DetectedBy::Client);
                 *this.call = None;
                 this.sleep.set(None);
                 this.inner.set(None); // resets the HTTP/2 stream
-                Poll::Ready(Some(Err(status.into())))
-            }
+                return Poll::Ready(Some(Err(status.into())));
+            },
         }
     }
 

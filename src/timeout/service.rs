@@ -112,6 +112,12 @@ where
                 Origin::Message => "message",
                 _ => "per_call",
             };
+            let bound_field = match bound {
+                crate::Bound::Min => Field::Min,
+                crate::Bound::Max => Field::Max,
+                crate::Bound::Default => Field::Default,
+            };
+            let bound_source = &resolved_profile.sources[bound_field.index()];
             tracing::warn!(
                 service = lookup.service,
                 method = lookup.method,
@@ -120,6 +126,7 @@ where
                 effective_ms = resolution.effective.map_or(0, |d| d.as_millis() as u64),
                 bound = bound.as_str(),
                 source,
+                %bound_source,
                 "SW4RM timeout override clamped to the profile's bounds"
             );
         }
