@@ -252,11 +252,12 @@ async fn initial_phase_counts_from_the_call_start_and_needs_a_whole_message() {
 
 #[tokio::test(start_paused = true)]
 async fn gap_resets_on_every_message_and_total_never_does() {
-    let mut h = harness(streaming(1_000, 300, 2_000), Some(Duration::ZERO));
+    let mut h = harness(streaming(1_000, 350, 2_000), Some(Duration::ZERO));
     let start = Instant::now();
     let mut body: Wrapped = Box::pin(call_body(&mut h.svc, request(CALL_STREAM)).await);
     let tx = h.bodies.recv().await.unwrap();
-    // A message every 250 ms (< 300 ms gap) keeps the stream alive until the 2 s cap.
+    // A message every 300 ms (< 350 ms gap) keeps the stream alive until the 2 s cap;
+    // no send falls on the 2 s instant itself.
     let mut received = 0;
     let err = loop {
         tokio::select! {
@@ -264,7 +265,7 @@ async fn gap_resets_on_every_message_and_total_never_does() {
                 Ok(_) => received += 1,
                 Err(e) => break e,
             },
-            _ = tokio::time::sleep(Duration::from_millis(250)) => { let _ = tx.send(message(3)); }
+            _ = tokio::time::sleep(Duration::from_millis(300)) => { let _ = tx.send(message(3)); }
         }
     };
     let d = details(err);
@@ -273,7 +274,7 @@ async fn gap_resets_on_every_message_and_total_never_does() {
         (Phase::Total, 2_000, 2_000)
     );
     assert_eq!(d.message_count, Some(received));
-    assert_eq!(received, 7, "messages at 250, 500, ... 1750 ms");
+    assert_eq!(received, 6, "messages at 300, 600, ... 1800 ms");
     assert_eq!(start.elapsed(), Duration::from_millis(2_000));
     assert_eq!(h.seen.lock().unwrap()[0].as_deref(), Some("2000000u"));
 }
