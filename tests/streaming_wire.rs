@@ -128,7 +128,7 @@ async fn gap_timeout_keeps_the_messages_received_before_it() {
     let d = details(&err.expect("timeout"));
     assert_eq!(
         (d.phase, d.configured_timeout_ms, d.message_count),
-        (Phase::Gap, 400, Some(4))
+        (Phase::Gap, 1_000, Some(4))
     );
     let end = server.wait_for_end(0, WAIT).await.unwrap();
     assert_eq!((end.outcome, end.messages_sent), (Outcome::Cancelled, 4));
@@ -171,10 +171,10 @@ async fn slow_but_steady_stream_is_not_killed() {
     let script = StreamScript {
         first_after: ms(100),
         gap: ms(100),
-        messages: 15,
+        messages: 30,
         stall_after: false,
     };
-    let (server, sw4rm, metrics) = setup(script, policy(400, 400, 0)).await;
+    let (server, sw4rm, metrics) = setup(script, policy(600, 600, 0)).await;
     let started = std::time::Instant::now();
     let (frames, err) = drain(&sw4rm, tonic::Request::new(ToolCall::default())).await;
     assert!(err.is_none(), "{err:?}");
@@ -201,7 +201,7 @@ async fn per_call_policy_overrides_each_field() {
     let d = details(&err.expect("timeout"));
     assert_eq!(
         (d.phase, d.configured_timeout_ms, d.source.as_str()),
-        (Phase::Gap, 300, "per_call")
+        (Phase::Gap, 1_000, "per_call")
     );
     assert_eq!(server.calls()[0].grpc_timeout.as_deref(), Some("60000000u"));
 }
