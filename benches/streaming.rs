@@ -8,6 +8,9 @@ use sw4rm_timeouts::testing::{Script, StreamScript, TestServer};
 use sw4rm_timeouts::{ProfileSet, StreamingTimeoutPolicy, TimeoutProfileLayer};
 use tower_layer::Layer;
 
+#[path = "support/interleaved.rs"]
+mod interleaved;
+
 const MESSAGES: u32 = 10_000;
 
 fn bench(c: &mut Criterion) {
@@ -49,6 +52,37 @@ fn bench(c: &mut Criterion) {
             .without_metrics()
             .layer(channel),
     );
+
+    let names = ["plain_tonic", "layer"];
+    let medians = rt.block_on(interleaved::medians(60, &names, |variant| {
+        let (mut p, mut l) = (plain.clone(), layered.clone());
+        async move {
+            let mut s = match variant {
+                0 => p
+                    .call_stream(ToolCall::default())
+                    .await
+                    .unwrap()
+                    .into_inner(),
+                _ => l
+                    .call_stream(ToolCall::default())
+                    .await
+                    .unwrap()
+                    .into_inner(),
+            };
+            let mut n = 0u32;
+            while s.message().await.unwrap().is_some() {
+                n += 1;
+            }
+            assert_eq!(n, MESSAGES);
+        }
+    }));
+    interleaved::report("10,000-message CallStream over loopback", &names, &medians);
+    for (name, m) in names.iter().zip(&medians) {
+        println!(
+            "  {name:<28} {:>8.2} µs per message",
+            m.as_secs_f64() * 1e6 / f64::from(MESSAGES)
+        );
+    }
 
     let mut group = c.benchmark_group("stream_10k_messages_loopback");
     group.sample_size(20);

@@ -10,6 +10,9 @@ use sw4rm_timeouts::testing::TestServer;
 use sw4rm_timeouts::{ProfileSet, TimeoutProfileLayer};
 use tower_layer::Layer;
 
+#[path = "support/interleaved.rs"]
+mod interleaved;
+
 fn bench(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -39,11 +42,45 @@ fn bench(c: &mut Criterion) {
             .layer(channel),
     );
 
+    let names = [
+        "plain_tonic",
+        "plain_tonic_with_deadline",
+        "layer_metrics_off",
+        "layer_metrics_on",
+    ];
+    let medians = rt.block_on(interleaved::medians(40_000, &names, |variant| {
+        let (mut p, mut l, mut m) = (plain.clone(), layered.clone(), metered.clone());
+        async move {
+            let mut req = tonic::Request::new(HeartbeatRequest::default());
+            match variant {
+                0 => drop(p.heartbeat(req).await.unwrap()),
+                1 => {
+                    req.set_timeout(std::time::Duration::from_secs(5));
+                    drop(p.heartbeat(req).await.unwrap())
+                }
+                2 => drop(l.heartbeat(req).await.unwrap()),
+                _ => drop(m.heartbeat(req).await.unwrap()),
+            }
+        }
+    }));
+    interleaved::report("unary Heartbeat round trip over loopback", &names, &medians);
+
     let mut group = c.benchmark_group("unary_heartbeat_loopback");
     group.bench_function("plain_tonic", |b| {
         b.to_async(&rt).iter(|| {
             let mut client = plain.clone();
             async move { client.heartbeat(HeartbeatRequest::default()).await.unwrap() }
+        })
+    });
+    // The same wire deadline as the layer puts on a heartbeat, set by hand.
+    group.bench_function("plain_tonic_with_deadline", |b| {
+        b.to_async(&rt).iter(|| {
+            let mut client = plain.clone();
+            async move {
+                let mut req = tonic::Request::new(HeartbeatRequest::default());
+                req.set_timeout(std::time::Duration::from_secs(5));
+                client.heartbeat(req).await.unwrap()
+            }
         })
     });
     group.bench_function("layer_metrics_off", |b| {

@@ -61,17 +61,4 @@ impl CallStreamingPolicy {
     pub fn apply<T>(self, request: &mut tonic::Request<T>) {
         request.extensions_mut().insert(self);
     }
-
-    /// Lays the non-zero fields over `base`.
-    pub fn over(self, base: StreamingTimeoutPolicy) -> StreamingTimeoutPolicy {
-        let pick = |mine: u32, theirs: u32| if mine == 0 { theirs } else { mine };
-        StreamingTimeoutPolicy {
-            initial_timeout_ms: pick(self.0.initial_timeout_ms, base.initial_timeout_ms),
-            message_gap_timeout_ms: pick(
-                self.0.message_gap_timeout_ms,
-                base.message_gap_timeout_ms,
-            ),
-            total_timeout_ms: pick(self.0.total_timeout_ms, base.total_timeout_ms),
-        }
-    }
 }

@@ -229,9 +229,9 @@ pub(crate) struct Lookup<'a> {
 /// The immutable routing table of a [`crate::ProfileSet`].
 #[derive(Clone, Debug, Default)]
 pub(crate) struct RouteTable {
-    exact_index: HashMap<Box<str>, usize, BuildHasherDefault<Fnv1a>>,
+    exact_index: HashMap<Box<str>, usize, BuildHasherDefault<PathHasher>>,
     pub(crate) exact: Vec<(Box<str>, Route)>,
-    services: HashMap<Box<str>, Route, BuildHasherDefault<Fnv1a>>,
+    services: HashMap<Box<str>, Route, BuildHasherDefault<PathHasher>>,
 }
 
 impl RouteTable {
@@ -278,27 +278,40 @@ impl RouteTable {
     }
 }
 
-/// FNV-1a: a fast, allocation-free hash for short path keys (not exposed to
-/// untrusted key insertion: the table is built from configuration only).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Fnv1a(u64);
+/// A fast word-at-a-time hash (the Fx construction) for the routing table's short
+/// path keys. Not DoS-resistant, and it needs not be: only configuration inserts
+/// keys; request paths are only looked up.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct PathHasher(u64);
 
-impl Default for Fnv1a {
-    fn default() -> Self {
-        Fnv1a(0xcbf2_9ce4_8422_2325)
+impl PathHasher {
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(Self::K);
     }
 }
 
-impl Hasher for Fnv1a {
+impl Hasher for PathHasher {
     fn finish(&self) -> u64 {
         self.0
     }
 
     fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 ^= u64::from(b);
-            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(word));
         }
+        let rest = chunks.remainder();
+        let mut word = [0u8; 8];
+        word[..rest.len()].copy_from_slice(rest);
+        self.add(u64::from_le_bytes(word) ^ ((rest.len() as u64) << 56));
+    }
+
+    fn write_u8(&mut self, i: u8) {
+        self.add(u64::from(i));
     }
 }
 

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::details::Phase;
 use crate::proto::sw4rm::timeouts as pb;
 
 /// Timeouts of a server-streaming RPC (SW4-002 §4.1), in milliseconds.
@@ -123,6 +124,75 @@ impl Timers {
     }
 }
 
+impl Timers {
+    /// The timer that runs until the response headers arrive: the earlier of the
+    /// initial and total timers.
+    pub(crate) fn first(&self) -> Option<(Duration, Phase)> {
+        match (self.initial, self.total) {
+            (Some(i), Some(t)) if i < t => Some((i, Phase::Initial)),
+            (_, Some(t)) => Some((t, Phase::Total)),
+            (Some(i), None) => Some((i, Phase::Initial)),
+            (None, None) => None,
+        }
+    }
+}
+
+/// Where a streaming timer's value came from (for the `source` of timeout details).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TimerOrigin {
+    /// The call's effective timeout (the policy field was 0).
+    Effective,
+    /// The profile's streaming field (index into the profile's sources).
+    Field(usize),
+    /// A per-call streaming policy.
+    PerCall,
+}
+
+/// The timers of a streaming call: the per-call policy's non-zero fields over the
+/// profile's policy, and where each of the three values came from.
+pub(crate) fn stream_timers(
+    effective: Option<Duration>,
+    profile: StreamingTimeoutPolicy,
+    per_call: Option<StreamingTimeoutPolicy>,
+) -> (Timers, [TimerOrigin; 3]) {
+    use crate::config::Field;
+    let pick = |mine: u32, theirs: u32| if mine == 0 { theirs } else { mine };
+    let call = per_call.unwrap_or_default();
+    let policy = StreamingTimeoutPolicy {
+        initial_timeout_ms: pick(call.initial_timeout_ms, profile.initial_timeout_ms),
+        message_gap_timeout_ms: pick(call.message_gap_timeout_ms, profile.message_gap_timeout_ms),
+        total_timeout_ms: pick(call.total_timeout_ms, profile.total_timeout_ms),
+    };
+    let origin = |mine: u32, theirs: u32, field: Field| match (mine, theirs) {
+        (m, _) if m != 0 => TimerOrigin::PerCall,
+        (_, 0) if field != Field::Total => TimerOrigin::Effective,
+        _ => TimerOrigin::Field(field.index()),
+    };
+    let origins = [
+        origin(
+            call.initial_timeout_ms,
+            profile.initial_timeout_ms,
+            Field::Initial,
+        ),
+        origin(
+            call.message_gap_timeout_ms,
+            profile.message_gap_timeout_ms,
+            Field::Gap,
+        ),
+        origin(
+            call.total_timeout_ms,
+            profile.total_timeout_ms,
+            Field::Total,
+        ),
+    ];
+    (Timers::streaming(effective, policy), origins)
+}
+
+/// Whole milliseconds, saturating (for logs and details).
+pub(crate) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
 fn ms_to_duration(ms: u32) -> Duration {
     Duration::from_millis(u64::from(ms))
 }
@@ -179,6 +249,45 @@ mod tests {
                 "{eff:?} {policy:?}"
             );
         }
+    }
+
+    #[test]
+    fn per_call_fields_override_and_name_their_origin() {
+        let profile = StreamingTimeoutPolicy {
+            initial_timeout_ms: 0,
+            message_gap_timeout_ms: 500,
+            total_timeout_ms: 0,
+        };
+        let call = StreamingTimeoutPolicy {
+            initial_timeout_ms: 0,
+            message_gap_timeout_ms: 0,
+            total_timeout_ms: 9_000,
+        };
+        let (t, o) = stream_timers(ms(30_000), profile, Some(call));
+        assert_eq!(
+            (t.initial, t.gap, t.total),
+            (ms(30_000), ms(500), ms(9_000))
+        );
+        assert_eq!(
+            o,
+            [
+                TimerOrigin::Effective,
+                TimerOrigin::Field(5),
+                TimerOrigin::PerCall
+            ]
+        );
+        let (_, o) = stream_timers(ms(30_000), StreamingTimeoutPolicy::default(), None);
+        assert_eq!(
+            o,
+            [
+                TimerOrigin::Effective,
+                TimerOrigin::Effective,
+                TimerOrigin::Field(6)
+            ]
+        );
+        assert_eq!(t.first(), Some((Duration::from_secs(9), Phase::Total)));
+        assert_eq!(Timers::unary(None).first(), None);
+        assert_eq!(millis(Duration::MAX), u64::MAX);
     }
 
     #[test]

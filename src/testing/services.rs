@@ -242,9 +242,11 @@ impl tool::tool_service_server::ToolService for Embedded {
                 } else {
                     script.gap
                 };
-                tokio::select! {
-                    _ = tokio::time::sleep(wait) => {}
-                    _ = tx.closed() => return, // guard drops: Cancelled
+                if !wait.is_zero() {
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait) => {}
+                        _ = tx.closed() => return, // guard drops: Cancelled
+                    }
                 }
                 let frame = tool::ToolFrame {
                     call_id: call_id.clone(),

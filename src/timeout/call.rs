@@ -14,24 +14,13 @@ use crate::details::{DetectedBy, Phase, TimeoutDetails};
 use crate::metrics::attributes;
 use crate::resolve::Origin;
 use crate::route::{split_path, ProfileId};
-use crate::streaming::Timers;
+use crate::streaming::{millis, TimerOrigin, Timers};
 
 /// Which route table entry, or the path itself for service/fallback routes.
 #[derive(Debug)]
 pub(crate) enum RouteKey {
     Exact(usize),
     Path(http::uri::PathAndQuery),
-}
-
-/// Where each streaming timer's value came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum TimerOrigin {
-    /// Same as the call's effective timeout.
-    Effective,
-    /// The profile's streaming field (index into the profile's sources).
-    Field(usize),
-    /// A per-call streaming policy.
-    PerCall,
 }
 
 #[derive(Debug)]
@@ -150,8 +139,8 @@ impl CallContext {
                 .profile
                 .name
                 .to_string(),
-            configured_timeout_ms: configured.as_millis().try_into().unwrap_or(u64::MAX),
-            elapsed_ms: elapsed.as_millis().try_into().unwrap_or(u64::MAX),
+            configured_timeout_ms: millis(configured),
+            elapsed_ms: millis(elapsed),
             service: service.to_owned(),
             method: method.to_owned(),
             source: self.source_text(phase),

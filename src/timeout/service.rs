@@ -3,24 +3,22 @@
 
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use tokio::time::Instant;
 use tonic::Status;
 use tower_service::Service;
 
-use super::call::{CallContext, RouteKey, TimerOrigin};
+use super::call::{CallContext, RouteKey};
 use super::future::ResponseFuture;
 use super::shared::Shared;
 use super::BoxError;
 use crate::config::Field;
-use crate::details::Phase;
 use crate::grpc_timeout::{self, GRPC_TIMEOUT};
 use crate::message_deadline;
 use crate::per_call::{CallStreamingPolicy, CallTimeout};
 use crate::resolve::{resolve, Origin};
 use crate::route::Matched;
-use crate::streaming::Timers;
+use crate::streaming::{millis, stream_timers, TimerOrigin, Timers};
 
 /// The service produced by [`super::TimeoutProfileLayer`].
 #[derive(Clone, Debug)]
@@ -122,8 +120,8 @@ where
                 service = lookup.service,
                 method = lookup.method,
                 profile = %profile.name,
-                requested_ms = requested.as_millis() as u64,
-                effective_ms = resolution.effective.map_or(0, |d| d.as_millis() as u64),
+                requested_ms = millis(requested),
+                effective_ms = resolution.effective.map_or(0, millis),
                 bound = bound.as_str(),
                 source,
                 %bound_source,
@@ -131,43 +129,21 @@ where
             );
         }
 
-        // Streams: resolve the three timers (per-call policy over the profile's).
-        let call_policy = parts.extensions.get::<CallStreamingPolicy>().copied();
+        // Streams: three timers, the per-call policy over the profile's.
+        let call_policy = parts.extensions.get::<CallStreamingPolicy>().map(|p| p.0);
         let streaming = lookup.streaming || call_policy.is_some();
         let (timers, timer_origins) = if streaming {
-            let base = resolved_profile.streaming;
-            let policy = call_policy.map_or(base, |p| p.over(base));
-            let origin = |mine: Option<u32>, base_ms: u32, field: Field| match (mine, base_ms) {
-                (Some(m), _) if m != 0 => TimerOrigin::PerCall,
-                (_, 0) if field != Field::Total => TimerOrigin::Effective,
-                _ => TimerOrigin::Field(field.index()),
-            };
-            let p = call_policy.map(|c| c.0);
-            let origins = [
-                origin(
-                    p.map(|p| p.initial_timeout_ms),
-                    base.initial_timeout_ms,
-                    Field::Initial,
-                ),
-                origin(
-                    p.map(|p| p.message_gap_timeout_ms),
-                    base.message_gap_timeout_ms,
-                    Field::Gap,
-                ),
-                origin(
-                    p.map(|p| p.total_timeout_ms),
-                    base.total_timeout_ms,
-                    Field::Total,
-                ),
-            ];
-            let timers = Timers::streaming(resolution.effective, policy);
+            let (timers, origins) = stream_timers(
+                resolution.effective,
+                resolved_profile.streaming,
+                call_policy,
+            );
             if timers.gap_clamped {
                 tracing::warn!(
                     service = lookup.service,
                     method = lookup.method,
                     profile = %profile.name,
-                    requested_ms = u64::from(policy.message_gap_timeout_ms),
-                    effective_ms = timers.total.map_or(0, |d| d.as_millis() as u64),
+                    effective_ms = timers.total.map_or(0, millis),
                     bound = "total",
                     "SW4RM stream gap timeout clamped to the total timeout"
                 );
@@ -196,18 +172,13 @@ where
         }
 
         // Before the response headers, the earliest of the initial and total timers.
-        let first = match (timers.initial, timers.total) {
-            (Some(i), Some(t)) if i < t => Some((i, Phase::Initial)),
-            (_, Some(t)) => Some((t, Phase::Total)),
-            (Some(i), None) => Some((i, Phase::Initial)),
-            (None, None) => None,
-        };
+        let first = timers.first();
         let span = tracing::info_span!(
             "sw4rm_rpc",
             service = lookup.service,
             method = lookup.method,
             profile = %profile.name,
-            timeout_ms = timers.total.map(|d: Duration| d.as_millis() as u64),
+            timeout_ms = timers.total.map(millis),
             streaming,
         );
         let call = CallContext::new(
