@@ -4,22 +4,40 @@
 use criterion::{criterion_group, criterion_main, Criterion};
 use sw4rm_timeouts::proto::sw4rm::tool::tool_service_client::ToolServiceClient;
 use sw4rm_timeouts::proto::sw4rm::tool::ToolCall;
-use sw4rm_timeouts::testing::{Script, StreamScript, TestServer};
+use sw4rm_timeouts::testing::{Script, StreamScript};
 use sw4rm_timeouts::{ProfileSet, StreamingTimeoutPolicy, TimeoutProfileLayer};
 use tower_layer::Layer;
 
 #[path = "support/interleaved.rs"]
 mod interleaved;
+#[path = "support/loopback.rs"]
+mod loopback;
 
 const MESSAGES: u32 = 10_000;
+const NAMES: [&str; 2] = ["plain_tonic", "layer"];
+
+/// Opens a CallStream and reads it to the end.
+async fn drain<T>(mut client: ToolServiceClient<T>)
+where
+    T: tonic::client::GrpcService<tonic::body::Body>,
+    T::Error: Into<tonic::codegen::StdError>,
+    T::ResponseBody: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    <T::ResponseBody as http_body::Body>::Error: Into<tonic::codegen::StdError> + Send,
+{
+    let mut stream = client
+        .call_stream(ToolCall::default())
+        .await
+        .expect("open stream")
+        .into_inner();
+    let mut n = 0u32;
+    while stream.message().await.expect("message").is_some() {
+        n += 1;
+    }
+    assert_eq!(n, MESSAGES);
+}
 
 fn bench(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let server = rt.block_on(TestServer::start()).unwrap();
+    let (rt, server, channel) = loopback::setup();
     server.script(
         "CallStream",
         Script::stream(StreamScript {
@@ -27,57 +45,35 @@ fn bench(c: &mut Criterion) {
             ..StreamScript::default()
         }),
     );
-    let channel = rt.block_on(async {
-        tonic::transport::Endpoint::from_shared(server.url())
-            .unwrap()
-            .connect()
-            .await
-            .unwrap()
-    });
+    let policy = StreamingTimeoutPolicy {
+        initial_timeout_ms: 5_000,
+        message_gap_timeout_ms: 1_000,
+        total_timeout_ms: 600_000,
+    };
     let profiles = ProfileSet::builder()
         .without_global()
-        .streaming(
-            "tool_call",
-            StreamingTimeoutPolicy {
-                initial_timeout_ms: 5_000,
-                message_gap_timeout_ms: 1_000,
-                total_timeout_ms: 600_000,
-            },
-        )
+        .streaming("tool_call", policy)
         .build()
-        .unwrap();
+        .expect("profiles");
     let plain = ToolServiceClient::new(channel.clone());
     let layered = ToolServiceClient::new(
         TimeoutProfileLayer::new(profiles)
             .without_metrics()
             .layer(channel),
     );
-
-    let names = ["plain_tonic", "layer"];
-    let medians = rt.block_on(interleaved::medians(60, &names, |variant| {
-        let (mut p, mut l) = (plain.clone(), layered.clone());
+    let run = |variant: usize| {
+        let (p, l) = (plain.clone(), layered.clone());
         async move {
-            let mut s = match variant {
-                0 => p
-                    .call_stream(ToolCall::default())
-                    .await
-                    .unwrap()
-                    .into_inner(),
-                _ => l
-                    .call_stream(ToolCall::default())
-                    .await
-                    .unwrap()
-                    .into_inner(),
-            };
-            let mut n = 0u32;
-            while s.message().await.unwrap().is_some() {
-                n += 1;
+            match variant {
+                0 => drain(p).await,
+                _ => drain(l).await,
             }
-            assert_eq!(n, MESSAGES);
         }
-    }));
-    interleaved::report("10,000-message CallStream over loopback", &names, &medians);
-    for (name, m) in names.iter().zip(&medians) {
+    };
+
+    let medians = rt.block_on(interleaved::medians(60, &NAMES, run));
+    interleaved::report("10,000-message CallStream over loopback", &NAMES, &medians);
+    for (name, m) in NAMES.iter().zip(&medians) {
         println!(
             "  {name:<28} {:>8.2} µs per message",
             m.as_secs_f64() * 1e6 / f64::from(MESSAGES)
@@ -86,40 +82,9 @@ fn bench(c: &mut Criterion) {
 
     let mut group = c.benchmark_group("stream_10k_messages_loopback");
     group.sample_size(20);
-    group.bench_function("plain_tonic", |b| {
-        b.to_async(&rt).iter(|| {
-            let mut client = plain.clone();
-            async move {
-                let mut s = client
-                    .call_stream(ToolCall::default())
-                    .await
-                    .unwrap()
-                    .into_inner();
-                let mut n = 0u32;
-                while s.message().await.unwrap().is_some() {
-                    n += 1;
-                }
-                assert_eq!(n, MESSAGES);
-            }
-        })
-    });
-    group.bench_function("layer", |b| {
-        b.to_async(&rt).iter(|| {
-            let mut client = layered.clone();
-            async move {
-                let mut s = client
-                    .call_stream(ToolCall::default())
-                    .await
-                    .unwrap()
-                    .into_inner();
-                let mut n = 0u32;
-                while s.message().await.unwrap().is_some() {
-                    n += 1;
-                }
-                assert_eq!(n, MESSAGES);
-            }
-        })
-    });
+    for (variant, name) in NAMES.iter().enumerate() {
+        group.bench_function(*name, |b| b.to_async(&rt).iter(|| run(variant)));
+    }
     group.finish();
     drop(server);
 }

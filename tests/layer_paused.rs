@@ -138,14 +138,7 @@ fn details(err: sw4rm_timeouts::BoxError) -> TimeoutDetails {
 async fn unary_deadline_is_exact_and_drops_the_inner_call() {
     let mut h = harness(standard(), None);
     let start = Instant::now();
-    let err = h
-        .svc
-        .ready()
-        .await
-        .unwrap()
-        .call(request(HEARTBEAT))
-        .await
-        .unwrap_err();
+    let err = respond(&mut h.svc, request(HEARTBEAT)).await.unwrap_err();
     assert_eq!(start.elapsed(), Duration::from_secs(5));
     let d = details(err);
     assert_eq!(
@@ -168,14 +161,7 @@ async fn unary_deadline_is_exact_and_drops_the_inner_call() {
 async fn unary_deadline_covers_a_stalled_body() {
     let mut h = harness(standard(), Some(Duration::from_secs(1)));
     let start = Instant::now();
-    let resp = h
-        .svc
-        .ready()
-        .await
-        .unwrap()
-        .call(request(HEARTBEAT))
-        .await
-        .unwrap();
+    let resp = respond(&mut h.svc, request(HEARTBEAT)).await.unwrap();
     let _tx = h.bodies.recv().await.unwrap(); // keep the body open, send nothing
     let mut body: Wrapped = Box::pin(resp.into_body());
     let err = next(&mut body).await.unwrap().unwrap_err();
@@ -186,6 +172,21 @@ async fn unary_deadline_covers_a_stalled_body() {
 }
 
 type Wrapped = Pin<Box<sw4rm_timeouts::TimeoutBody<ChannelBody>>>;
+
+/// One call through the layered service: the response, or the layer's error.
+async fn respond<S, B>(
+    svc: &mut S,
+    req: http::Request<tonic::body::Body>,
+) -> Result<http::Response<B>, sw4rm_timeouts::BoxError>
+where
+    S: Service<
+        http::Request<tonic::body::Body>,
+        Response = http::Response<B>,
+        Error = sw4rm_timeouts::BoxError,
+    >,
+{
+    svc.ready().await?.call(req).await
+}
 
 async fn call_body<S>(
     svc: &mut S,
@@ -198,13 +199,7 @@ where
         Error = sw4rm_timeouts::BoxError,
     >,
 {
-    svc.ready()
-        .await
-        .unwrap()
-        .call(req)
-        .await
-        .unwrap()
-        .into_body()
+    respond(svc, req).await.unwrap().into_body()
 }
 
 async fn next(body: &mut Wrapped) -> Option<Result<Frame<Bytes>, sw4rm_timeouts::BoxError>> {
@@ -358,27 +353,65 @@ async fn server_cancelled_at_the_deadline_is_a_timeout() {
     };
     let layer = || TimeoutProfileLayer::new(standard()).without_metrics();
     let mut at_deadline = ServiceBuilder::new().layer(layer()).service(answer(5_000));
-    let err = at_deadline
-        .ready()
-        .await
-        .unwrap()
-        .call(request(HEARTBEAT))
+    let err = respond(&mut at_deadline, request(HEARTBEAT))
         .await
         .unwrap_err();
     let d = details(err);
     assert_eq!((d.detected_by, d.elapsed_ms), (DetectedBy::Server, 5_000));
 
     let mut early = ServiceBuilder::new().layer(layer()).service(answer(1_000));
-    let resp = early
-        .ready()
-        .await
-        .unwrap()
-        .call(request(HEARTBEAT))
-        .await
-        .unwrap();
+    let resp = respond(&mut early, request(HEARTBEAT)).await.unwrap();
     assert_eq!(
         resp.headers()["grpc-status"],
         "1",
         "an early cancel is passed through untouched"
+    );
+}
+
+/// Any server-streaming path routed to a profile gets the streaming timers, e.g. the
+/// upstream `RouterService/StreamIncoming` under this layer.
+#[tokio::test(start_paused = true)]
+async fn a_custom_streaming_route_gets_the_stream_timers() {
+    const STREAM_INCOMING: &str = "/sw4rm.router.RouterService/StreamIncoming";
+    let profiles = ProfileSet::builder()
+        .without_global()
+        .streaming_route(STREAM_INCOMING, "message_route")
+        .streaming(
+            "message_route",
+            StreamingTimeoutPolicy {
+                initial_timeout_ms: 2_000,
+                message_gap_timeout_ms: 500,
+                total_timeout_ms: 0,
+            },
+        )
+        .build()
+        .unwrap();
+    let mut h = harness(profiles, Some(Duration::ZERO));
+    let mut body: Wrapped = Box::pin(call_body(&mut h.svc, request(STREAM_INCOMING)).await);
+    let tx = h.bodies.recv().await.unwrap();
+    tx.send(message(8)).unwrap();
+    assert!(next(&mut body).await.unwrap().is_ok());
+    let d = details(next(&mut body).await.unwrap().unwrap_err());
+    assert_eq!(
+        (
+            d.profile_name.as_str(),
+            d.service.as_str(),
+            d.method.as_str()
+        ),
+        (
+            "message_route",
+            "sw4rm.router.RouterService",
+            "StreamIncoming"
+        )
+    );
+    assert_eq!(
+        (d.phase, d.elapsed_ms, d.message_count),
+        (Phase::Gap, 500, Some(1))
+    );
+    assert_eq!(d.source, "client");
+    assert_eq!(
+        h.seen.lock().unwrap()[0],
+        None,
+        "no total cap: no deadline on the wire"
     );
 }
