@@ -39,6 +39,16 @@
 //!
 //! Message-level timeouts (`WaitForDecisionRequest.timeout_seconds`,
 //! `HandoffRequest.timeout`, `ToolCall.policy.timeout`): see [`message_deadline`].
+//!
+//! Where things are: [`ProfileSet`] (profiles, routes, precedence; built from
+//! [`GlobalConfig`] and the client builder), [`TimeoutProfileLayer`] (the layer),
+//! [`TimeoutDetails`] (the error details), [`CallTimeout`] and
+//! [`CallStreamingPolicy`] (per-call overrides), [`metrics`] (instrument names).
+//!
+//! ## Features
+//!
+//! * `testing`: `testing::TestServer`, an embedded in-process SW4RM server with
+//!   scripted latency and stream pacing, for agents' own tests.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
