@@ -195,6 +195,10 @@ async fn each_rpc_has_a_span_and_timeouts_and_clamps_warn() {
     );
     // The bound that clamped came from the client builder.
     assert_eq!(clamp[0]["bound_source"], "client");
+    assert_eq!(
+        (clamp[0]["span"].as_str(), clamp[0]["span.method"].as_str()),
+        ("sw4rm_rpc", "Heartbeat")
+    );
     let timeout = events.with_message("SW4RM RPC timed out");
     assert_eq!(timeout.len(), 1);
     let t = &timeout[0];
@@ -212,6 +216,7 @@ async fn each_rpc_has_a_span_and_timeouts_and_clamps_warn() {
         ("span.method", "Heartbeat"),
         ("span.profile", "heartbeat"),
         ("span.timeout_ms", "50"),
+        ("span.streaming", "false"),
     ] {
         assert_eq!(t.get(k).map(String::as_str), Some(v), "{k} in {t:?}");
     }

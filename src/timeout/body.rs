@@ -93,7 +93,6 @@ where
             // Finished (or not tracked): plain pass-through.
             return inner.poll_frame(cx).map_err(Into::into);
         };
-        let _entered = call.span.clone().entered();
         match inner.poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref() {

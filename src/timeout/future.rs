@@ -95,7 +95,6 @@ where
                     )
                     .into()));
                 };
-                let _entered = ctx.span.clone().entered();
                 match inner.poll(cx) {
                     Poll::Ready(Ok(response)) => {
                         let mut ctx = call.take();

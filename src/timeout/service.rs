@@ -74,6 +74,16 @@ where
         };
         let resolved_profile = profiles.get(lookup.profile);
         let profile = &resolved_profile.profile;
+        // The RPC's span: clamp and timeout events are emitted inside it.
+        let span = tracing::info_span!(
+            "sw4rm_rpc",
+            service = lookup.service,
+            method = lookup.method,
+            profile = %profile.name,
+            timeout_ms = tracing::field::Empty,
+            streaming = tracing::field::Empty,
+        );
+        let _entered = span.enter();
         let route = match lookup.matched {
             Matched::Exact(i) => RouteKey::Exact(i),
             Matched::Service | Matched::Fallback => {
@@ -173,14 +183,9 @@ where
 
         // Before the response headers, the earliest of the initial and total timers.
         let first = timers.first();
-        let span = tracing::info_span!(
-            "sw4rm_rpc",
-            service = lookup.service,
-            method = lookup.method,
-            profile = %profile.name,
-            timeout_ms = timers.total.map(millis),
-            streaming,
-        );
+        span.record("timeout_ms", timers.total.map(millis));
+        span.record("streaming", streaming);
+        drop(_entered);
         let call = CallContext::new(
             shared.clone(),
             start,

@@ -309,6 +309,9 @@ impl tracing::field::Visit for Visitor<'_> {
     fn record_u64(&mut self, field: &tracing::field::Field, value: u64) {
         self.0.insert(field.name().to_owned(), value.to_string());
     }
+    fn record_bool(&mut self, field: &tracing::field::Field, value: bool) {
+        self.0.insert(field.name().to_owned(), value.to_string());
+    }
 }
 
 thread_local! {
@@ -353,6 +356,20 @@ where
         attrs.record(&mut Visitor(&mut fields));
         if let Some(span) = ctx.span(id) {
             span.extensions_mut().insert(fields);
+        }
+    }
+
+    fn on_record(
+        &self,
+        id: &tracing::span::Id,
+        values: &tracing::span::Record<'_>,
+        ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        if let Some(span) = ctx.span(id) {
+            let mut ext = span.extensions_mut();
+            if let Some(fields) = ext.get_mut::<BTreeMap<String, String>>() {
+                values.record(&mut Visitor(fields));
+            }
         }
     }
 }
