@@ -85,3 +85,8 @@ pub use streaming::{StreamingTimeoutPolicy, Timers};
 pub use timeout::{
     BoxError, ResponseFuture, TimeoutBody, TimeoutProfileLayer, TimeoutProfileService,
 };
+
+/// The README's code, compiled as a doctest so it cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
