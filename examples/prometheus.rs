@@ -25,13 +25,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // The exact SW4-002 names: no `_total` doubling, no unit suffix, no scope labels.
     let registry = prometheus::Registry::new();
-    let exporter = opentelemetry_prometheus::exporter()
-        .with_registry(registry.clone())
-        .without_counter_suffixes()
-        .without_units()
-        .without_target_info()
-        .scope_info_enabled(false)
-        .build()?;
+    let exporter = sw4rm_timeouts::metrics::prometheus_exporter(registry.clone())?;
     let provider = SdkMeterProvider::builder().with_reader(exporter).build();
 
     let server = TestServer::start().await?;

@@ -49,6 +49,8 @@
 //!
 //! * `testing`: `testing::TestServer`, an embedded in-process SW4RM server with
 //!   scripted latency and stream pacing, for agents' own tests.
+//! * `prometheus`: `metrics::prometheus_exporter`, an OpenTelemetry Prometheus exporter
+//!   that keeps the SW4-002 metric names exact.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

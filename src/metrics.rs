@@ -84,6 +84,33 @@ impl Instruments {
     }
 }
 
+/// An OpenTelemetry Prometheus exporter writing to `registry`, set up so that the
+/// exposition shows exactly `sw4rm_rpc_timeout_total` and `sw4rm_rpc_duration_ms`:
+/// no `_total` doubling, no unit suffix, no scope or target labels, so the only
+/// labels are `profile`, `service` and `method` (feature `prometheus`).
+///
+/// ```
+/// use opentelemetry_sdk::metrics::SdkMeterProvider;
+/// use sw4rm_timeouts::{ProfileSet, TimeoutProfileLayer};
+/// let registry = prometheus::Registry::new();
+/// let exporter = sw4rm_timeouts::metrics::prometheus_exporter(registry.clone()).unwrap();
+/// let provider = SdkMeterProvider::builder().with_reader(exporter).build();
+/// let layer = TimeoutProfileLayer::new(ProfileSet::standard()).with_meter_provider(&provider);
+/// # drop(layer);
+/// ```
+#[cfg(feature = "prometheus")]
+pub fn prometheus_exporter(
+    registry: prometheus::Registry,
+) -> Result<opentelemetry_prometheus::PrometheusExporter, opentelemetry_sdk::error::OTelSdkError> {
+    opentelemetry_prometheus::exporter()
+        .with_registry(registry)
+        .without_counter_suffixes()
+        .without_units()
+        .without_target_info()
+        .scope_info_enabled(false)
+        .build()
+}
+
 /// The attribute set of one RPC.
 pub(crate) fn attributes(profile: &str, service: &str, method: &str) -> [KeyValue; 3] {
     [

@@ -127,14 +127,7 @@ async fn instruments_count_every_call_and_each_timeout_once() {
 #[tokio::test]
 async fn prometheus_exposition_uses_the_exact_names() {
     let registry = prometheus::Registry::new();
-    let exporter = opentelemetry_prometheus::exporter()
-        .with_registry(registry.clone())
-        .without_counter_suffixes()
-        .without_units()
-        .without_target_info()
-        .scope_info_enabled(false)
-        .build()
-        .unwrap();
+    let exporter = sw4rm_timeouts::metrics::prometheus_exporter(registry.clone()).unwrap();
     let provider = SdkMeterProvider::builder().with_reader(exporter).build();
     mixed_calls(TimeoutProfileLayer::new(profiles()).with_meter_provider(&provider)).await;
 
