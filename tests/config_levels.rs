@@ -306,6 +306,20 @@ fn every_validation_rule_names_key_value_rule_and_source() {
     }
 }
 
+/// Other SW4RM tools' variables share the prefix; they are not timeout settings.
+#[test]
+fn other_sw4rm_variables_are_left_alone() {
+    Jail::expect_with(|jail| {
+        jail.clear_env();
+        jail.set_env("SW4RM_SECRETS_BACKEND", "file");
+        jail.set_env("SW4RM_REGISTRY_URL", "http://registry:50051");
+        jail.set_env("SW4RM_PROFILES__HEARTBEAT__MAX_TIMEOUT_MS", "12000");
+        let set = build_from_env().expect("foreign SW4RM_* variables are ignored");
+        assert_eq!(set.profile("heartbeat").unwrap().max_timeout_ms, 12_000);
+        Ok(())
+    });
+}
+
 #[test]
 fn all_problems_are_reported_at_once() {
     Jail::expect_with(|jail| {

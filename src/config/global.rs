@@ -8,7 +8,9 @@
 //!   the file, field by field. Figment lowercases the keys; profile names are
 //!   case-insensitive everywhere, so `Heartbeat` and `heartbeat` are one profile.
 //!   Routes contain `/` and `.`, which variable names cannot carry, so they are set
-//!   in the file (or the client builder) only.
+//!   in the file (or the client builder) only. `SW4RM_*` variables of other SW4RM
+//!   tools (e.g. `SW4RM_SECRETS_BACKEND`) are ignored unless their name is a near
+//!   miss of a timeout key (`SW4RM_PROFILS__...`), which is reported as a typo.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,7 +19,7 @@ use figment::providers::{Env, Format, Toml};
 use figment::value::{Dict, Value};
 use figment::{Profile, Provider};
 
-use super::error::{hint, ConfigError, ConfigIssue};
+use super::error::{did_you_mean, hint, ConfigError, ConfigIssue};
 use super::overrides::{Field, Overrides, RouteSetting, Sourced};
 use crate::source::Source;
 
@@ -236,7 +238,15 @@ fn walk_top(
                 }
                 None => issues.push(issue(&[key], value, "must be a profile name", source)),
             },
-            _ => issues.push(issue(&[key], value, format!("unknown key{}", hint(key, TOP_KEYS)), source)),
+            // Other SW4RM tools read their own `SW4RM_*` variables (for example
+            // `SW4RM_SECRETS_BACKEND`): in the environment, only a near miss of one
+            // of our keys is an error; in a file every unknown key is.
+            _ => match (source(&[key]), did_you_mean(key, TOP_KEYS)) {
+                (Source::Env(_), None) => {
+                    tracing::debug!(key, "SW4RM_* variable ignored: not a timeout setting")
+                }
+                _ => issues.push(issue(&[key], value, format!("unknown key{}", hint(key, TOP_KEYS)), source)),
+            },
         }
     }
 }
