@@ -279,10 +279,8 @@ async fn works_under_a_plain_tonic_client() {
         )
         .await
         .unwrap_err();
-    assert_heartbeat_details(
-        &TimeoutDetails::from_status(&status).unwrap(),
-        TimeoutDetails::from_status(&status).unwrap().detected_by,
-    );
+    let d = TimeoutDetails::from_status(&status).expect("details");
+    assert_heartbeat_details(&d, d.detected_by);
     assert_eq!(server.calls()[0].grpc_timeout.as_deref(), Some("300000u"));
 }
 
