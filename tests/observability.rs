@@ -215,3 +215,51 @@ async fn each_rpc_has_a_span_and_timeouts_and_clamps_warn() {
     }
     assert!(t["elapsed_ms"].parse::<u64>().unwrap() >= 50);
 }
+
+/// A path outside the routing table uses the fallback profile, is logged once per
+/// path at debug level, and still gets metrics with its own service and method.
+#[tokio::test]
+async fn unknown_paths_are_logged_once_and_measured() {
+    let server = server().await;
+    let metrics = Metrics::new();
+    let channel = tonic::transport::Endpoint::from_shared(server.url())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let layer = TimeoutProfileLayer::new(profiles()).with_meter_provider(&metrics.provider);
+    let mut grpc =
+        tonic::client::Grpc::new(tower::ServiceBuilder::new().layer(layer).service(channel));
+    let (events, _guard) = capture_events();
+    for _ in 0..3 {
+        grpc.ready().await.unwrap();
+        let codec = tonic_prost::ProstCodec::<(), ()>::default();
+        let path = http::uri::PathAndQuery::from_static("/acme.Unknown/Do");
+        let status = grpc
+            .unary(tonic::Request::new(()), path, codec)
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), tonic::Code::Unimplemented);
+    }
+    let logged = events.with_message("outside the routing table");
+    assert_eq!(logged.len(), 1, "{logged:?}");
+    assert_eq!(
+        (logged[0]["level"].as_str(), logged[0]["profile"].as_str()),
+        ("DEBUG", "universal")
+    );
+    let p = metrics
+        .points()
+        .into_iter()
+        .find(|p| p.name == "sw4rm_rpc_duration_ms")
+        .unwrap();
+    assert_eq!(
+        (
+            p.attrs["profile"].as_str(),
+            p.attrs["service"].as_str(),
+            p.attrs["method"].as_str(),
+            p.value
+        ),
+        ("universal", "acme.Unknown", "Do", 3)
+    );
+    assert_eq!(server.calls().len(), 0);
+}
