@@ -4,6 +4,7 @@
 mod error;
 mod global;
 mod overrides;
+mod walk;
 
 pub use error::{ConfigError, ConfigIssue};
 pub use global::{GlobalConfig, CONFIG_PATH_VAR, DEFAULT_CONFIG_FILE};

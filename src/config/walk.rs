@@ -1,0 +1,361 @@
+//! Reading one configuration tree (a TOML file or the `SW4RM_*` environment, as
+//! figment values) into one level's [`Overrides`], collecting every problem.
+
+use figment::value::{Dict, Value};
+
+use super::error::{did_you_mean, hint, ConfigIssue};
+use super::overrides::{Field, Overrides, RouteSetting, Sourced};
+use crate::source::Source;
+
+const TOP_KEYS: [&str; 3] = ["profiles", "routes", "fallback_profile"];
+const PROFILE_KEYS: [&str; 5] = [
+    "default_timeout_ms",
+    "min_timeout_ms",
+    "max_timeout_ms",
+    "allow_infinite",
+    "streaming",
+];
+const STREAMING_KEYS: [&str; 3] = [
+    "initial_timeout_ms",
+    "message_gap_timeout_ms",
+    "total_timeout_ms",
+];
+const ROUTE_KEYS: [&str; 2] = ["profile", "streaming"];
+
+/// Where a value at a key path came from (file path, or the variable's name).
+pub(super) type SourceFn<'a> = dyn Fn(&[&str]) -> Source + 'a;
+
+fn issue(
+    path: &[&str],
+    value: &Value,
+    rule: impl Into<String>,
+    source: &SourceFn<'_>,
+) -> ConfigIssue {
+    ConfigIssue {
+        key: path.join("."),
+        value: show(value),
+        rule: rule.into(),
+        source: source(path),
+    }
+}
+
+pub(super) fn walk_top(
+    dict: &Dict,
+    source: &SourceFn<'_>,
+    out: &mut Overrides,
+    issues: &mut Vec<ConfigIssue>,
+) {
+    for (key, value) in dict {
+        let key = key.as_str();
+        match key.to_ascii_lowercase().as_str() {
+            "profiles" => match value.as_dict() {
+                Some(profiles) => walk_profiles(profiles, source, out, issues),
+                None => issues.push(issue(&[key], value, "must be a table of profiles", source)),
+            },
+            "routes" => match (value.as_dict(), source(&[key])) {
+                (_, Source::Env(_)) => issues.push(issue(
+                    &[key],
+                    value,
+                    "routes cannot be set from the environment (paths contain '/' and '.'); set them in the config file",
+                    source,
+                )),
+                (Some(routes), _) => walk_routes(routes, source, out, issues),
+                (None, _) => issues.push(issue(&[key], value, "must be a table of \"/pkg.Service/Method\" = \"profile\"", source)),
+            },
+            "fallback_profile" => match value.as_str() {
+                Some(name) => {
+                    out.fallback = Some(Sourced { value: name.to_ascii_lowercase(), source: source(&[key]) })
+                }
+                None => issues.push(issue(&[key], value, "must be a profile name", source)),
+            },
+            // Other SW4RM tools read their own `SW4RM_*` variables (for example
+            // `SW4RM_SECRETS_BACKEND`): in the environment, only a near miss of one
+            // of our keys is an error; in a file every unknown key is.
+            _ => match (source(&[key]), did_you_mean(key, TOP_KEYS)) {
+                (Source::Env(_), None) => {
+                    tracing::debug!(key, "SW4RM_* variable ignored: not a timeout setting")
+                }
+                _ => issues.push(issue(&[key], value, format!("unknown key{}", hint(key, TOP_KEYS)), source)),
+            },
+        }
+    }
+}
+
+fn walk_profiles(
+    dict: &Dict,
+    source: &SourceFn<'_>,
+    out: &mut Overrides,
+    issues: &mut Vec<ConfigIssue>,
+) {
+    let mut seen = std::collections::BTreeMap::<String, &str>::new();
+    for (name, value) in dict {
+        let lower = name.to_ascii_lowercase();
+        if let Some(first) = seen.insert(lower.clone(), name) {
+            issues.push(issue(
+                &["profiles", name],
+                value,
+                format!("duplicate of profile `{first}` (profile names are case-insensitive)"),
+                source,
+            ));
+            continue;
+        }
+        if !lower
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            || lower.is_empty()
+        {
+            issues.push(issue(
+                &["profiles", name],
+                value,
+                "profile names use only letters, digits, '_' and '-'",
+                source,
+            ));
+            continue;
+        }
+        let Some(fields) = value.as_dict() else {
+            issues.push(issue(
+                &["profiles", name],
+                value,
+                "must be a table of profile fields",
+                source,
+            ));
+            continue;
+        };
+        for (fkey, fvalue) in fields {
+            let path = ["profiles", name.as_str(), fkey.as_str()];
+            match fkey.to_ascii_lowercase().as_str() {
+                "streaming" => match fvalue.as_dict() {
+                    Some(stream) => {
+                        for (skey, svalue) in stream {
+                            let spath = ["profiles", name.as_str(), "streaming", skey.as_str()];
+                            let field = match skey.to_ascii_lowercase().as_str() {
+                                "initial_timeout_ms" => Field::Initial,
+                                "message_gap_timeout_ms" => Field::Gap,
+                                "total_timeout_ms" => Field::Total,
+                                _ => {
+                                    let rule = format!("unknown key{}", hint(skey, STREAMING_KEYS));
+                                    issues.push(issue(&spath, svalue, rule, source));
+                                    continue;
+                                }
+                            };
+                            set_field(out, &lower, field, svalue, &spath, source, issues);
+                        }
+                    }
+                    None => issues.push(issue(
+                        &path,
+                        fvalue,
+                        "must be a table of streaming timeouts",
+                        source,
+                    )),
+                },
+                other => {
+                    let field = match other {
+                        "default_timeout_ms" => Field::Default,
+                        "min_timeout_ms" => Field::Min,
+                        "max_timeout_ms" => Field::Max,
+                        "allow_infinite" => Field::AllowInfinite,
+                        _ => {
+                            let rule = format!("unknown key{}", hint(fkey, PROFILE_KEYS));
+                            issues.push(issue(&path, fvalue, rule, source));
+                            continue;
+                        }
+                    };
+                    set_field(out, &lower, field, fvalue, &path, source, issues);
+                }
+            }
+        }
+    }
+}
+
+fn set_field(
+    out: &mut Overrides,
+    profile: &str,
+    field: Field,
+    value: &Value,
+    path: &[&str],
+    source: &SourceFn<'_>,
+    issues: &mut Vec<ConfigIssue>,
+) {
+    let parsed = if field.is_bool() {
+        to_bool(value).map(u32::from)
+    } else {
+        to_millis(value)
+    };
+    match parsed {
+        Ok(v) => out.patch(profile).set(field, v, source(path)),
+        Err(rule) => issues.push(issue(path, value, rule, source)),
+    }
+}
+
+fn walk_routes(
+    dict: &Dict,
+    source: &SourceFn<'_>,
+    out: &mut Overrides,
+    issues: &mut Vec<ConfigIssue>,
+) {
+    for (pattern, value) in dict {
+        let path = ["routes", pattern.as_str()];
+        let (profile, streaming) = match value {
+            Value::String(_, p) => (p.clone(), false),
+            Value::Dict(_, table) => {
+                let mut profile = None;
+                let mut streaming = false;
+                for (k, v) in table {
+                    match (k.as_str(), v) {
+                        ("profile", Value::String(_, p)) => profile = Some(p.clone()),
+                        ("streaming", Value::Bool(_, b)) => streaming = *b,
+                        ("profile" | "streaming", _) => issues.push(issue(
+                            &[path[0], path[1], k],
+                            v,
+                            "profile is a name, streaming is true or false",
+                            source,
+                        )),
+                        _ => issues.push(issue(
+                            &[path[0], path[1], k],
+                            v,
+                            format!("unknown key{}", hint(k, ROUTE_KEYS)),
+                            source,
+                        )),
+                    }
+                }
+                match profile {
+                    Some(p) => (p, streaming),
+                    None => {
+                        issues.push(issue(
+                            &path,
+                            value,
+                            "route table needs `profile = \"name\"`",
+                            source,
+                        ));
+                        continue;
+                    }
+                }
+            }
+            _ => {
+                issues.push(issue(
+                    &path,
+                    value,
+                    "must be a profile name or { profile = \"name\", streaming = true }",
+                    source,
+                ));
+                continue;
+            }
+        };
+        out.routes.push(RouteSetting {
+            pattern: pattern.clone(),
+            profile: profile.to_ascii_lowercase(),
+            streaming,
+            source: source(&path),
+        });
+    }
+}
+
+/// A whole, non-negative number of milliseconds that fits in `u32`.
+fn to_millis(value: &Value) -> Result<u32, String> {
+    let n: i128 = match value {
+        Value::Num(_, n) => match (n.to_u128(), n.to_i128(), n.to_f64()) {
+            (Some(u), _, _) => i128::try_from(u).unwrap_or(i128::MAX),
+            (_, Some(i), _) => i,
+            (_, _, Some(f)) if f.fract() != 0.0 || !f.is_finite() => {
+                return Err("must be a whole number of milliseconds".into())
+            }
+            (_, _, Some(f)) if f < 0.0 => return Err("must not be negative".into()),
+            (_, _, Some(f)) if f > f64::from(u32::MAX) => {
+                return Err(format!(
+                    "exceeds the largest timeout, {} ms (u32)",
+                    u32::MAX
+                ))
+            }
+            (_, _, Some(f)) => f as i128,
+            _ => return Err("must be a number of milliseconds".into()),
+        },
+        Value::String(_, s) => match s.trim().parse::<i128>() {
+            Ok(i) => i,
+            Err(_) if s.trim().parse::<f64>().is_ok() => {
+                return Err("must be a whole number of milliseconds".into())
+            }
+            Err(_) => return Err("must be a whole number of milliseconds, not text".into()),
+        },
+        Value::Bool(..) => return Err("must be a number of milliseconds, not true/false".into()),
+        _ => return Err("must be a number of milliseconds".into()),
+    };
+    if n < 0 {
+        return Err("must not be negative".into());
+    }
+    u32::try_from(n).map_err(|_| format!("exceeds the largest timeout, {} ms (u32)", u32::MAX))
+}
+
+fn to_bool(value: &Value) -> Result<bool, String> {
+    match value {
+        Value::Bool(_, b) => Ok(*b),
+        Value::String(_, s) if s.eq_ignore_ascii_case("true") => Ok(true),
+        Value::String(_, s) if s.eq_ignore_ascii_case("false") => Ok(false),
+        _ => Err("must be true or false".into()),
+    }
+}
+
+fn show(value: &Value) -> String {
+    match value {
+        Value::String(_, s) => s.clone(),
+        Value::Char(_, c) => c.to_string(),
+        Value::Bool(_, b) => b.to_string(),
+        Value::Num(_, n) => match (n.to_u128(), n.to_i128(), n.to_f64()) {
+            (Some(u), _, _) => u.to_string(),
+            (_, Some(i), _) => i.to_string(),
+            (_, _, Some(f)) => f.to_string(),
+            _ => String::new(),
+        },
+        Value::Empty(..) => String::new(),
+        Value::Dict(..) => "{table}".into(),
+        Value::Array(..) => "[list]".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use figment::value::{Num, Tag};
+
+    #[test]
+    fn millis_conversion_table() {
+        let num = |n: Num| Value::Num(Tag::Default, n);
+        let text = |s: &str| Value::String(Tag::Default, s.into());
+        let ok = [
+            (num(Num::U64(5_000)), 5_000),
+            (num(Num::I64(7)), 7),
+            (num(Num::F64(3.0)), 3),
+            (text(" 42 "), 42),
+            (num(Num::U64(u64::from(u32::MAX))), u32::MAX),
+        ];
+        for (v, want) in ok {
+            assert_eq!(to_millis(&v), Ok(want), "{v:?}");
+        }
+        let bad = [
+            (num(Num::I64(-1)), "must not be negative"),
+            (num(Num::F64(-2.0)), "must not be negative"),
+            (num(Num::F64(1.5)), "must be a whole number of milliseconds"),
+            (
+                num(Num::U64(u64::from(u32::MAX) + 1)),
+                "exceeds the largest timeout, 4294967295 ms (u32)",
+            ),
+            (
+                num(Num::F64(1e12)),
+                "exceeds the largest timeout, 4294967295 ms (u32)",
+            ),
+            (
+                text("abc"),
+                "must be a whole number of milliseconds, not text",
+            ),
+            (text("2.5"), "must be a whole number of milliseconds"),
+            (
+                Value::Bool(Tag::Default, true),
+                "must be a number of milliseconds, not true/false",
+            ),
+        ];
+        for (v, rule) in bad {
+            assert_eq!(to_millis(&v).unwrap_err(), rule, "{v:?}");
+        }
+        assert_eq!(to_bool(&text("TRUE")), Ok(true));
+        assert!(to_bool(&num(Num::U8(1))).is_err());
+    }
+}
