@@ -41,6 +41,16 @@ impl Field {
         }
     }
 
+    /// The field written as `key` (`max_timeout_ms`, `streaming.total_timeout_ms`).
+    pub(crate) fn from_key(key: &str) -> Option<Field> {
+        Field::ALL.into_iter().find(|f| f.key() == key)
+    }
+
+    /// The field's key inside the `streaming` table, for the streaming fields.
+    pub(crate) fn streaming_key(self) -> Option<&'static str> {
+        self.key().strip_prefix("streaming.")
+    }
+
     pub(crate) fn is_bool(self) -> bool {
         self == Field::AllowInfinite
     }

@@ -8,18 +8,6 @@ use super::overrides::{Field, Overrides, RouteSetting, Sourced};
 use crate::source::Source;
 
 const TOP_KEYS: [&str; 3] = ["profiles", "routes", "fallback_profile"];
-const PROFILE_KEYS: [&str; 5] = [
-    "default_timeout_ms",
-    "min_timeout_ms",
-    "max_timeout_ms",
-    "allow_infinite",
-    "streaming",
-];
-const STREAMING_KEYS: [&str; 3] = [
-    "initial_timeout_ms",
-    "message_gap_timeout_ms",
-    "total_timeout_ms",
-];
 const ROUTE_KEYS: [&str; 2] = ["profile", "streaming"];
 
 /// Where a value at a key path came from (file path, or the variable's name).
@@ -128,15 +116,12 @@ fn walk_profiles(
                     Some(stream) => {
                         for (skey, svalue) in stream {
                             let spath = ["profiles", name.as_str(), "streaming", skey.as_str()];
-                            let field = match skey.to_ascii_lowercase().as_str() {
-                                "initial_timeout_ms" => Field::Initial,
-                                "message_gap_timeout_ms" => Field::Gap,
-                                "total_timeout_ms" => Field::Total,
-                                _ => {
-                                    let rule = format!("unknown key{}", hint(skey, STREAMING_KEYS));
-                                    issues.push(issue(&spath, svalue, rule, source));
-                                    continue;
-                                }
+                            let key = format!("streaming.{}", skey.to_ascii_lowercase());
+                            let Some(field) = Field::from_key(&key) else {
+                                let keys = Field::ALL.into_iter().filter_map(Field::streaming_key);
+                                let rule = format!("unknown key{}", hint(skey, keys));
+                                issues.push(issue(&spath, svalue, rule, source));
+                                continue;
                             };
                             set_field(out, &lower, field, svalue, &spath, source, issues);
                         }
@@ -149,16 +134,18 @@ fn walk_profiles(
                     )),
                 },
                 other => {
-                    let field = match other {
-                        "default_timeout_ms" => Field::Default,
-                        "min_timeout_ms" => Field::Min,
-                        "max_timeout_ms" => Field::Max,
-                        "allow_infinite" => Field::AllowInfinite,
-                        _ => {
-                            let rule = format!("unknown key{}", hint(fkey, PROFILE_KEYS));
-                            issues.push(issue(&path, fvalue, rule, source));
-                            continue;
-                        }
+                    // `streaming.*` keys are only valid inside the streaming table.
+                    let Some(field) =
+                        Field::from_key(other).filter(|f| f.streaming_key().is_none())
+                    else {
+                        let keys = Field::ALL
+                            .into_iter()
+                            .filter(|f| f.streaming_key().is_none())
+                            .map(Field::key)
+                            .chain(["streaming"]);
+                        let rule = format!("unknown key{}", hint(fkey, keys));
+                        issues.push(issue(&path, fvalue, rule, source));
+                        continue;
                     };
                     set_field(out, &lower, field, fvalue, &path, source, issues);
                 }
