@@ -38,13 +38,15 @@ where
 
 fn bench(c: &mut Criterion) {
     let (rt, server, channel) = loopback::setup();
-    server.script(
-        "CallStream",
-        Script::stream(StreamScript {
-            messages: MESSAGES,
-            ..StreamScript::default()
-        }),
-    );
+    server
+        .script(
+            "CallStream",
+            Script::stream(StreamScript {
+                messages: MESSAGES,
+                ..StreamScript::default()
+            }),
+        )
+        .expect("a known RPC");
     let policy = StreamingTimeoutPolicy {
         initial_timeout_ms: 5_000,
         message_gap_timeout_ms: 1_000,

@@ -37,7 +37,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .heartbeat(HeartbeatRequest::default())
             .await?;
     }
-    server.script("Call", Script::latency(Duration::from_secs(5)));
+    server.script("Call", Script::latency(Duration::from_secs(5)))?;
     for _ in 0..2 {
         let mut req = tonic::Request::new(ToolCall::default());
         CallTimeout::After(Duration::from_secs(1)).apply(&mut req);

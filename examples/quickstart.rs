@@ -50,7 +50,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     server.script(
         "WaitForDecision",
         Script::latency(Duration::from_millis(1_500)),
-    );
+    )?;
     let mut req = tonic::Request::new(WaitForDecisionRequest::default());
     CallTimeout::Infinite.apply(&mut req);
     sw4rm.negotiation_room().wait_for_decision(req).await?;
@@ -60,7 +60,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     println!("4. A tool call to a slow tool (5 s) with a 1 s timeout: DEADLINE_EXCEEDED.");
-    server.script("Call", Script::latency(Duration::from_secs(5)));
+    server.script("Call", Script::latency(Duration::from_secs(5)))?;
     let mut req = tonic::Request::new(ToolCall {
         tool_name: "slow-tool".into(),
         ..Default::default()

@@ -5,8 +5,7 @@ use std::fmt;
 
 use tonic::transport::{Channel, Endpoint};
 
-use crate::config::ConfigError;
-use crate::profile_set::ProfileSet;
+use crate::config::{ConfigError, ProfileSet};
 use crate::proto::sw4rm::handoff::handoff_service_client::HandoffServiceClient;
 use crate::proto::sw4rm::negotiation_room::negotiation_room_service_client::NegotiationRoomServiceClient;
 use crate::proto::sw4rm::registry::registry_service_client::RegistryServiceClient;

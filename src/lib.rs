@@ -38,7 +38,7 @@
 //! upstream SW4RM protos: `ServiceBuilder::new().layer(TimeoutProfileLayer::standard())`.
 //!
 //! Message-level timeouts (`WaitForDecisionRequest.timeout_seconds`,
-//! `HandoffRequest.timeout`, `ToolCall.policy.timeout`): see [`message_deadline`].
+//! `HandoffRequest.timeout`, `ToolCall.policy.timeout`): see [`MessageField`].
 //!
 //! Where things are: [`ProfileSet`] (profiles, routes, precedence; built from
 //! [`GlobalConfig`] and the client builder), [`TimeoutProfileLayer`] (the layer),
@@ -54,39 +54,40 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-mod clamp;
+// Dependencies point one way: `timeout` (tower parts) and `clients` use `config`,
+// `wire` and `policy`; `config` and `wire` use `policy`; `policy` uses nothing.
 mod clients;
 mod config;
-mod details;
-pub mod grpc_timeout;
-pub mod message_deadline;
 pub mod metrics;
-mod per_call;
-mod profile;
-mod profile_set;
+mod policy;
 pub mod proto;
-mod resolve;
-pub mod route;
-mod source;
-mod streaming;
 #[cfg(feature = "testing")]
 pub mod testing;
-mod timeout;
+pub mod timeout;
+pub mod wire;
 
-pub use clamp::{apply_override, Bound, Clamped};
+/// The routing table: the standard routes of the five services, and route patterns.
+pub mod route {
+    pub use crate::policy::route::{split_path, RoutePattern, StandardRoute, STANDARD_ROUTES};
+}
+
 pub use clients::{ConnectError, Sw4rm, Sw4rmChannel};
-pub use config::{ConfigError, ConfigIssue, GlobalConfig, CONFIG_PATH_VAR, DEFAULT_CONFIG_FILE};
-pub use details::{DetectedBy, Phase, TimeoutDetails, TIMEOUT_DOMAIN, TIMEOUT_REASON};
-pub use message_deadline::{MessageField, MESSAGE_DEADLINE_MARGIN};
-pub use per_call::{CallStreamingPolicy, CallTimeout};
-pub use profile::{names, ProfileViolation, TimeoutProfile, STANDARD_PROFILES, UNIVERSAL_PROFILE};
-pub use profile_set::{ProfileSet, ProfileSetBuilder, ResolvedProfile};
-pub use resolve::{resolve, Origin, Resolution};
-pub use source::Source;
-pub use streaming::{StreamingTimeoutPolicy, Timers};
-pub use timeout::{
-    BoxError, ResponseFuture, TimeoutBody, TimeoutProfileLayer, TimeoutProfileService,
+pub use config::{
+    ConfigError, ConfigIssue, GlobalConfig, ProfileSet, ProfileSetBuilder, ResolvedProfile,
+    CONFIG_PATH_VAR, DEFAULT_CONFIG_FILE,
 };
+pub use policy::deadline::Phase;
+pub use policy::message::{MessageField, MESSAGE_DEADLINE_MARGIN};
+pub use policy::profile::{
+    names, ProfileError, ProfileField, ProfileRule, ProfileViolation, TimeoutProfile,
+    TimeoutProfileBuilder, STANDARD_PROFILES, UNIVERSAL_PROFILE,
+};
+pub use policy::source::Source;
+pub use policy::streaming::StreamingTimeoutPolicy;
+pub use timeout::{
+    BoxError, CallStreamingPolicy, CallTimeout, TimeoutProfileLayer, TimeoutProfileService,
+};
+pub use wire::details::{DetectedBy, TimeoutDetails, TIMEOUT_DOMAIN, TIMEOUT_REASON};
 
 /// The README's code, compiled as a doctest so it cannot drift from the API.
 #[cfg(doctest)]

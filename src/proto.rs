@@ -33,3 +33,94 @@ pub mod sw4rm {
         tonic::include_proto!("sw4rm.timeouts");
     }
 }
+
+use std::time::Duration;
+
+use crate::policy::profile::{ProfileError, TimeoutProfile};
+use crate::policy::streaming::StreamingTimeoutPolicy;
+use sw4rm::timeouts as pb;
+
+impl From<&TimeoutProfile> for pb::TimeoutProfile {
+    fn from(p: &TimeoutProfile) -> Self {
+        pb::TimeoutProfile {
+            profile_name: p.name.to_string(),
+            default_timeout_ms: p.default_timeout_ms,
+            min_timeout_ms: p.min_timeout_ms,
+            max_timeout_ms: p.max_timeout_ms,
+            allow_infinite: p.allow_infinite,
+        }
+    }
+}
+
+impl TryFrom<pb::TimeoutProfile> for TimeoutProfile {
+    type Error = ProfileError;
+
+    /// Validates the wire message like [`crate::TimeoutProfileBuilder::build`].
+    fn try_from(m: pb::TimeoutProfile) -> Result<Self, Self::Error> {
+        let ms = |v: u32| Duration::from_millis(u64::from(v));
+        TimeoutProfile::builder(m.profile_name)
+            .default_timeout(ms(m.default_timeout_ms))
+            .min_timeout(ms(m.min_timeout_ms))
+            .max_timeout(ms(m.max_timeout_ms))
+            .allow_infinite(m.allow_infinite)
+            .build()
+    }
+}
+
+impl From<pb::StreamingTimeoutPolicy> for StreamingTimeoutPolicy {
+    fn from(m: pb::StreamingTimeoutPolicy) -> Self {
+        StreamingTimeoutPolicy {
+            initial_timeout_ms: m.initial_timeout_ms,
+            message_gap_timeout_ms: m.message_gap_timeout_ms,
+            total_timeout_ms: m.total_timeout_ms,
+        }
+    }
+}
+
+impl From<StreamingTimeoutPolicy> for pb::StreamingTimeoutPolicy {
+    fn from(p: StreamingTimeoutPolicy) -> Self {
+        pb::StreamingTimeoutPolicy {
+            initial_timeout_ms: p.initial_timeout_ms,
+            message_gap_timeout_ms: p.message_gap_timeout_ms,
+            total_timeout_ms: p.total_timeout_ms,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::profile::{ProfileField, STANDARD_PROFILES};
+
+    #[test]
+    fn proto_round_trip_and_validation() {
+        for p in STANDARD_PROFILES.iter() {
+            let m = pb::TimeoutProfile::from(p);
+            assert_eq!(&TimeoutProfile::try_from(m).unwrap(), p);
+        }
+        let bad = pb::TimeoutProfile {
+            profile_name: "X".into(),
+            default_timeout_ms: 1,
+            min_timeout_ms: 0,
+            max_timeout_ms: 1,
+            allow_infinite: false,
+        };
+        assert_eq!(
+            TimeoutProfile::try_from(bad).unwrap_err().violations[0].field,
+            ProfileField::Min
+        );
+    }
+
+    #[test]
+    fn policy_proto_round_trip() {
+        let p = StreamingTimeoutPolicy {
+            initial_timeout_ms: 1,
+            message_gap_timeout_ms: 2,
+            total_timeout_ms: 3,
+        };
+        assert_eq!(
+            StreamingTimeoutPolicy::from(pb::StreamingTimeoutPolicy::from(p)),
+            p
+        );
+    }
+}

@@ -1,11 +1,18 @@
-//! Routing and resolving a call allocate nothing: counted with a global allocator
-//! (deterministic, unlike timing).
+//! A successful unary call through the layer allocates nothing more than the same
+//! call without it: counted with a global allocator over whole calls (request in,
+//! response body drained) against an in-memory inner service. Deterministic, unlike
+//! timing; the layer's cost in time is in `benches/layer.rs`.
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::convert::Infallible;
+use std::future::{ready, Ready};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::task::{Context, Poll};
 
-use sw4rm_timeouts::{resolve, ProfileSet};
+use http_body_util::BodyExt;
+use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
+use sw4rm_timeouts::{CallTimeout, ProfileSet, TimeoutProfileLayer};
+use tower::{Layer, Service};
 
 struct Counting;
 
@@ -25,32 +32,129 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-#[test]
-fn route_and_resolve_do_not_allocate() {
-    let set = ProfileSet::builder()
+type Request = http::Request<tonic::body::Body>;
+
+/// Answers at once with an empty body, allocating nothing itself.
+#[derive(Clone, Copy)]
+struct Answer;
+
+impl Service<Request> for Answer {
+    type Response = http::Response<tonic::body::Body>;
+    type Error = Infallible;
+    type Future = Ready<Result<Self::Response, Infallible>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: Request) -> Self::Future {
+        ready(Ok(http::Response::new(tonic::body::Body::empty())))
+    }
+}
+
+const PATHS: [&str; 3] = [
+    "/sw4rm.registry.RegistryService/Heartbeat", // exact route
+    "/acme.Batch/Run",                           // service route
+    "/unknown.Service/Method",                   // fallback
+];
+const CALLS: usize = 200;
+
+fn requests(path: &'static str, per_call: bool) -> Vec<Request> {
+    (0..CALLS)
+        .map(|_| {
+            let mut req = http::Request::new(tonic::body::Body::empty());
+            *req.uri_mut() = http::Uri::from_static(path);
+            // As a generated tonic client sends it.
+            let headers = req.headers_mut();
+            headers.insert(
+                "content-type",
+                http::HeaderValue::from_static("application/grpc"),
+            );
+            headers.insert("te", http::HeaderValue::from_static("trailers"));
+            if per_call {
+                req.extensions_mut()
+                    .insert(CallTimeout::After(std::time::Duration::from_secs(2)));
+            }
+            req
+        })
+        .collect()
+}
+
+/// Allocations made by `CALLS` whole calls (the requests are built beforehand).
+async fn count<S, B>(service: &mut S, requests: Vec<Request>) -> usize
+where
+    S: Service<Request, Response = http::Response<B>>,
+    S::Error: std::fmt::Debug,
+    B: http_body::Body,
+    B::Error: std::fmt::Debug,
+{
+    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    for req in requests {
+        let response = service.call(req).await.expect("answer");
+        let mut body = std::pin::pin!(response.into_body());
+        while let Some(frame) = body.as_mut().frame().await {
+            frame.expect("frame");
+        }
+    }
+    ALLOCATIONS.load(Ordering::Relaxed) - before
+}
+
+fn profiles() -> ProfileSet {
+    ProfileSet::builder()
         .without_global()
         .route("/acme.Batch/*", "task_submit")
         .build()
-        .unwrap();
-    let paths = [
-        "/sw4rm.registry.RegistryService/Heartbeat",
-        "/sw4rm.tool.ToolService/CallStream",
-        "/acme.Batch/Run",
-        "/unknown.Service/Method",
-        "",
-    ];
-    let before = ALLOCATIONS.load(Ordering::Relaxed);
-    let mut total = Duration::ZERO;
-    for _ in 0..1_000 {
-        for path in paths {
-            let p = set.profile_for_path(std::hint::black_box(path));
-            let r = resolve(p, Some(Duration::from_millis(200)), None);
-            total += r.effective.unwrap_or_default();
-            let r = resolve(p, None, Some(Duration::from_secs(90)));
-            total += r.effective.unwrap_or_default();
-        }
+        .unwrap()
+}
+
+async fn added_by_layer(layer: TimeoutProfileLayer, per_call: bool) -> Vec<(&'static str, usize)> {
+    let mut plain = Answer;
+    let mut layered = layer.layer(Answer);
+    let mut out = Vec::new();
+    for path in PATHS {
+        // Warm up: the first call of a path outside the exact routes builds its labels.
+        count(&mut layered, requests(path, per_call)).await;
+        let base = count(&mut plain, requests(path, per_call)).await;
+        let with_layer = count(&mut layered, requests(path, per_call)).await;
+        out.push((path, with_layer.saturating_sub(base)));
     }
-    let after = ALLOCATIONS.load(Ordering::Relaxed);
-    assert!(total > Duration::ZERO);
-    assert_eq!(after - before, 0, "route + resolve allocated");
+    out
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_layered_call_allocates_nothing_the_plain_call_does_not() {
+    // A subscriber at INFO, as in production: the per-RPC span (DEBUG) costs nothing.
+    let _guard = tracing::subscriber::set_default(
+        tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::INFO)
+            .with_writer(std::io::sink)
+            .finish(),
+    );
+    let zero: Vec<_> = PATHS.iter().map(|p| (*p, 0)).collect();
+
+    // Metrics to the global (no-op) provider, and to no provider at all.
+    let got = added_by_layer(TimeoutProfileLayer::new(profiles()), false).await;
+    assert_eq!(got, zero, "global meter provider");
+    let got = added_by_layer(
+        TimeoutProfileLayer::new(profiles()).without_metrics(),
+        false,
+    )
+    .await;
+    assert_eq!(got, zero, "without metrics");
+
+    // An SDK provider that really aggregates: the attribute sets are built once per
+    // path, so recording a known series allocates nothing either.
+    let provider = SdkMeterProvider::builder()
+        .with_reader(PeriodicReader::builder(InMemoryMetricExporter::default()).build())
+        .build();
+    let layer = TimeoutProfileLayer::new(profiles()).with_meter_provider(&provider);
+    let got = added_by_layer(layer, false).await;
+    assert_eq!(got, zero, "SDK meter provider");
+
+    // A per-call value other than the default is encoded into a new header value:
+    // one allocation (the bytes of `grpc-timeout`), nothing else. (In the same test:
+    // the allocation counter is global, and tests run in parallel.)
+    let got = added_by_layer(TimeoutProfileLayer::new(profiles()), true).await;
+    let one: Vec<_> = PATHS.iter().map(|p| (*p, CALLS)).collect();
+    assert_eq!(got, one);
 }

@@ -13,7 +13,8 @@ use std::time::Duration;
 use figment::Jail;
 use sw4rm_timeouts::proto::sw4rm::registry::HeartbeatRequest;
 use sw4rm_timeouts::{
-    GlobalConfig, ProfileSet, Source, StreamingTimeoutPolicy, Sw4rm, TimeoutProfileLayer,
+    GlobalConfig, ProfileField, ProfileSet, Source, StreamingTimeoutPolicy, Sw4rm,
+    TimeoutProfileLayer,
 };
 
 const EXAMPLE: &str = include_str!("../examples/sw4rm.toml");
@@ -38,7 +39,7 @@ fn example_file_loads_with_every_key() {
             (3_000, 1_000, 20_000)
         );
         assert!(
-            matches!(hb.source_of("default_timeout_ms"), Some(Source::File(p)) if p.ends_with("sw4rm.toml"))
+            matches!(hb.source_of(ProfileField::Default), Source::File(p) if p.ends_with("sw4rm.toml"))
         );
         let tool = set.resolved("tool_call").unwrap();
         assert_eq!(
@@ -49,10 +50,7 @@ fn example_file_loads_with_every_key() {
                 total_timeout_ms: 600_000
             }
         );
-        assert_eq!(
-            tool.source_of("default_timeout_ms"),
-            Some(&Source::Standard)
-        );
+        assert_eq!(tool.source_of(ProfileField::Default), &Source::Standard);
         let batch = set.profile("batch").unwrap();
         assert_eq!(
             (batch.default_timeout_ms, batch.allow_infinite),
@@ -170,8 +168,8 @@ fn precedence_per_field() {
                     "{field} global={use_global} client={use_client}"
                 );
                 assert_eq!(
-                    hb.source_of(field),
-                    Some(&want_source),
+                    hb.source_of(ProfileField::from_key(field).unwrap()),
+                    &want_source,
                     "{field} global={use_global} client={use_client}"
                 );
                 Ok(())
@@ -199,10 +197,10 @@ fn client_changing_one_field_keeps_the_global_others() {
             (4_000, 15_000)
         );
         assert!(matches!(
-            hb.source_of("default_timeout_ms"),
-            Some(Source::File(_))
+            hb.source_of(ProfileField::Default),
+            Source::File(_)
         ));
-        assert_eq!(hb.source_of("max_timeout_ms"), Some(&Source::Client));
+        assert_eq!(hb.source_of(ProfileField::Max), &Source::Client);
         // Without the client, env beats the file.
         let hb2 = build_from_env()
             .unwrap()

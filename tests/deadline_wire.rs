@@ -9,14 +9,15 @@ use std::time::Duration;
 use common::{connect, server, Metrics, WAIT};
 use sw4rm_timeouts::proto::sw4rm::{handoff, negotiation_room as nr, registry, tool};
 use sw4rm_timeouts::testing::{Outcome, Script};
-use sw4rm_timeouts::{DetectedBy, Phase, ProfileSet, Sw4rm, TimeoutDetails, TimeoutProfileLayer};
+use sw4rm_timeouts::{
+    DetectedBy, Phase, ProfileSet, Sw4rm, TimeoutDetails, TimeoutProfile, TimeoutProfileLayer,
+};
 use tonic::Code;
 use tower::ServiceBuilder;
 
 const HEARTBEAT: &str = "/sw4rm.registry.RegistryService/Heartbeat";
-/// Margin for a real timer on a busy 2-core machine (the exact value is checked
-/// under paused time in `layer_paused.rs`).
-const SLACK_MS: u64 = 250;
+// Real sockets: outcomes and lower bounds only; exact times are proven under paused
+// time in `layer_paused.rs`.
 
 fn fast_heartbeat() -> ProfileSet {
     ProfileSet::builder()
@@ -41,20 +42,22 @@ async fn channel(server: &sw4rm_timeouts::testing::TestServer) -> tonic::transpo
 }
 
 fn assert_heartbeat_details(d: &TimeoutDetails, detected_by: DetectedBy) {
-    assert_eq!(d.profile_name, "heartbeat");
-    assert_eq!(d.configured_timeout_ms, 300);
-    assert_eq!(d.service, "sw4rm.registry.RegistryService");
-    assert_eq!(d.method, "Heartbeat");
-    assert_eq!(d.source, "client");
-    assert_eq!(d.phase, Phase::Total);
-    assert_eq!(d.message_count, None);
-    assert_eq!(d.detected_by, detected_by);
+    assert_eq!(d.profile_name(), "heartbeat");
+    assert_eq!(d.configured_timeout_ms(), 300);
+    assert_eq!(d.service(), "sw4rm.registry.RegistryService");
+    assert_eq!(d.method(), "Heartbeat");
+    assert_eq!(d.source().to_string(), "client");
+    assert_eq!(d.phase(), Phase::Total);
+    assert_eq!(d.message_count(), None);
+    assert_eq!(d.detected_by(), detected_by);
 }
 
 #[tokio::test]
 async fn timeout_returns_deadline_exceeded_with_details() {
     let server = server().await;
-    server.script("Heartbeat", Script::latency(Duration::from_secs(30)));
+    server
+        .script("Heartbeat", Script::latency(Duration::from_secs(30)))
+        .expect("a known RPC");
     let metrics = Metrics::new();
     let layer = TimeoutProfileLayer::new(fast_heartbeat()).with_meter_provider(&metrics.provider);
     let sw4rm = connect(&server, layer).await;
@@ -77,15 +80,11 @@ async fn timeout_returns_deadline_exceeded_with_details() {
     // Our timer starts before tonic's and the server's, so it is normally first;
     // either way the caller gets the same code and details.
     assert!(matches!(
-        d.detected_by,
+        d.detected_by(),
         DetectedBy::Client | DetectedBy::Transport
     ));
-    assert_heartbeat_details(&d, d.detected_by);
-    assert!(
-        (300..300 + SLACK_MS).contains(&d.elapsed_ms),
-        "elapsed {}",
-        d.elapsed_ms
-    );
+    assert_heartbeat_details(&d, d.detected_by());
+    assert!(d.elapsed_ms() >= 300, "elapsed {}", d.elapsed_ms());
     assert_eq!(server.calls()[0].grpc_timeout.as_deref(), Some("300000u"));
     let end = server.wait_for_end(0, WAIT).await.unwrap();
     assert_eq!(end.outcome, Outcome::Cancelled);
@@ -98,7 +97,9 @@ async fn timeout_returns_deadline_exceeded_with_details() {
 #[tokio::test]
 async fn the_layer_alone_times_out_and_the_server_sees_the_cancel() {
     let server = server().await;
-    server.script("Heartbeat", Script::latency(Duration::from_secs(30)));
+    server
+        .script("Heartbeat", Script::latency(Duration::from_secs(30)))
+        .expect("a known RPC");
     let svc = ServiceBuilder::new()
         .layer(TimeoutProfileLayer::new(fast_heartbeat()))
         .map_request(strip_deadline)
@@ -155,9 +156,9 @@ async fn tonic_transport_timer_is_reported_as_deadline_exceeded() {
     let d = TimeoutDetails::from_status(&status).expect("details");
     assert_heartbeat_details(&d, DetectedBy::Transport);
     assert!(
-        (50..300).contains(&d.elapsed_ms),
-        "tonic's 50 ms timer fires first: {}",
-        d.elapsed_ms
+        d.elapsed_ms() >= 50,
+        "tonic's 50 ms timer fired (detected_by = transport), not before it: {}",
+        d.elapsed_ms()
     );
     assert_eq!(metrics.value("sw4rm_rpc_timeout_total", "Heartbeat"), 1);
     assert_eq!(metrics.value("sw4rm_rpc_duration_ms", "Heartbeat"), 1);
@@ -167,13 +168,15 @@ async fn tonic_transport_timer_is_reported_as_deadline_exceeded() {
 #[tokio::test]
 async fn server_reported_deadline_gets_the_same_details() {
     let server = server().await;
-    server.script(
-        "Heartbeat",
-        Script {
-            fail_with: Some(Code::DeadlineExceeded),
-            ..Script::default()
-        },
-    );
+    server
+        .script(
+            "Heartbeat",
+            Script {
+                fail_with: Some(Code::DeadlineExceeded),
+                ..Script::default()
+            },
+        )
+        .expect("a known RPC");
     let metrics = Metrics::new();
     let sw4rm = connect(
         &server,
@@ -194,10 +197,19 @@ async fn server_reported_deadline_gets_the_same_details() {
 #[tokio::test]
 async fn a_thousand_timeouts_leave_no_task_behind() {
     let server = server().await;
-    server.script("Heartbeat", Script::latency(Duration::from_secs(60)));
+    server
+        .script("Heartbeat", Script::latency(Duration::from_secs(60)))
+        .expect("a known RPC");
     let profiles = ProfileSet::builder()
         .without_global()
-        .custom_profile("fast", 20, 1, 1_000, false)
+        .profile(
+            &TimeoutProfile::builder("fast")
+                .default_timeout(Duration::from_millis(20))
+                .min_timeout(Duration::from_millis(1))
+                .max_timeout(Duration::from_secs(1))
+                .build()
+                .unwrap(),
+        )
         .route(HEARTBEAT, "fast")
         .build()
         .unwrap();
@@ -229,21 +241,32 @@ async fn a_thousand_timeouts_leave_no_task_behind() {
         while let Some(r) = set.join_next().await {
             let status = r.unwrap().unwrap_err();
             assert_eq!(
-                TimeoutDetails::from_status(&status).unwrap().profile_name,
+                TimeoutDetails::from_status(&status)
+                    .unwrap_or_else(|| panic!("{status:?}"))
+                    .profile_name(),
                 "fast"
             );
         }
     }
-    let all_cancelled = |calls: &[sw4rm_timeouts::testing::CallRecord]| {
+    // A call reset before the server accepted its stream never starts a handler (how
+    // many depends on the machine's speed); every handler that did start must end
+    // cancelled, none left running, none completed.
+    let heartbeats = |calls: &[sw4rm_timeouts::testing::CallRecord]| -> Vec<Outcome> {
         calls
             .iter()
-            .filter(|c| c.path == HEARTBEAT && c.outcome == Outcome::Cancelled)
-            .count()
-            == 1_000
+            .filter(|c| c.path == HEARTBEAT)
+            .map(|c| c.outcome)
+            .collect()
     };
+    let settled = server
+        .wait_until(WAIT, |calls| !heartbeats(calls).contains(&Outcome::Running))
+        .await;
+    let outcomes = heartbeats(&server.calls());
+    assert!(settled, "handlers still running: {outcomes:?}");
+    assert!(!outcomes.is_empty(), "no heartbeat reached the server");
     assert!(
-        server.wait_until(WAIT, all_cancelled).await,
-        "every handler must be cancelled"
+        outcomes.iter().all(|o| *o == Outcome::Cancelled),
+        "every handler must be cancelled: {outcomes:?}"
     );
     let deadline = tokio::time::Instant::now() + WAIT;
     while metrics.num_alive_tasks() > baseline && tokio::time::Instant::now() < deadline {
@@ -261,7 +284,9 @@ async fn a_thousand_timeouts_leave_no_task_behind() {
 #[tokio::test]
 async fn works_under_a_plain_tonic_client() {
     let server = server().await;
-    server.script("Heartbeat", Script::latency(Duration::from_secs(30)));
+    server
+        .script("Heartbeat", Script::latency(Duration::from_secs(30)))
+        .expect("a known RPC");
     let svc = ServiceBuilder::new()
         .layer(TimeoutProfileLayer::new(fast_heartbeat()))
         .service(channel(&server).await);
@@ -280,7 +305,7 @@ async fn works_under_a_plain_tonic_client() {
         .await
         .unwrap_err();
     let d = TimeoutDetails::from_status(&status).expect("details");
-    assert_heartbeat_details(&d, d.detected_by);
+    assert_heartbeat_details(&d, d.detected_by());
     assert_eq!(server.calls()[0].grpc_timeout.as_deref(), Some("300000u"));
 }
 

@@ -9,6 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+mod common;
+
 use bytes::Bytes;
 use http_body::{Body, Frame};
 use sw4rm_timeouts::{
@@ -107,7 +109,7 @@ fn harness(
 ) -> Harness<
     impl Service<
         http::Request<tonic::body::Body>,
-        Response = http::Response<sw4rm_timeouts::TimeoutBody<ChannelBody>>,
+        Response = http::Response<sw4rm_timeouts::timeout::body::TimeoutBody<ChannelBody>>,
         Error = sw4rm_timeouts::BoxError,
     >,
 > {
@@ -142,11 +144,11 @@ async fn unary_deadline_is_exact_and_drops_the_inner_call() {
     assert_eq!(start.elapsed(), Duration::from_secs(5));
     let d = details(err);
     assert_eq!(
-        (d.elapsed_ms, d.configured_timeout_ms, d.phase),
+        (d.elapsed_ms(), d.configured_timeout_ms(), d.phase()),
         (5_000, 5_000, Phase::Total)
     );
     assert_eq!(
-        (d.source.as_str(), d.detected_by),
+        (d.source().to_string().as_str(), d.detected_by()),
         ("standard", DetectedBy::Client)
     );
     assert!(
@@ -166,12 +168,12 @@ async fn unary_deadline_covers_a_stalled_body() {
     let mut body: Wrapped = Box::pin(resp.into_body());
     let err = next(&mut body).await.unwrap().unwrap_err();
     assert_eq!(start.elapsed(), Duration::from_secs(5));
-    assert_eq!(details(err).elapsed_ms, 5_000);
+    assert_eq!(details(err).elapsed_ms(), 5_000);
     assert!(next(&mut body).await.is_none());
     assert!(body.is_end_stream());
 }
 
-type Wrapped = Pin<Box<sw4rm_timeouts::TimeoutBody<ChannelBody>>>;
+type Wrapped = Pin<Box<sw4rm_timeouts::timeout::body::TimeoutBody<ChannelBody>>>;
 
 /// One call through the layered service: the response, or the layer's error.
 async fn respond<S, B>(
@@ -191,11 +193,11 @@ where
 async fn call_body<S>(
     svc: &mut S,
     req: http::Request<tonic::body::Body>,
-) -> sw4rm_timeouts::TimeoutBody<ChannelBody>
+) -> sw4rm_timeouts::timeout::body::TimeoutBody<ChannelBody>
 where
     S: Service<
         http::Request<tonic::body::Body>,
-        Response = http::Response<sw4rm_timeouts::TimeoutBody<ChannelBody>>,
+        Response = http::Response<sw4rm_timeouts::timeout::body::TimeoutBody<ChannelBody>>,
         Error = sw4rm_timeouts::BoxError,
     >,
 {
@@ -234,10 +236,10 @@ async fn initial_phase_counts_from_the_call_start_and_needs_a_whole_message() {
     let d = details(err);
     assert_eq!(
         (
-            d.phase,
-            d.elapsed_ms,
-            d.configured_timeout_ms,
-            d.message_count
+            d.phase(),
+            d.elapsed_ms(),
+            d.configured_timeout_ms(),
+            d.message_count()
         ),
         (Phase::Initial, 1_000, 1_000, Some(0))
     );
@@ -265,10 +267,10 @@ async fn gap_resets_on_every_message_and_total_never_does() {
     };
     let d = details(err);
     assert_eq!(
-        (d.phase, d.elapsed_ms, d.configured_timeout_ms),
+        (d.phase(), d.elapsed_ms(), d.configured_timeout_ms()),
         (Phase::Total, 2_000, 2_000)
     );
-    assert_eq!(d.message_count, Some(received));
+    assert_eq!(d.message_count(), Some(received));
     assert_eq!(received, 6, "messages at 300, 600, ... 1800 ms");
     assert_eq!(start.elapsed(), Duration::from_millis(2_000));
     assert_eq!(h.seen.lock().unwrap()[0].as_deref(), Some("2000000u"));
@@ -289,10 +291,10 @@ async fn gap_fires_exactly_gap_after_the_last_message() {
     let d = details(err);
     assert_eq!(
         (
-            d.phase,
-            d.elapsed_ms,
-            d.configured_timeout_ms,
-            d.message_count
+            d.phase(),
+            d.elapsed_ms(),
+            d.configured_timeout_ms(),
+            d.message_count()
         ),
         (Phase::Gap, 1_000, 300, Some(2))
     );
@@ -300,24 +302,55 @@ async fn gap_fires_exactly_gap_after_the_last_message() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn gap_above_total_is_clamped() {
-    // Config rejects gap > total; a per-call policy can still ask for it.
-    let mut h = harness(standard(), Some(Duration::ZERO));
-    let mut req = request(CALL_STREAM);
-    let p = StreamingTimeoutPolicy {
-        initial_timeout_ms: 100,
-        message_gap_timeout_ms: 5_000,
-        total_timeout_ms: 800,
-    };
-    req.extensions_mut()
-        .insert(sw4rm_timeouts::CallStreamingPolicy(p));
-    let mut body: Wrapped = Box::pin(call_body(&mut h.svc, req).await);
-    let tx = h.bodies.recv().await.unwrap();
-    tx.send(message(1)).unwrap();
-    assert!(next(&mut body).await.unwrap().is_ok());
-    let d = details(next(&mut body).await.unwrap().unwrap_err());
-    // The clamped gap (800 ms) and the total (800 ms) fall together; total wins the tie.
-    assert_eq!((d.elapsed_ms, d.configured_timeout_ms), (800, 800));
+async fn gap_above_total_is_clamped_with_a_warning() {
+    // Config rejects gap > total; a per-call policy can still ask for it. A gap timer
+    // runs from the last message, so once lowered to the total it can never fire
+    // before the total: what the clamp changes is what the caller is told (the
+    // warning), and the call still ends at the total.
+    for (gap_ms, warned) in [(5_000, true), (300, false)] {
+        let (events, _guard) = common::capture_events();
+        let mut h = harness(standard(), Some(Duration::ZERO));
+        let mut req = request(CALL_STREAM);
+        let p = StreamingTimeoutPolicy {
+            initial_timeout_ms: 100,
+            message_gap_timeout_ms: gap_ms,
+            total_timeout_ms: 800,
+        };
+        req.extensions_mut()
+            .insert(sw4rm_timeouts::CallStreamingPolicy(p));
+        let start = Instant::now();
+        let mut body: Wrapped = Box::pin(call_body(&mut h.svc, req).await);
+        let tx = h.bodies.recv().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        tx.send(message(1)).unwrap();
+        assert!(next(&mut body).await.unwrap().is_ok());
+        let d = details(next(&mut body).await.unwrap().unwrap_err());
+        let warnings = events.with_message("gap timeout clamped to the total");
+        if warned {
+            assert_eq!(warnings.len(), 1, "{warnings:?}");
+            let w = &warnings[0];
+            assert_eq!(
+                (
+                    w["level"].as_str(),
+                    w["bound"].as_str(),
+                    w["effective_ms"].as_str()
+                ),
+                ("WARN", "total", "800")
+            );
+            assert_eq!(
+                (d.phase(), d.elapsed_ms(), d.configured_timeout_ms()),
+                (Phase::Total, 800, 800)
+            );
+            assert_eq!(start.elapsed(), Duration::from_millis(800));
+        } else {
+            assert!(warnings.is_empty(), "{warnings:?}");
+            // 50 ms + 300 ms gap, before the total.
+            assert_eq!(
+                (d.phase(), d.elapsed_ms(), d.configured_timeout_ms()),
+                (Phase::Gap, 350, 300)
+            );
+        }
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -357,7 +390,10 @@ async fn server_cancelled_at_the_deadline_is_a_timeout() {
         .await
         .unwrap_err();
     let d = details(err);
-    assert_eq!((d.detected_by, d.elapsed_ms), (DetectedBy::Server, 5_000));
+    assert_eq!(
+        (d.detected_by(), d.elapsed_ms()),
+        (DetectedBy::Server, 5_000)
+    );
 
     let mut early = ServiceBuilder::new().layer(layer()).service(answer(1_000));
     let resp = respond(&mut early, request(HEARTBEAT)).await.unwrap();
@@ -393,11 +429,7 @@ async fn a_custom_streaming_route_gets_the_stream_timers() {
     assert!(next(&mut body).await.unwrap().is_ok());
     let d = details(next(&mut body).await.unwrap().unwrap_err());
     assert_eq!(
-        (
-            d.profile_name.as_str(),
-            d.service.as_str(),
-            d.method.as_str()
-        ),
+        (d.profile_name(), d.service(), d.method()),
         (
             "message_route",
             "sw4rm.router.RouterService",
@@ -405,10 +437,10 @@ async fn a_custom_streaming_route_gets_the_stream_timers() {
         )
     );
     assert_eq!(
-        (d.phase, d.elapsed_ms, d.message_count),
+        (d.phase(), d.elapsed_ms(), d.message_count()),
         (Phase::Gap, 500, Some(1))
     );
-    assert_eq!(d.source, "client");
+    assert_eq!(d.source().to_string(), "client");
     assert_eq!(
         h.seen.lock().unwrap()[0],
         None,

@@ -40,10 +40,14 @@ async fn mixed_calls(layer: TimeoutProfileLayer) {
     let sw4rm = connect(&server, layer).await;
     call(&sw4rm, HEARTBEAT, Opts::default()).await.unwrap();
     call(&sw4rm, HEARTBEAT, set(2_000)).await.unwrap();
-    server.script("Heartbeat", Script::latency(Duration::from_secs(30)));
+    server
+        .script("Heartbeat", Script::latency(Duration::from_secs(30)))
+        .expect("a known RPC");
     call(&sw4rm, HEARTBEAT, set(100)).await.unwrap_err();
     call(&sw4rm, SUBMIT_TASK, Opts::default()).await.unwrap();
-    server.script("SubmitTask", Script::latency(Duration::from_secs(30)));
+    server
+        .script("SubmitTask", Script::latency(Duration::from_secs(30)))
+        .expect("a known RPC");
     call(&sw4rm, SUBMIT_TASK, set(10)).await.unwrap_err(); // clamped to 50 ms, then times out
     call(&sw4rm, DESCRIBE_TOOL, Opts::default()).await.unwrap();
     call(&sw4rm, DESCRIBE_TOOL, set(600_000)).await.unwrap(); // clamped to 60 s
@@ -166,7 +170,9 @@ async fn prometheus_exposition_uses_the_exact_names() {
 #[tokio::test]
 async fn each_rpc_has_a_span_and_timeouts_and_clamps_warn() {
     let server = server().await;
-    server.script("Heartbeat", Script::latency(Duration::from_secs(30)));
+    server
+        .script("Heartbeat", Script::latency(Duration::from_secs(30)))
+        .expect("a known RPC");
     let sw4rm = connect(
         &server,
         TimeoutProfileLayer::new(profiles()).without_metrics(),

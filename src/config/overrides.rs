@@ -3,62 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::source::Source;
+use crate::policy::source::Source;
 
-/// A settable field of a profile.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Field {
-    Default,
-    Min,
-    Max,
-    AllowInfinite,
-    Initial,
-    Gap,
-    Total,
-}
-
-impl Field {
-    pub(crate) const ALL: [Field; 7] = [
-        Field::Default,
-        Field::Min,
-        Field::Max,
-        Field::AllowInfinite,
-        Field::Initial,
-        Field::Gap,
-        Field::Total,
-    ];
-
-    /// The key as written in configuration, relative to the profile.
-    pub(crate) fn key(self) -> &'static str {
-        match self {
-            Field::Default => "default_timeout_ms",
-            Field::Min => "min_timeout_ms",
-            Field::Max => "max_timeout_ms",
-            Field::AllowInfinite => "allow_infinite",
-            Field::Initial => "streaming.initial_timeout_ms",
-            Field::Gap => "streaming.message_gap_timeout_ms",
-            Field::Total => "streaming.total_timeout_ms",
-        }
-    }
-
-    /// The field written as `key` (`max_timeout_ms`, `streaming.total_timeout_ms`).
-    pub(crate) fn from_key(key: &str) -> Option<Field> {
-        Field::ALL.into_iter().find(|f| f.key() == key)
-    }
-
-    /// The field's key inside the `streaming` table, for the streaming fields.
-    pub(crate) fn streaming_key(self) -> Option<&'static str> {
-        self.key().strip_prefix("streaming.")
-    }
-
-    pub(crate) fn is_bool(self) -> bool {
-        self == Field::AllowInfinite
-    }
-
-    pub(crate) fn index(self) -> usize {
-        self as usize
-    }
-}
+pub(crate) use crate::policy::profile::ProfileField as Field;
 
 /// A value and where it came from.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -5,7 +5,7 @@ use figment::value::{Dict, Value};
 
 use super::error::{did_you_mean, hint, ConfigIssue};
 use super::overrides::{Field, Overrides, RouteSetting, Sourced};
-use crate::source::Source;
+use crate::policy::source::Source;
 
 const TOP_KEYS: [&str; 3] = ["profiles", "routes", "fallback_profile"];
 const ROUTE_KEYS: [&str; 2] = ["profile", "streaming"];

@@ -13,13 +13,13 @@
 //! use sw4rm_timeouts::{ProfileSet, Sw4rm, TimeoutDetails, TimeoutProfileLayer};
 //!
 //! let server = TestServer::start().await?;
-//! server.script("Heartbeat", Script::latency(Duration::from_millis(1_500)));
+//! server.script("Heartbeat", Script::latency(Duration::from_millis(1_500)))?;
 //!
 //! let profiles = ProfileSet::builder().without_global().default_timeout_ms("heartbeat", 1_000).build()?;
 //! let sw4rm = Sw4rm::connect_with(server.url(), TimeoutProfileLayer::new(profiles)).await?;
 //! let status = sw4rm.registry().heartbeat(HeartbeatRequest::default()).await.unwrap_err();
 //! let details = TimeoutDetails::from_status(&status).unwrap();
-//! assert_eq!(details.profile_name, "heartbeat");
+//! assert_eq!(details.profile_name(), "heartbeat");
 //! assert_eq!(server.calls()[0].grpc_timeout.as_deref(), Some("1000000u"));
 //! # Ok(()) }
 //! ```
@@ -38,14 +38,17 @@ use tokio_stream::wrappers::TcpListenerStream;
 
 pub use script::{CallRecord, Outcome, Script, StreamScript};
 
+use crate::policy::route::STANDARD_ROUTES;
 use crate::proto::sw4rm::handoff::handoff_service_server::HandoffServiceServer;
 use crate::proto::sw4rm::negotiation_room::negotiation_room_service_server::NegotiationRoomServiceServer;
 use crate::proto::sw4rm::registry::registry_service_server::RegistryServiceServer;
 use crate::proto::sw4rm::scheduler::scheduler_service_server::SchedulerServiceServer;
 use crate::proto::sw4rm::tool::tool_service_server::ToolServiceServer;
-use crate::route::STANDARD_ROUTES;
 use services::Embedded;
 use state::State;
+
+/// Streams reset by clients that the embedded server tolerates on one connection.
+const MAX_RESET_STREAMS: usize = 1 << 20;
 
 /// A running embedded SW4RM server; stops when dropped.
 #[derive(Debug)]
@@ -66,6 +69,12 @@ impl TestServer {
         };
         let (tx, rx) = oneshot::channel::<()>();
         let router = tonic::transport::Server::builder()
+            // This server exists to be cancelled at deadlines: a burst of calls reset
+            // by their client before the server accepted them is its normal load, not
+            // the rapid-reset attack h2's default guard (20 pending resets, then
+            // GOAWAY `too_many_resets`) is there for.
+            .http2_max_pending_accept_reset_streams(Some(MAX_RESET_STREAMS))
+            .http2_max_local_error_reset_streams(Some(MAX_RESET_STREAMS))
             .add_service(RegistryServiceServer::new(svc.clone()))
             .add_service(SchedulerServiceServer::new(svc.clone()))
             .add_service(NegotiationRoomServiceServer::new(svc.clone()))
@@ -100,12 +109,23 @@ impl TestServer {
     }
 
     /// Scripts an RPC, named by its path (`/sw4rm.registry.RegistryService/Heartbeat`)
-    /// or its method name (`Heartbeat`). Unknown names are ignored with a warning.
-    pub fn script(&self, rpc: &str, script: Script) {
-        match resolve_rpc(rpc) {
-            Some(path) => self.state.set_script(path, script),
-            None => tracing::warn!(rpc, "embedded SW4RM server: no such RPC to script"),
-        }
+    /// or its method name (`Heartbeat`).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use sw4rm_timeouts::testing::{Script, TestServer};
+    /// let server = TestServer::start().await?;
+    /// server.script("Heartbeat", Script::default())?;
+    /// let err = server.script("HeartBeet", Script::default()).unwrap_err();
+    /// assert_eq!(err.to_string(), "the embedded SW4RM server has no RPC `HeartBeet` (did you mean `Heartbeat`?)");
+    /// # Ok(()) }
+    /// ```
+    pub fn script(&self, rpc: &str, script: Script) -> Result<(), UnknownRpc> {
+        let path = resolve_rpc(rpc).ok_or_else(|| UnknownRpc {
+            name: rpc.to_owned(),
+        })?;
+        self.state.set_script(path, script);
+        Ok(())
     }
 
     /// Every call so far, in arrival order.
@@ -156,6 +176,35 @@ impl Drop for TestServer {
         }
     }
 }
+
+/// [`TestServer::script`] was given a name that is no RPC of the embedded server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownRpc {
+    name: String,
+}
+
+impl UnknownRpc {
+    /// The name as given.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl std::fmt::Display for UnknownRpc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let methods = STANDARD_ROUTES
+            .iter()
+            .flat_map(|r| [r.path, r.path.rsplit('/').next().unwrap_or(r.path)]);
+        write!(
+            f,
+            "the embedded SW4RM server has no RPC `{}`{}",
+            self.name,
+            crate::config::hint(&self.name, methods)
+        )
+    }
+}
+
+impl std::error::Error for UnknownRpc {}
 
 fn resolve_rpc(rpc: &str) -> Option<&'static str> {
     STANDARD_ROUTES

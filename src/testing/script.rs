@@ -59,6 +59,7 @@ impl Default for StreamScript {
 
 /// How a call ended on the server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Outcome {
     /// Still running.
     Running,
@@ -71,6 +72,7 @@ pub enum Outcome {
 
 /// One call as the server saw it.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CallRecord {
     /// Sequence number, from 0.
     pub id: usize,

@@ -1,19 +1,20 @@
-//! [`ResponseFuture`]: the inner call raced against the first deadline, until the
-//! response headers arrive.
+//! [`ResponseFuture`]: the inner call raced against the first timer, until the
+//! response headers arrive; then the call record moves into the [`TimeoutBody`].
 
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
-use std::time::Duration;
 
 use pin_project_lite::pin_project;
 use tokio::time::Sleep;
 use tonic::Status;
 
 use super::body::TimeoutBody;
-use super::call::{is_server_timeout, is_transport_timeout, CallContext};
+use super::record::CallRecord;
 use super::BoxError;
-use crate::details::{DetectedBy, Phase};
+use crate::policy::deadline::Progress;
+use crate::wire::details::DetectedBy;
+use crate::wire::status::{is_server_timeout, is_transport_timeout};
 
 pin_project! {
     /// Response future of [`super::TimeoutProfileService`].
@@ -26,6 +27,7 @@ pin_project! {
 
 pin_project! {
     #[project = StateProj]
+    #[project_replace = StateReplace]
     #[derive(Debug)]
     enum State<F> {
         Waiting {
@@ -33,36 +35,40 @@ pin_project! {
             inner: F,
             #[pin]
             sleep: Option<Sleep>,
-            call: Option<CallContext>,
-            phase: Phase,
-            configured: Duration,
+            call: CallRecord,
         },
-        Failed { status: Option<Status> },
+        Failed { status: Status },
+        Done,
     }
 }
 
 impl<F> ResponseFuture<F> {
-    pub(crate) fn new(inner: F, call: CallContext, first: Option<(Duration, Phase)>) -> Self {
-        let (configured, phase) = first.unwrap_or((Duration::ZERO, Phase::Total));
-        let sleep = first.map(|(d, _)| tokio::time::sleep_until(call.start + d));
+    pub(crate) fn new(inner: F, call: CallRecord) -> Self {
+        let sleep = call
+            .next_due(Progress::default())
+            .map(|(at, _)| tokio::time::sleep_until(at));
         ResponseFuture {
-            state: State::Waiting {
-                inner,
-                sleep,
-                call: Some(call),
-                phase,
-                configured,
-            },
+            state: State::Waiting { inner, sleep, call },
         }
     }
 
     pub(crate) fn failed(status: Status) -> Self {
         ResponseFuture {
-            state: State::Failed {
-                status: Some(status),
-            },
+            state: State::Failed { status },
         }
     }
+}
+
+/// What this poll decided, before the state changes.
+enum Step<B> {
+    /// Nothing yet: the state stays.
+    Pending,
+    /// Headers arrived: the record moves into the body.
+    Response(http::Response<B>),
+    /// The call ended with this error.
+    Fail(BoxError),
+    /// Not waiting: answer from the state itself (a planned failure, or done).
+    FromState,
 }
 
 impl<F, B, E> Future for ResponseFuture<F>
@@ -75,70 +81,62 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut state = self.project().state;
-        let outcome = match state.as_mut().project() {
-            StateProj::Failed { status } => {
-                let status = status
-                    .take()
-                    .unwrap_or_else(|| Status::internal("response future polled after completion"));
-                return Poll::Ready(Err(status.into()));
-            }
-            StateProj::Waiting {
-                inner,
-                sleep,
-                call,
-                phase,
-                configured,
-            } => {
-                let Some(ctx) = call.as_mut() else {
-                    return Poll::Ready(Err(Status::internal(
-                        "response future polled after completion",
-                    )
-                    .into()));
-                };
+        let step = match state.as_mut().project() {
+            StateProj::Waiting { inner, sleep, call } => {
+                let first = call.next_due(Progress::default());
                 match inner.poll(cx) {
                     Poll::Ready(Ok(response)) => {
-                        let mut ctx = call.take();
-                        let deadline = sleep.as_ref().get_ref().as_ref().map(|s| s.deadline());
-                        if is_server_timeout(response.headers(), deadline) {
+                        if is_server_timeout(response.headers(), first.map(|d| d.0)) {
                             // Trailers-only answer: the server's deadline fired.
-                            let status = ctx.as_mut().map(|c| {
-                                let messages = c.streaming.then_some(0);
-                                c.timed_out(*phase, *configured, messages, DetectedBy::Server)
-                            });
-                            Err(status
-                                .unwrap_or_else(|| Status::deadline_exceeded("deadline exceeded")))
+                            let phase = call.server_phase(0);
+                            Step::Fail(call.timed_out(phase, 0, DetectedBy::Server).into())
                         } else {
-                            let (parts, body) = response.into_parts();
-                            return Poll::Ready(Ok(http::Response::from_parts(
-                                parts,
-                                TimeoutBody::new(body, ctx),
-                            )));
+                            Step::Response(response)
                         }
                     }
                     Poll::Ready(Err(err)) => {
                         let err: BoxError = err.into();
-                        if is_transport_timeout(&*err) {
+                        match first {
                             // tonic's own timer on the same deadline won the race.
-                            let messages = ctx.streaming.then_some(0);
-                            Err(ctx.timed_out(*phase, *configured, messages, DetectedBy::Transport))
-                        } else {
-                            ctx.complete();
-                            return Poll::Ready(Err(err));
+                            Some((_, phase)) if is_transport_timeout(&*err) => {
+                                Step::Fail(call.timed_out(phase, 0, DetectedBy::Transport).into())
+                            }
+                            _ => {
+                                call.finish();
+                                Step::Fail(err)
+                            }
                         }
                     }
-                    Poll::Pending => {
-                        let Some(sleep) = sleep.as_pin_mut() else {
-                            return Poll::Pending;
-                        };
-                        ready!(sleep.poll(cx));
-                        let messages = ctx.streaming.then_some(0);
-                        Err(ctx.timed_out(*phase, *configured, messages, DetectedBy::Client))
-                    }
+                    Poll::Pending => match (sleep.as_pin_mut(), first) {
+                        (Some(sleep), Some((_, phase))) => {
+                            ready!(sleep.poll(cx));
+                            Step::Fail(call.timed_out(phase, 0, DetectedBy::Client).into())
+                        }
+                        _ => Step::Pending,
+                    },
                 }
             }
+            StateProj::Failed { .. } | StateProj::Done => Step::FromState,
         };
-        // Drop the inner call now: hyper resets the HTTP/2 stream, the server sees the cancel.
-        state.set(State::Failed { status: None });
-        Poll::Ready(outcome.map_err(Into::into))
+        if let Step::Pending = step {
+            return Poll::Pending;
+        }
+        // Leaving `Waiting` drops the inner call: hyper resets the HTTP/2 stream, and
+        // the server sees the cancel.
+        match (step, state.project_replace(State::Done)) {
+            (Step::Response(response), StateReplace::Waiting { call, .. }) => {
+                let (parts, body) = response.into_parts();
+                Poll::Ready(Ok(http::Response::from_parts(
+                    parts,
+                    TimeoutBody::new(body, call),
+                )))
+            }
+            (Step::Fail(err), _) => Poll::Ready(Err(err)),
+            (_, StateReplace::Failed { status }) => Poll::Ready(Err(status.into())),
+            (_, _) => Poll::Ready(Err(Status::internal(
+                "SW4RM response future polled after completion",
+            )
+            .into())),
+        }
     }
 }

@@ -8,9 +8,8 @@ use tower_layer::Layer;
 
 use super::service::TimeoutProfileService;
 use super::shared::Shared;
-use crate::config::ConfigError;
+use crate::config::{ConfigError, ProfileSet};
 use crate::metrics::Instruments;
-use crate::profile_set::ProfileSet;
 
 /// Applies SW4-002 timeout profiles to every call of the service it wraps.
 ///
@@ -26,7 +25,10 @@ use crate::profile_set::ProfileSet;
 ///
 /// Metrics go to the global OpenTelemetry `MeterProvider` as it is when the layer is
 /// built (install yours first), or to the one given with
-/// [`TimeoutProfileLayer::with_meter_provider`].
+/// [`TimeoutProfileLayer::with_meter_provider`]. Each RPC runs in a `sw4rm_rpc`
+/// tracing span at DEBUG level (as tower-http's trace layer does), or at the level
+/// given with [`TimeoutProfileLayer::with_span_level`]; clamp and timeout warnings are
+/// emitted inside it.
 #[derive(Clone, Debug)]
 pub struct TimeoutProfileLayer {
     shared: Arc<Shared>,
@@ -36,7 +38,11 @@ impl TimeoutProfileLayer {
     /// A layer over this profile table, recording to the global meter provider.
     pub fn new(profiles: ProfileSet) -> Self {
         TimeoutProfileLayer {
-            shared: Arc::new(Shared::new(profiles, Some(Instruments::from_global()))),
+            shared: Arc::new(Shared::new(
+                profiles,
+                Some(Instruments::from_global()),
+                tracing::Level::DEBUG,
+            )),
         }
     }
 
@@ -53,20 +59,34 @@ impl TimeoutProfileLayer {
 
     /// Records metrics to this meter provider instead of the global one.
     pub fn with_meter_provider(self, provider: &impl MeterProvider) -> Self {
-        let profiles = self.shared.profiles.clone();
+        let instruments = Some(Instruments::from_provider(provider));
         TimeoutProfileLayer {
-            shared: Arc::new(Shared::new(
-                profiles,
-                Some(Instruments::from_provider(provider)),
-            )),
+            shared: Arc::new(self.shared.with_instruments(instruments)),
         }
     }
 
     /// Records no metrics at all (tracing events stay).
     pub fn without_metrics(self) -> Self {
-        let profiles = self.shared.profiles.clone();
         TimeoutProfileLayer {
-            shared: Arc::new(Shared::new(profiles, None)),
+            shared: Arc::new(self.shared.with_instruments(None)),
+        }
+    }
+
+    /// The level of the per-RPC `sw4rm_rpc` span (default DEBUG).
+    ///
+    /// ```
+    /// use sw4rm_timeouts::TimeoutProfileLayer;
+    /// let layer = TimeoutProfileLayer::standard().with_span_level(tracing::Level::INFO);
+    /// # drop(layer);
+    /// ```
+    pub fn with_span_level(self, level: tracing::Level) -> Self {
+        let shared = &self.shared;
+        TimeoutProfileLayer {
+            shared: Arc::new(Shared::new(
+                shared.profiles.clone(),
+                shared.instruments.clone(),
+                level,
+            )),
         }
     }
 

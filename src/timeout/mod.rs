@@ -1,21 +1,26 @@
-//! The tower layer: one [`TimeoutProfileLayer`], one [`TimeoutProfileService`], one
-//! pinned [`ResponseFuture`] and one response body wrapper [`TimeoutBody`].
+//! The client tower layer, shaped like tower's `timeout/`: one
+//! [`TimeoutProfileLayer`], one [`TimeoutProfileService`], one pinned
+//! [`future::ResponseFuture`] and one response body wrapper [`body::TimeoutBody`].
 //!
-//! Reading order for one RPC: `service.rs` (route, resolve, header, timer) →
-//! `future.rs` (wait for response headers or the deadline) → `body.rs` (wait for
-//! messages, with the unary deadline or the streaming timers) → `call.rs` (the
-//! per-call record that emits metrics, logs and the timeout status exactly once).
+//! Reading order for one RPC: `service.rs` (wiring) → `plan.rs` (the pure call plan:
+//! route, resolve, timers, the smallest cap, the wire header) → `future.rs` (wait for
+//! the response headers or the first timer) → `body.rs` (wait for messages under the
+//! remaining timers) → `record.rs` (the per-call record that emits metrics, logs and
+//! the timeout status exactly once). `per_call.rs` holds the request extensions a
+//! caller sets; `shared.rs` what every call of one layer reads.
 
-mod body;
-mod call;
-mod future;
+pub mod body;
+pub mod future;
 mod layer;
+mod per_call;
+mod plan;
+mod record;
 mod service;
 mod shared;
 
 pub use body::TimeoutBody;
-pub use future::ResponseFuture;
 pub use layer::TimeoutProfileLayer;
+pub use per_call::{CallStreamingPolicy, CallTimeout};
 pub use service::TimeoutProfileService;
 
 /// The error type of the layer's service and body (tonic reads a [`tonic::Status`]

@@ -1,62 +1,110 @@
-//! State shared by every call through one layer: the profile table, the
-//! instruments and the prebuilt metric attributes. Immutable after construction.
+//! State shared by every call through one layer: the profile table, the instruments,
+//! the span level and the per-path labels (service, method, metric attributes),
+//! built once per path and read without locks or allocation afterwards.
 
-use std::collections::HashSet;
-use std::sync::Mutex;
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+use std::sync::Arc;
 
+use arc_swap::ArcSwap;
 use opentelemetry::KeyValue;
 
+use crate::config::ProfileSet;
 use crate::metrics::{attributes, Instruments};
-use crate::profile_set::ProfileSet;
+use crate::policy::route::{Lookup, Matched, PathHasher};
 
-/// Unknown paths remembered for "logged once" (bounded so it cannot grow forever).
-const MAX_REMEMBERED_UNKNOWN_PATHS: usize = 1_024;
+/// Paths outside the exact routes whose labels are kept (bounded so a client sending
+/// arbitrary paths cannot grow memory forever; beyond it, labels are built per call).
+const MAX_CACHED_PATHS: usize = 1_024;
+
+/// What metrics and details say about one path.
+#[derive(Debug)]
+pub(crate) struct Labels {
+    pub(crate) service: Box<str>,
+    pub(crate) method: Box<str>,
+    pub(crate) attrs: [KeyValue; 3],
+}
+
+impl Labels {
+    fn new(profile: &str, service: &str, method: &str) -> Self {
+        Labels {
+            service: service.into(),
+            method: method.into(),
+            attrs: attributes(profile, service, method),
+        }
+    }
+}
+
+type PathMap = HashMap<Box<str>, Arc<Labels>, BuildHasherDefault<PathHasher>>;
 
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) profiles: ProfileSet,
     pub(crate) instruments: Option<Instruments>,
-    /// Aligned with `profiles.routes.exact`.
-    pub(crate) route_attrs: Vec<[KeyValue; 3]>,
-    unknown_paths: Mutex<HashSet<Box<str>>>,
+    pub(crate) span_level: tracing::Level,
+    /// Aligned with the exact routes of `profiles`.
+    exact: Vec<Arc<Labels>>,
+    /// Service-route and fallback paths seen so far.
+    others: ArcSwap<PathMap>,
 }
 
 impl Shared {
-    pub(crate) fn new(profiles: ProfileSet, instruments: Option<Instruments>) -> Self {
-        let route_attrs = profiles
+    pub(crate) fn new(
+        profiles: ProfileSet,
+        instruments: Option<Instruments>,
+        span_level: tracing::Level,
+    ) -> Self {
+        let exact = profiles
             .routes
             .exact
             .iter()
             .map(|(path, route)| {
-                let (service, method) = crate::route::split_path(path).unwrap_or(("", ""));
-                attributes(&profiles.get(route.profile).profile.name, service, method)
+                let (service, method) = crate::policy::route::split_path(path).unwrap_or(("", ""));
+                let profile = &profiles.get(route.profile).profile.name;
+                Arc::new(Labels::new(profile, service, method))
             })
             .collect();
         Shared {
             profiles,
             instruments,
-            route_attrs,
-            unknown_paths: Mutex::new(HashSet::new()),
+            span_level,
+            exact,
+            others: ArcSwap::from_pointee(PathMap::default()),
         }
     }
 
-    /// Logs a path outside the routing table at debug level, once per path. Only
-    /// paths that use the fallback get here, and only when debug logging is on.
-    pub(crate) fn note_unknown_path(&self, path: &str, profile: &str) {
-        if !tracing::enabled!(tracing::Level::DEBUG) {
-            return;
+    /// The same table and span level, other instruments.
+    pub(crate) fn with_instruments(&self, instruments: Option<Instruments>) -> Self {
+        Shared::new(self.profiles.clone(), instruments, self.span_level)
+    }
+
+    /// The labels of a routed path. Paths outside the exact routes are built on
+    /// first sight (and a fallback path is logged then, at debug level).
+    pub(crate) fn labels(&self, route: &Lookup<'_>, path: &str) -> Arc<Labels> {
+        if let Matched::Exact(i) = route.matched {
+            if let Some(labels) = self.exact.get(i) {
+                return labels.clone();
+            }
         }
-        let first = match self.unknown_paths.lock() {
-            Ok(mut seen) if seen.len() < MAX_REMEMBERED_UNKNOWN_PATHS => seen.insert(path.into()),
-            Ok(seen) => !seen.contains(path),
-            Err(_) => true,
-        };
-        if first {
+        if let Some(labels) = self.others.load().get(path) {
+            return labels.clone();
+        }
+        let profile = &self.profiles.get(route.profile).profile.name;
+        if route.matched == Matched::Fallback {
             tracing::debug!(
                 path,
-                profile,
+                profile = %profile,
                 "SW4RM path outside the routing table: using the fallback profile"
             );
         }
+        let labels = Arc::new(Labels::new(profile, route.service, route.method));
+        if self.others.load().len() < MAX_CACHED_PATHS {
+            self.others.rcu(|map| {
+                let mut map = PathMap::clone(map);
+                map.entry(path.into()).or_insert_with(|| labels.clone());
+                map
+            });
+        }
+        labels
     }
 }

@@ -3,11 +3,13 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::config::{ConfigError, ConfigIssue, Field, Overrides, Sourced};
-use crate::grpc_timeout;
-use crate::profile::{names, TimeoutProfile, STANDARD_PROFILES, UNIVERSAL_PROFILE};
-use crate::route::{Route, RoutePattern, RouteTable, STANDARD_ROUTES};
-use crate::source::Source;
-use crate::streaming::StreamingTimeoutPolicy;
+use crate::policy::profile::{
+    names, ProfileRule, TimeoutProfile, STANDARD_PROFILES, UNIVERSAL_PROFILE,
+};
+use crate::policy::route::{Route, RoutePattern, RouteTable, STANDARD_ROUTES};
+use crate::policy::source::Source;
+use crate::policy::streaming::StreamingTimeoutPolicy;
+use crate::wire::grpc_timeout;
 
 use super::{ProfileSet, ResolvedProfile};
 
@@ -161,37 +163,32 @@ fn resolve_profile(
         allow_infinite: values[Field::AllowInfinite.index()] != 0,
     };
     for v in profile.violations() {
-        let field = if v.field == "min_timeout_ms" {
-            Field::Min
-        } else {
-            Field::Max
-        };
         let d = Field::Default.index();
         issues.push(ConfigIssue {
-            key: key(name, field),
+            key: key(name, v.field),
             value: v.value.to_string(),
-            rule: if v.value == 0 && field == Field::Min {
-                v.rule
-            } else {
-                format!("{} (default_timeout_ms from {})", v.rule, sources[d])
+            rule: match v.rule {
+                ProfileRule::MinIsZero => v.rule.to_string(),
+                rule => format!("{rule} (default_timeout_ms from {})", sources[d]),
             },
-            source: sources[field.index()].clone(),
+            source: sources[v.field.index()].clone(),
         });
     }
     let streaming = StreamingTimeoutPolicy {
-        initial_timeout_ms: values[Field::Initial.index()],
-        message_gap_timeout_ms: values[Field::Gap.index()],
-        total_timeout_ms: values[Field::Total.index()],
+        initial_timeout_ms: values[Field::StreamInitial.index()],
+        message_gap_timeout_ms: values[Field::StreamGap.index()],
+        total_timeout_ms: values[Field::StreamTotal.index()],
     };
-    if let Some(rule) = streaming.violation() {
+    if let Some(v) = streaming.violation() {
         issues.push(ConfigIssue {
-            key: key(name, Field::Gap),
-            value: streaming.message_gap_timeout_ms.to_string(),
+            key: key(name, v.field),
+            value: v.value.to_string(),
             rule: format!(
-                "{rule} (total_timeout_ms from {})",
-                sources[Field::Total.index()]
+                "{} (total_timeout_ms from {})",
+                v.rule,
+                sources[Field::StreamTotal.index()]
             ),
-            source: sources[Field::Gap.index()].clone(),
+            source: sources[v.field.index()].clone(),
         });
     }
     if issues.len() > before {
@@ -212,7 +209,7 @@ fn build_routes(
     issues: &mut Vec<ConfigIssue>,
 ) -> RouteTable {
     let mut routes = RouteTable::default();
-    for std_route in STANDARD_ROUTES {
+    for std_route in STANDARD_ROUTES.iter() {
         if let Some(&profile) = by_name.get(std_route.profile) {
             routes.insert_exact(
                 std_route.path,

@@ -41,7 +41,7 @@ impl std::error::Error for GrpcTimeoutError {}
 ///
 /// ```
 /// use std::time::Duration;
-/// use sw4rm_timeouts::grpc_timeout::parse;
+/// use sw4rm_timeouts::wire::grpc_timeout::parse;
 /// assert_eq!(parse(b"200000u").unwrap(), Duration::from_millis(200));
 /// assert_eq!(parse(b"5S").unwrap(), Duration::from_secs(5));
 /// assert!(parse(b"5").is_err());
@@ -85,7 +85,7 @@ pub fn parse(value: &[u8]) -> Result<Duration, GrpcTimeoutError> {
 ///
 /// ```
 /// use std::time::Duration;
-/// use sw4rm_timeouts::grpc_timeout::encode;
+/// use sw4rm_timeouts::wire::grpc_timeout::encode;
 /// assert_eq!(encode(Duration::from_secs(5)), "5000000u");
 /// assert_eq!(encode(Duration::from_secs(3_600)), "3600000m");
 /// ```

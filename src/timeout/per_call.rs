@@ -7,9 +7,13 @@
 
 use std::time::Duration;
 
-use crate::streaming::StreamingTimeoutPolicy;
+use crate::policy::streaming::StreamingTimeoutPolicy;
 
 /// A per-call timeout override, clamped by the profile's bounds (SW4-002 §2.2).
+///
+/// Prefer it to `tonic::Request::set_timeout` for very large values: tonic panics on
+/// `set_timeout(Duration::MAX)` before any layer runs, while
+/// `CallTimeout::After(Duration::MAX)` is clamped to the profile's maximum.
 ///
 /// ```
 /// use std::time::Duration;
@@ -20,6 +24,7 @@ use crate::streaming::StreamingTimeoutPolicy;
 /// assert_eq!(CallTimeout::After(Duration::from_secs(2)).requested(), Duration::from_secs(2));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CallTimeout {
     /// A deadline this long after the call starts.
     After(Duration),

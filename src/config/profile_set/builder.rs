@@ -4,9 +4,9 @@
 use crate::config::{
     ConfigError, ConfigIssue, Field, GlobalConfig, Overrides, RouteSetting, Sourced,
 };
-use crate::profile::TimeoutProfile;
-use crate::source::Source;
-use crate::streaming::StreamingTimeoutPolicy;
+use crate::policy::profile::TimeoutProfile;
+use crate::policy::source::Source;
+use crate::policy::streaming::StreamingTimeoutPolicy;
 
 use super::ProfileSet;
 
@@ -29,12 +29,11 @@ enum Global {
 /// let set = ProfileSet::builder()
 ///     .without_global()                              // ignore SW4RM_* and sw4rm.toml
 ///     .max_timeout_ms("heartbeat", 10_000)           // keeps the other heartbeat fields
-///     .custom_profile("batch", 120_000, 1_000, 900_000, false)
-///     .route("/acme.Batch/*", "batch")
+///     .route("/acme.Batch/*", "workflow_submit")
 ///     .streaming("tool_call", StreamingTimeoutPolicy { initial_timeout_ms: 5_000, message_gap_timeout_ms: 2_000, total_timeout_ms: 0 })
 ///     .build()?;
 /// assert_eq!(set.profile("heartbeat").unwrap().max_timeout_ms, 10_000);
-/// assert_eq!(set.profile_for_path("/acme.Batch/Run").name, "batch");
+/// assert_eq!(set.profile_for_path("/acme.Batch/Run").name, "workflow_submit");
 /// # Ok::<(), sw4rm_timeouts::ConfigError>(())
 /// ```
 ///
@@ -84,7 +83,20 @@ impl ProfileSetBuilder {
         self.set(profile, Field::AllowInfinite, u32::from(allow))
     }
 
-    /// Sets all four fields of a profile (new or standard).
+    /// Defines a new profile, or replaces all four fields of an existing one.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use sw4rm_timeouts::{ProfileSet, TimeoutProfile};
+    /// let batch = TimeoutProfile::builder("batch")
+    ///     .default_timeout(Duration::from_secs(120))
+    ///     .min_timeout(Duration::from_secs(1))
+    ///     .max_timeout(Duration::from_secs(900))
+    ///     .build()?;
+    /// let set = ProfileSet::builder().without_global().profile(&batch).route("/acme.Batch/*", "batch").build()?;
+    /// assert_eq!(set.profile_for_path("/acme.Batch/Run").default_timeout_ms, 120_000);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn profile(self, profile: &TimeoutProfile) -> Self {
         let name = profile.name.clone();
         self.set(&name, Field::Default, profile.default_timeout_ms)
@@ -97,26 +109,11 @@ impl ProfileSetBuilder {
             )
     }
 
-    /// Defines (or replaces) a profile by its values.
-    pub fn custom_profile(
-        self,
-        name: &str,
-        default_ms: u32,
-        min_ms: u32,
-        max_ms: u32,
-        allow_infinite: bool,
-    ) -> Self {
-        self.set(name, Field::Default, default_ms)
-            .set(name, Field::Min, min_ms)
-            .set(name, Field::Max, max_ms)
-            .set(name, Field::AllowInfinite, u32::from(allow_infinite))
-    }
-
     /// Sets a profile's streaming policy (all three fields).
     pub fn streaming(self, profile: &str, policy: StreamingTimeoutPolicy) -> Self {
-        self.set(profile, Field::Initial, policy.initial_timeout_ms)
-            .set(profile, Field::Gap, policy.message_gap_timeout_ms)
-            .set(profile, Field::Total, policy.total_timeout_ms)
+        self.set(profile, Field::StreamInitial, policy.initial_timeout_ms)
+            .set(profile, Field::StreamGap, policy.message_gap_timeout_ms)
+            .set(profile, Field::StreamTotal, policy.total_timeout_ms)
     }
 
     /// Routes `/pkg.Service/Method` or `/pkg.Service/*` to a profile (unary).

@@ -23,9 +23,9 @@ impl fmt::Display for ProfileSet {
                     Field::Min => p.profile.min_timeout_ms.to_string(),
                     Field::Max => p.profile.max_timeout_ms.to_string(),
                     Field::AllowInfinite => p.profile.allow_infinite.to_string(),
-                    Field::Initial => p.streaming.initial_timeout_ms.to_string(),
-                    Field::Gap => p.streaming.message_gap_timeout_ms.to_string(),
-                    Field::Total => p.streaming.total_timeout_ms.to_string(),
+                    Field::StreamInitial => p.streaming.initial_timeout_ms.to_string(),
+                    Field::StreamGap => p.streaming.message_gap_timeout_ms.to_string(),
+                    Field::StreamTotal => p.streaming.total_timeout_ms.to_string(),
                 };
                 writeln!(
                     f,

@@ -8,44 +8,17 @@ use std::fmt;
 use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
+use crate::policy::deadline::Phase;
+use crate::policy::source::Source;
+
 /// `ErrorInfo.reason` of every SW4-002 timeout.
 pub const TIMEOUT_REASON: &str = "SW4RM_RPC_TIMEOUT";
 /// `ErrorInfo.domain` of every SW4-002 timeout.
 pub const TIMEOUT_DOMAIN: &str = "sw4rm.timeouts";
 
-/// Which streaming timer fired (SW4-002 §4.1).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Phase {
-    /// No message arrived within `initial_timeout_ms`.
-    Initial,
-    /// No message arrived within `message_gap_timeout_ms` of the previous one.
-    Gap,
-    /// The whole call exceeded its deadline (unary calls, or a stream's total cap).
-    Total,
-}
-
-impl Phase {
-    /// `initial`, `gap` or `total`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Phase::Initial => "initial",
-            Phase::Gap => "gap",
-            Phase::Total => "total",
-        }
-    }
-
-    fn parse(s: &str) -> Option<Phase> {
-        match s {
-            "initial" => Some(Phase::Initial),
-            "gap" => Some(Phase::Gap),
-            "total" => Some(Phase::Total),
-            _ => None,
-        }
-    }
-}
-
 /// Which timer noticed the deadline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum DetectedBy {
     /// This crate's timer.
     Client,
@@ -78,43 +51,84 @@ impl DetectedBy {
 /// What a timed-out call was, read back from (or written into) its status.
 ///
 /// ```
-/// use sw4rm_timeouts::{DetectedBy, Phase, TimeoutDetails};
-/// let d = TimeoutDetails {
-///     profile_name: "heartbeat".into(),
-///     configured_timeout_ms: 5_000,
-///     elapsed_ms: 5_001,
-///     service: "sw4rm.registry.RegistryService".into(),
-///     method: "Heartbeat".into(),
-///     source: "standard".into(),
-///     phase: Phase::Total,
-///     message_count: None,
-///     detected_by: DetectedBy::Client,
-/// };
-/// let status = d.to_status();
-/// assert_eq!(status.code(), tonic::Code::DeadlineExceeded);
-/// assert_eq!(TimeoutDetails::from_status(&status), Some(d));
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::time::Duration;
+/// use sw4rm_timeouts::proto::sw4rm::registry::HeartbeatRequest;
+/// use sw4rm_timeouts::testing::{Script, TestServer};
+/// use sw4rm_timeouts::{Phase, Source, Sw4rm, TimeoutDetails, TimeoutProfileLayer};
+///
+/// let server = TestServer::start().await?;
+/// server.script("Heartbeat", Script::latency(Duration::from_secs(5)))?;
+/// let sw4rm = Sw4rm::connect_with(server.url(), TimeoutProfileLayer::standard()).await?;
+/// let mut req = tonic::Request::new(HeartbeatRequest::default());
+/// req.set_timeout(Duration::from_secs(1));
+/// let status = sw4rm.registry().heartbeat(req).await.unwrap_err();
+///
+/// let d = TimeoutDetails::from_status(&status).expect("an SW4-002 timeout");
+/// assert_eq!((d.profile_name(), d.method(), d.phase()), ("heartbeat", "Heartbeat", Phase::Total));
+/// assert_eq!((d.configured_timeout_ms(), d.source()), (1_000, &Source::PerCall));
+/// assert!(d.elapsed_ms() >= 1_000);
+/// # Ok(()) }
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TimeoutDetails {
+    pub(crate) profile_name: String,
+    pub(crate) configured_timeout_ms: u64,
+    pub(crate) elapsed_ms: u64,
+    pub(crate) service: String,
+    pub(crate) method: String,
+    pub(crate) source: Source,
+    pub(crate) phase: Phase,
+    pub(crate) message_count: Option<u64>,
+    pub(crate) detected_by: DetectedBy,
+}
+
+impl TimeoutDetails {
     /// The profile used.
-    pub profile_name: String,
+    pub fn profile_name(&self) -> &str {
+        &self.profile_name
+    }
+
     /// The timeout that was exceeded, in ms (for streams, that of the phase).
-    pub configured_timeout_ms: u64,
+    pub fn configured_timeout_ms(&self) -> u64 {
+        self.configured_timeout_ms
+    }
+
     /// Time from the call's start to the timeout, in ms.
-    pub elapsed_ms: u64,
+    pub fn elapsed_ms(&self) -> u64 {
+        self.elapsed_ms
+    }
+
     /// Full gRPC service name, e.g. `sw4rm.registry.RegistryService`.
-    pub service: String,
+    pub fn service(&self) -> &str {
+        &self.service
+    }
+
     /// Method name, e.g. `Heartbeat`.
-    pub method: String,
-    /// Where the configured value came from, e.g. `per_call`,
-    /// `global (env SW4RM_PROFILES__HEARTBEAT__DEFAULT_TIMEOUT_MS)`.
-    pub source: String,
+    pub fn method(&self) -> &str {
+        &self.method
+    }
+
+    /// Where the configured value came from (on the wire as its `Display` text, e.g.
+    /// `per_call` or `global (env SW4RM_PROFILES__HEARTBEAT__DEFAULT_TIMEOUT_MS)`).
+    pub fn source(&self) -> &Source {
+        &self.source
+    }
+
     /// Which timer fired; `Total` for unary calls.
-    pub phase: Phase,
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
     /// Messages received before a stream timed out (streams only).
-    pub message_count: Option<u64>,
+    pub fn message_count(&self) -> Option<u64> {
+        self.message_count
+    }
+
     /// Which timer noticed first.
-    pub detected_by: DetectedBy,
+    pub fn detected_by(&self) -> DetectedBy {
+        self.detected_by
+    }
 }
 
 impl TimeoutDetails {
@@ -129,7 +143,7 @@ impl TimeoutDetails {
         metadata.insert("elapsed_ms".to_owned(), self.elapsed_ms.to_string());
         metadata.insert("service".to_owned(), self.service.clone());
         metadata.insert("method".to_owned(), self.method.clone());
-        metadata.insert("source".to_owned(), self.source.clone());
+        metadata.insert("source".to_owned(), self.source.to_string());
         metadata.insert("phase".to_owned(), self.phase.as_str().to_owned());
         metadata.insert(
             "detected_by".to_owned(),
@@ -161,7 +175,7 @@ impl TimeoutDetails {
             elapsed_ms: num("elapsed_ms")?,
             service: text("service")?,
             method: text("method")?,
-            source: text("source")?,
+            source: m.get("source").and_then(|s| Source::parse(s))?,
             phase: m
                 .get("phase")
                 .and_then(|p| Phase::parse(p))
@@ -226,7 +240,7 @@ mod tests {
             elapsed_ms: 1_400,
             service: "sw4rm.tool.ToolService".into(),
             method: "CallStream".into(),
-            source: "per_call".into(),
+            source: Source::PerCall,
             phase: Phase::Gap,
             message_count: Some(3),
             detected_by: DetectedBy::Client,
@@ -236,6 +250,22 @@ mod tests {
             status.message(),
             "/sw4rm.tool.ToolService/CallStream exceeded its message-gap timeout of 200 ms (tool_call profile, from per_call) after 1400 ms, 3 messages received"
         );
-        assert_eq!(TimeoutDetails::from_status(&status), Some(d));
+        assert_eq!(TimeoutDetails::from_status(&status), Some(d.clone()));
+        let env = TimeoutDetails {
+            source: Source::Env("SW4RM_PROFILES__TOOL_CALL__DEFAULT_TIMEOUT_MS".into()),
+            phase: Phase::Total,
+            message_count: None,
+            ..d
+        };
+        let info = env.to_status();
+        let info = info.get_details_error_info().unwrap();
+        assert_eq!(
+            info.metadata["source"],
+            "global (env SW4RM_PROFILES__TOOL_CALL__DEFAULT_TIMEOUT_MS)"
+        );
+        assert_eq!(
+            TimeoutDetails::from_status(&env.to_status()).map(|d| d.source),
+            Some(env.source)
+        );
     }
 }

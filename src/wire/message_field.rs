@@ -1,17 +1,6 @@
-//! Timeouts carried inside request messages (`WaitForDecisionRequest.timeout_seconds`,
-//! `HandoffRequest.timeout`, `ToolCall.policy.timeout`).
-//!
-//! Rule: when such a field is set (non-zero) and the caller gave no per-call
-//! override, the transport deadline becomes the message timeout plus
-//! [`MESSAGE_DEADLINE_MARGIN`], then clamped into the profile's bounds like any other
-//! override (source `message`). The server's own wait therefore ends, and its answer
-//! arrives, before the transport deadline, unless the profile's `max_timeout_ms`
-//! forbids it, in which case the bound wins and a warning is logged.
-//!
-//! The layer reads the field from the first frame of the encoded request body, which
-//! tonic produces synchronously for unary calls, so it works under any client,
-//! including clients generated from the upstream protos. A compressed request, or a
-//! body not ready at once, is left alone (no message timeout, profile default).
+//! Reading a request message's own timeout field (see [`crate::policy::message`] for
+//! the rule) from protobuf bytes, and peeking it from a tonic request body without
+//! consuming it.
 
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
@@ -20,21 +9,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 
-/// Added to a message-level timeout so the server's answer beats the deadline.
-pub const MESSAGE_DEADLINE_MARGIN: Duration = Duration::from_secs(1);
-
-/// A timeout field inside a request message.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum MessageField {
-    /// `WaitForDecisionRequest.timeout_seconds` (field 3, seconds, 0 = unset).
-    WaitForDecisionSeconds,
-    /// `HandoffRequest.timeout` (field 8, `google.protobuf.Duration`).
-    HandoffTimeout,
-    /// `ToolCall.policy.timeout` (fields 6 → 1).
-    ToolCallPolicy,
-    /// `InvokeToolRequest.call.policy.timeout` (fields 1 → 6 → 1).
-    InvokeToolPolicy,
-}
+use super::framing;
+use crate::policy::message::MessageField;
 
 impl MessageField {
     /// Reads the timeout from an encoded message (protobuf bytes); `None` when the
@@ -61,12 +37,7 @@ impl MessageField {
 
     /// Reads the timeout from a gRPC-framed message (1 flag byte, 4 length bytes).
     pub(crate) fn read_framed(self, data: &[u8]) -> Option<Duration> {
-        let (&flag, rest) = data.split_first()?;
-        if flag != 0 || rest.len() < 4 {
-            return None; // compressed, or not a whole prefix
-        }
-        let len = u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
-        self.read(rest[4..].get(..len)?)
+        self.read(framing::first_message(data)?)
     }
 }
 

@@ -1,11 +1,10 @@
-//! Route + resolve alone: path → profile, then the per-call resolution, for a
-//! standard RPC, an RPC with a per-call override, and a path outside the table.
-
-use std::hint::black_box;
-use std::time::Duration;
+//! Routing alone: path → profile, for a standard RPC, a configured table, a
+//! whole-service route and a path outside the table. The whole per-call plan
+//! (routing, resolution, timers, header) is measured by `benches/layer.rs`.
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use sw4rm_timeouts::{resolve, GlobalConfig, ProfileSet};
+use std::hint::black_box;
+use sw4rm_timeouts::{GlobalConfig, ProfileSet};
 
 fn bench(c: &mut Criterion) {
     let set = ProfileSet::builder()
@@ -13,19 +12,15 @@ fn bench(c: &mut Criterion) {
         .route("/acme.Batch/*", "task_submit")
         .build()
         .unwrap();
-    let mut group = c.benchmark_group("route_resolve");
+    let mut group = c.benchmark_group("route");
     group.bench_function("standard_default", |b| {
-        b.iter(|| {
-            let p = set.profile_for_path(black_box("/sw4rm.registry.RegistryService/Heartbeat"));
-            resolve(p, None, None)
-        })
+        b.iter(|| set.profile_for_path(black_box("/sw4rm.registry.RegistryService/Heartbeat")))
     });
-    group.bench_function("standard_per_call_clamped", |b| {
+    group.bench_function("standard_long_path", |b| {
         b.iter(|| {
-            let p = set.profile_for_path(black_box(
+            set.profile_for_path(black_box(
                 "/sw4rm.negotiation_room.NegotiationRoomService/WaitForDecision",
-            ));
-            resolve(p, Some(black_box(Duration::from_millis(200))), None)
+            ))
         })
     });
     // With the example global configuration and client settings on top: resolved once,
@@ -41,22 +36,14 @@ fn bench(c: &mut Criterion) {
         .unwrap();
     group.bench_function("configured_default", |b| {
         b.iter(|| {
-            let p =
-                configured.profile_for_path(black_box("/sw4rm.registry.RegistryService/Heartbeat"));
-            resolve(p, None, None)
+            configured.profile_for_path(black_box("/sw4rm.registry.RegistryService/Heartbeat"))
         })
     });
     group.bench_function("service_wildcard", |b| {
-        b.iter(|| {
-            let p = set.profile_for_path(black_box("/acme.Batch/Run"));
-            resolve(p, None, None)
-        })
+        b.iter(|| set.profile_for_path(black_box("/acme.Batch/Run")))
     });
     group.bench_function("fallback", |b| {
-        b.iter(|| {
-            let p = set.profile_for_path(black_box("/other.Service/Method"));
-            resolve(p, None, None)
-        })
+        b.iter(|| set.profile_for_path(black_box("/other.Service/Method")))
     });
     group.finish();
 }

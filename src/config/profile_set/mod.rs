@@ -12,10 +12,10 @@ use http::HeaderValue;
 pub use builder::ProfileSetBuilder;
 
 use crate::config::ConfigError;
-use crate::profile::TimeoutProfile;
-use crate::route::{Lookup, ProfileId, RouteTable};
-use crate::source::Source;
-use crate::streaming::StreamingTimeoutPolicy;
+use crate::policy::profile::{ProfileField, TimeoutProfile};
+use crate::policy::route::{Lookup, ProfileId, RouteTable};
+use crate::policy::source::Source;
+use crate::policy::streaming::{SourcedPolicy, StreamingTimeoutPolicy};
 
 /// A profile after all levels were merged, with the source of every field.
 #[derive(Clone, Debug)]
@@ -39,25 +39,34 @@ impl ResolvedProfile {
         self.streaming
     }
 
-    /// Where a field's value came from; `field` is a configuration key such as
-    /// `max_timeout_ms` or `streaming.total_timeout_ms`.
+    /// Where a field's value came from.
     ///
     /// ```
-    /// use sw4rm_timeouts::{ProfileSet, Source};
+    /// use sw4rm_timeouts::{ProfileField, ProfileSet, Source};
     /// let set = ProfileSet::builder().without_global().max_timeout_ms("heartbeat", 9_000).build().unwrap();
     /// let hb = set.resolved("heartbeat").unwrap();
-    /// assert_eq!(hb.source_of("max_timeout_ms"), Some(&Source::Client));
-    /// assert_eq!(hb.source_of("default_timeout_ms"), Some(&Source::Standard));
+    /// assert_eq!(hb.source_of(ProfileField::Max), &Source::Client);
+    /// assert_eq!(hb.source_of(ProfileField::Default), &Source::Standard);
     /// ```
-    pub fn source_of(&self, field: &str) -> Option<&Source> {
-        crate::config::Field::ALL
-            .iter()
-            .find(|f| f.key() == field)
-            .map(|f| &self.sources[f.index()])
+    pub fn source_of(&self, field: ProfileField) -> &Source {
+        &self.sources[field.index()]
     }
 
     pub(crate) fn default_source(&self) -> &Source {
         &self.sources[crate::config::Field::Default.index()]
+    }
+
+    /// The streaming policy with the source of each field.
+    pub(crate) fn sourced_streaming(&self) -> SourcedPolicy<'_> {
+        use crate::config::Field;
+        SourcedPolicy {
+            policy: self.streaming,
+            sources: [
+                &self.sources[Field::StreamInitial.index()],
+                &self.sources[Field::StreamGap.index()],
+                &self.sources[Field::StreamTotal.index()],
+            ],
+        }
     }
 }
 

@@ -5,11 +5,13 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use crate::message_deadline::MessageField;
-use crate::profile::names;
+use super::message::MessageField;
+use super::profile::names;
+use super::source::Source;
 
 /// One row of the standard routing table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct StandardRoute {
     /// gRPC path, `/package.Service/Method`.
     pub path: &'static str,
@@ -37,7 +39,7 @@ const fn with_field(mut route: StandardRoute, field: MessageField) -> StandardRo
 
 /// Every RPC of Registry, Scheduler, NegotiationRoom, Handoff and Tool with its
 /// SW4-002 profile (spec §3, extended to the upstream RPCs the spec does not list).
-pub const STANDARD_ROUTES: [StandardRoute; 26] = [
+pub const STANDARD_ROUTES: &[StandardRoute] = &[
     r(
         "/sw4rm.registry.RegistryService/RegisterAgent",
         names::REGISTRATION,
@@ -165,6 +167,7 @@ pub fn split_path(path: &str) -> Option<(&str, &str)> {
 
 /// A custom route pattern: one method, or every method of a service.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RoutePattern {
     /// `/package.Service/Method`.
     Exact(String),
@@ -193,7 +196,7 @@ impl RoutePattern {
 }
 
 /// Index of a profile inside a [`crate::ProfileSet`].
-pub type ProfileId = usize;
+pub(crate) type ProfileId = usize;
 
 /// A resolved route.
 #[derive(Clone, Debug)]
@@ -201,7 +204,7 @@ pub(crate) struct Route {
     pub(crate) profile: ProfileId,
     pub(crate) streaming: bool,
     pub(crate) message_field: Option<MessageField>,
-    pub(crate) source: crate::source::Source,
+    pub(crate) source: Source,
 }
 
 /// How a path was matched.
@@ -323,7 +326,7 @@ mod tests {
     #[test]
     fn standard_routes_are_unique_and_well_formed() {
         let mut seen = std::collections::HashSet::new();
-        for route in STANDARD_ROUTES {
+        for route in STANDARD_ROUTES.iter() {
             assert!(seen.insert(route.path), "duplicate {}", route.path);
             assert!(split_path(route.path).is_some(), "{}", route.path);
             assert!(crate::TimeoutProfile::standard_named(route.profile).is_some());
@@ -368,7 +371,7 @@ mod tests {
             profile,
             streaming: false,
             message_field: None,
-            source: crate::Source::Client,
+            source: Source::Client,
         };
         let mut t = RouteTable::default();
         t.insert_exact("/a.B/C", route(1));

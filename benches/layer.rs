@@ -1,0 +1,137 @@
+//! The layer's own cost per unary call, without sockets: the same in-memory inner
+//! service (answers at once with an empty body) called plainly, with the deadline set
+//! by hand as tonic would, and through the layer (metrics off, and on through the
+//! OpenTelemetry SDK), for an exact route, a whole-service route and the fallback.
+//! Each sample is a batch of calls; medians are interleaved across variants.
+
+use std::convert::Infallible;
+use std::future::{ready, Ready};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use http_body_util::BodyExt;
+use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
+use sw4rm_timeouts::{ProfileSet, TimeoutProfileLayer};
+use tower::{Layer, Service};
+
+#[path = "support/interleaved.rs"]
+mod interleaved;
+
+type Request = http::Request<tonic::body::Body>;
+
+#[derive(Clone, Copy)]
+struct Answer;
+
+impl Service<Request> for Answer {
+    type Response = http::Response<tonic::body::Body>;
+    type Error = Infallible;
+    type Future = Ready<Result<Self::Response, Infallible>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: Request) -> Self::Future {
+        ready(Ok(http::Response::new(tonic::body::Body::empty())))
+    }
+}
+
+/// A request as a generated tonic client hands it to the channel.
+fn request(path: &'static str, deadline_by_hand: bool) -> Request {
+    let mut req = http::Request::new(tonic::body::Body::empty());
+    *req.uri_mut() = http::Uri::from_static(path);
+    let h = req.headers_mut();
+    h.insert(
+        "content-type",
+        http::HeaderValue::from_static("application/grpc"),
+    );
+    h.insert("te", http::HeaderValue::from_static("trailers"));
+    if deadline_by_hand {
+        h.insert("grpc-timeout", http::HeaderValue::from_static("5000000u"));
+    }
+    req
+}
+
+async fn drive<S, B>(svc: &mut S, req: Request)
+where
+    S: Service<Request, Response = http::Response<B>>,
+    S::Error: std::fmt::Debug,
+    B: http_body::Body,
+    B::Error: std::fmt::Debug,
+{
+    let response = svc.call(req).await.expect("answer");
+    let mut body = std::pin::pin!(response.into_body());
+    while let Some(frame) = body.as_mut().frame().await {
+        frame.expect("frame");
+    }
+}
+
+const NAMES: [&str; 4] = [
+    "plain",
+    "plain_deadline_by_hand",
+    "layer_metrics_off",
+    "layer_metrics_on",
+];
+const PATHS: [(&str, &str); 3] = [
+    ("exact", "/sw4rm.registry.RegistryService/Heartbeat"),
+    ("service", "/acme.Batch/Run"),
+    ("fallback", "/unknown.Service/Method"),
+];
+const BATCH: usize = 1_000;
+
+fn bench(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let _guard = rt.enter();
+    let provider = SdkMeterProvider::builder()
+        .with_reader(PeriodicReader::builder(InMemoryMetricExporter::default()).build())
+        .build();
+    let profiles = ProfileSet::builder()
+        .without_global()
+        .route("/acme.Batch/*", "heartbeat")
+        .build()
+        .expect("profiles");
+    let off = TimeoutProfileLayer::new(profiles.clone()).without_metrics();
+    let on = TimeoutProfileLayer::new(profiles).with_meter_provider(&provider);
+
+    for (kind, path) in PATHS {
+        let run = |variant: usize| {
+            let (mut plain, mut layered_off, mut layered_on) =
+                (Answer, off.layer(Answer), on.layer(Answer));
+            async move {
+                for _ in 0..BATCH {
+                    match variant {
+                        0 => drive(&mut plain, request(path, false)).await,
+                        1 => drive(&mut plain, request(path, true)).await,
+                        2 => drive(&mut layered_off, request(path, false)).await,
+                        _ => drive(&mut layered_on, request(path, false)).await,
+                    }
+                }
+            }
+        };
+        let medians = rt.block_on(interleaved::medians(2_000, &NAMES, run));
+        interleaved::report(
+            &format!("{kind} route, batches of {BATCH} calls"),
+            &NAMES,
+            &medians,
+        );
+        let per_call = |m: Duration| m.as_nanos() as f64 / BATCH as f64;
+        println!(
+            "  layer work per call ({kind}): metrics off {:.0} ns, metrics on {:.0} ns (vs the deadline set by hand)\n",
+            per_call(medians[2]) - per_call(medians[1]),
+            per_call(medians[3]) - per_call(medians[1]),
+        );
+
+        let mut group = c.benchmark_group(format!("layer_{kind}"));
+        for (variant, name) in NAMES.iter().enumerate() {
+            group.bench_function(*name, |b| b.to_async(&rt).iter(|| run(variant)));
+        }
+        group.finish();
+    }
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

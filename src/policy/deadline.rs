@@ -1,0 +1,237 @@
+//! The one rule for every cap on a call's deadline — *the smallest cap wins, and the
+//! details name it* — and the description of a call's timers that the response future
+//! and the response body share.
+//!
+//! Times here are offsets from the call's start, so the rules stay pure: the tower
+//! parts turn them into instants.
+
+use std::time::Duration;
+
+use super::source::Source;
+
+/// One limit on a call: how long after the start, and who set it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Cap {
+    pub(crate) limit: Duration,
+    pub(crate) source: Source,
+}
+
+impl Cap {
+    pub(crate) fn new(limit: Duration, source: Source) -> Self {
+        Cap { limit, source }
+    }
+}
+
+/// The smallest of the caps that apply; on a tie the earlier one (the more
+/// specific level comes first) keeps the name. `None` when no cap applies.
+pub(crate) fn tightest(caps: impl IntoIterator<Item = Option<Cap>>) -> Option<Cap> {
+    caps.into_iter()
+        .flatten()
+        .reduce(|best, cap| if cap.limit < best.limit { cap } else { best })
+}
+
+/// Which timer fired (SW4-002 §4.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Phase {
+    /// No message arrived within `initial_timeout_ms`.
+    Initial,
+    /// No message arrived within `message_gap_timeout_ms` of the previous one.
+    Gap,
+    /// The whole call exceeded its deadline (unary calls, or a stream's total cap).
+    Total,
+}
+
+impl Phase {
+    /// `initial`, `gap` or `total`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Initial => "initial",
+            Phase::Gap => "gap",
+            Phase::Total => "total",
+        }
+    }
+
+    pub(crate) fn parse(s: &str) -> Option<Phase> {
+        match s {
+            "initial" => Some(Phase::Initial),
+            "gap" => Some(Phase::Gap),
+            "total" => Some(Phase::Total),
+            _ => None,
+        }
+    }
+}
+
+/// The timers one call runs under. A unary call has only `total`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Timers {
+    /// From the start until the first complete message (streams).
+    pub(crate) initial: Option<Cap>,
+    /// Longest silence between complete messages (streams).
+    pub(crate) gap: Option<Cap>,
+    /// The whole call: the unary deadline, or a stream's total cap.
+    pub(crate) total: Option<Cap>,
+}
+
+/// What a call has received so far, for choosing its next timer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Progress {
+    /// Complete messages received.
+    pub(crate) messages: u64,
+    /// When the last complete message arrived (offset from the start).
+    pub(crate) last_message: Option<Duration>,
+}
+
+/// The next timer to fire: when (offset from the start), which phase, and its cap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Due<'a> {
+    pub(crate) after: Duration,
+    pub(crate) phase: Phase,
+    pub(crate) cap: &'a Cap,
+}
+
+impl Timers {
+    /// A unary call: one deadline (or none).
+    pub(crate) fn unary(deadline: Option<Cap>) -> Self {
+        Timers {
+            total: deadline,
+            ..Timers::default()
+        }
+    }
+
+    /// The timer that fires first given the progress so far: the total cap, and the
+    /// initial timer before the first message or the gap timer after it.
+    pub(crate) fn next(&self, progress: Progress) -> Option<Due<'_>> {
+        let total = self.total.as_ref().map(|cap| Due {
+            after: cap.limit,
+            phase: Phase::Total,
+            cap,
+        });
+        let watch = match (progress.messages, progress.last_message) {
+            (0, _) => self.initial.as_ref().map(|cap| Due {
+                after: cap.limit,
+                phase: Phase::Initial,
+                cap,
+            }),
+            (_, last) => self.gap.as_ref().map(|cap| Due {
+                after: last.unwrap_or_default().saturating_add(cap.limit),
+                phase: Phase::Gap,
+                cap,
+            }),
+        };
+        match (total, watch) {
+            (Some(t), Some(w)) if w.after < t.after => Some(w),
+            (Some(t), _) => Some(t),
+            (None, w) => w,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cap(ms: u64, source: Source) -> Option<Cap> {
+        Some(Cap::new(Duration::from_millis(ms), source))
+    }
+
+    #[test]
+    fn smallest_cap_wins_and_ties_keep_the_first() {
+        struct Row {
+            caps: Vec<Option<Cap>>,
+            want: Option<Cap>,
+        }
+        let rows = [
+            Row {
+                caps: vec![],
+                want: None,
+            },
+            Row {
+                caps: vec![None, None],
+                want: None,
+            },
+            Row {
+                caps: vec![cap(500, Source::PerCall), None],
+                want: cap(500, Source::PerCall),
+            },
+            Row {
+                caps: vec![None, cap(500, Source::Client)],
+                want: cap(500, Source::Client),
+            },
+            Row {
+                caps: vec![cap(500, Source::PerCall), cap(300, Source::Client)],
+                want: cap(300, Source::Client),
+            },
+            Row {
+                caps: vec![cap(300, Source::PerCall), cap(300, Source::Client)],
+                want: cap(300, Source::PerCall),
+            },
+        ];
+        for row in rows {
+            let caps = format!("{:?}", row.caps);
+            assert_eq!(tightest(row.caps), row.want, "{caps}");
+        }
+    }
+
+    #[test]
+    fn next_timer_table() {
+        let t = Timers {
+            initial: cap(1_000, Source::Standard),
+            gap: cap(300, Source::Client),
+            total: cap(2_000, Source::PerCall),
+        };
+        struct Row {
+            messages: u64,
+            last_ms: Option<u64>,
+            want: Option<(u64, Phase)>,
+        }
+        let rows = [
+            Row {
+                messages: 0,
+                last_ms: None,
+                want: Some((1_000, Phase::Initial)),
+            },
+            Row {
+                messages: 1,
+                last_ms: Some(500),
+                want: Some((800, Phase::Gap)),
+            },
+            Row {
+                messages: 4,
+                last_ms: Some(1_800),
+                want: Some((2_000, Phase::Total)),
+            },
+        ];
+        for row in rows {
+            let progress = Progress {
+                messages: row.messages,
+                last_message: row.last_ms.map(Duration::from_millis),
+            };
+            let got = t
+                .next(progress)
+                .map(|d| (d.after.as_millis() as u64, d.phase));
+            assert_eq!(got, row.want, "{progress:?}");
+        }
+        assert_eq!(Timers::default().next(Progress::default()), None);
+        let unary = Timers::unary(cap(5_000, Source::Standard));
+        let due = unary.next(Progress::default()).unwrap();
+        assert_eq!(
+            (due.after, due.phase),
+            (Duration::from_secs(5), Phase::Total)
+        );
+        // Only a gap timer: it runs from the last message.
+        let gap_only = Timers {
+            gap: cap(100, Source::Client),
+            ..Timers::default()
+        };
+        let progress = Progress {
+            messages: 2,
+            last_message: Some(Duration::from_millis(40)),
+        };
+        assert_eq!(
+            gap_only.next(progress).unwrap().after,
+            Duration::from_millis(140)
+        );
+        assert_eq!(gap_only.next(Progress::default()), None);
+    }
+}

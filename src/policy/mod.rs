@@ -1,0 +1,16 @@
+//! The pure rules: no tokio, http or tonic here, only values and functions, each
+//! tested row by row.
+//!
+//! Reading order: `profile.rs` (the SW4-002 §1 table) → `route.rs` (request path →
+//! profile) → `resolve.rs` (per-call > message > profile default, clamped by §2.2) →
+//! `streaming.rs` (§4.1 timers) → `deadline.rs` (the smallest cap wins; the timer
+//! description shared by the response future and body). `source.rs` is the one type
+//! that says where every value came from.
+
+pub(crate) mod deadline;
+pub(crate) mod message;
+pub(crate) mod profile;
+pub(crate) mod resolve;
+pub(crate) mod route;
+pub(crate) mod source;
+pub(crate) mod streaming;

@@ -1,0 +1,110 @@
+//! Where a value came from: the precedence levels of SW4-002 §2.3, and the caps that
+//! limit a call's deadline. One type serves resolution, timers, logs, metrics and
+//! [`crate::TimeoutDetails`].
+
+use std::fmt;
+use std::path::Path;
+use std::sync::Arc;
+
+/// The level (and, for global configuration, the exact place) that supplied a value.
+///
+/// Its `Display` is the text written into the `source` metadata of timeout details;
+/// [`Source::parse`] reads it back.
+///
+/// ```
+/// use sw4rm_timeouts::Source;
+/// let s = Source::Env("SW4RM_PROFILES__HEARTBEAT__MAX_TIMEOUT_MS".into());
+/// assert_eq!(s.level(), "global");
+/// assert_eq!(s.to_string(), "global (env SW4RM_PROFILES__HEARTBEAT__MAX_TIMEOUT_MS)");
+/// assert_eq!(Source::parse(&s.to_string()), Some(s));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Source {
+    /// The SW4-002 standard table compiled into the crate.
+    Standard,
+    /// Global configuration: a TOML file.
+    File(Arc<Path>),
+    /// Global configuration: an environment variable (its name, exactly as set).
+    Env(Arc<str>),
+    /// Client configuration (the builder).
+    Client,
+    /// A timeout carried inside the request message (for example
+    /// `WaitForDecisionRequest.timeout_seconds`).
+    Message,
+    /// A per-call override (`Request::set_timeout` or [`crate::CallTimeout`]).
+    PerCall,
+}
+
+impl Source {
+    /// The precedence level: `standard`, `global`, `client`, `message` or `per_call`.
+    pub fn level(&self) -> &'static str {
+        match self {
+            Source::Standard => "standard",
+            Source::File(_) | Source::Env(_) => "global",
+            Source::Client => "client",
+            Source::Message => "message",
+            Source::PerCall => "per_call",
+        }
+    }
+
+    /// Reads back the text written by `Display`; `None` for anything else.
+    pub fn parse(text: &str) -> Option<Source> {
+        if let Some(path) = text
+            .strip_prefix("global (file ")
+            .and_then(|r| r.strip_suffix(')'))
+        {
+            return Some(Source::File(Arc::from(Path::new(path))));
+        }
+        if let Some(var) = text
+            .strip_prefix("global (env ")
+            .and_then(|r| r.strip_suffix(')'))
+        {
+            return Some(Source::Env(var.into()));
+        }
+        Some(match text {
+            "standard" => Source::Standard,
+            "client" => Source::Client,
+            "message" => Source::Message,
+            "per_call" => Source::PerCall,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::File(p) => write!(f, "global (file {})", p.display()),
+            Source::Env(v) => write!(f, "global (env {v})"),
+            other => f.write_str(other.level()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_and_parse_round_trip() {
+        let table = [
+            (Source::Standard, "standard"),
+            (Source::Client, "client"),
+            (Source::Message, "message"),
+            (Source::PerCall, "per_call"),
+            (
+                Source::File(Arc::from(Path::new("/etc/sw4rm.toml"))),
+                "global (file /etc/sw4rm.toml)",
+            ),
+            (Source::Env("SW4RM_X".into()), "global (env SW4RM_X)"),
+        ];
+        for (source, text) in table {
+            assert_eq!(source.to_string(), text);
+            assert_eq!(Source::parse(text), Some(source));
+        }
+        for bad in ["", "global", "global (file x", "PerCall", "global (disk x)"] {
+            assert_eq!(Source::parse(bad), None, "{bad}");
+        }
+    }
+}

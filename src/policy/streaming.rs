@@ -1,0 +1,246 @@
+//! SW4-002 §4.1 streaming timeouts: the policy type and how a call's three timers are
+//! derived from it, each naming where its value came from.
+
+use std::time::Duration;
+
+use super::deadline::{Cap, Timers};
+use super::profile::{ProfileField, ProfileRule, ProfileViolation};
+use super::source::Source;
+
+/// Timeouts of a server-streaming RPC (SW4-002 §4.1), in milliseconds.
+///
+/// * `initial_timeout_ms`: time from the call's start to the first complete message;
+///   0 = the profile's effective timeout.
+/// * `message_gap_timeout_ms`: longest silence between two complete messages, reset by
+///   every message (an idle timeout); 0 = the profile's effective timeout.
+/// * `total_timeout_ms`: cap on the whole stream, never reset; 0 = unlimited. Only this
+///   value is sent as `grpc-timeout`, so a healthy long stream is not cut by the server.
+///
+/// ```
+/// use sw4rm_timeouts::StreamingTimeoutPolicy;
+/// let p = StreamingTimeoutPolicy { initial_timeout_ms: 2_000, message_gap_timeout_ms: 500, total_timeout_ms: 0 };
+/// assert!(p.violation().is_none());
+/// let bad = StreamingTimeoutPolicy { message_gap_timeout_ms: 5_000, total_timeout_ms: 1_000, ..p };
+/// assert_eq!(bad.violation().unwrap().value, 5_000);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StreamingTimeoutPolicy {
+    /// Time to the first message (0 = profile timeout).
+    pub initial_timeout_ms: u32,
+    /// Max gap between messages (0 = profile timeout).
+    pub message_gap_timeout_ms: u32,
+    /// Total stream duration (0 = unlimited).
+    pub total_timeout_ms: u32,
+}
+
+impl StreamingTimeoutPolicy {
+    /// The broken invariant, if any: the gap must not exceed the total when both are set.
+    pub fn violation(&self) -> Option<ProfileViolation> {
+        (self.total_timeout_ms > 0 && self.message_gap_timeout_ms > self.total_timeout_ms).then(
+            || ProfileViolation {
+                field: ProfileField::StreamGap,
+                value: u64::from(self.message_gap_timeout_ms),
+                rule: ProfileRule::GapAboveTotal {
+                    gap_ms: self.message_gap_timeout_ms,
+                    total_ms: self.total_timeout_ms,
+                },
+            },
+        )
+    }
+}
+
+/// A profile's streaming policy with the source of each of its three fields.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SourcedPolicy<'a> {
+    pub(crate) policy: StreamingTimeoutPolicy,
+    /// Sources of the initial, gap and total fields.
+    pub(crate) sources: [&'a Source; 3],
+}
+
+/// The timers of a streaming call and whether the gap had to be lowered to the total.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct StreamTimers {
+    pub(crate) timers: Timers,
+    /// Set when the gap was lowered to the total (logged as a warning).
+    pub(crate) gap_clamped: bool,
+}
+
+/// The timers of a streaming call. Non-zero fields of the per-call policy replace the
+/// profile's; a zero initial or gap falls back to the call's `effective` deadline, a
+/// zero total means unlimited; the gap is clamped to the total.
+pub(crate) fn stream_timers(
+    effective: Option<&Cap>,
+    profile: SourcedPolicy<'_>,
+    per_call: Option<StreamingTimeoutPolicy>,
+) -> StreamTimers {
+    let call = per_call.unwrap_or_default();
+    let pick = |mine: u32, theirs: u32, source: &Source| -> Option<Cap> {
+        match (mine, theirs) {
+            (0, 0) => None,
+            (0, v) => Some(Cap::new(ms(v), source.clone())),
+            (v, _) => Some(Cap::new(ms(v), Source::PerCall)),
+        }
+    };
+    let [initial_src, gap_src, total_src] = profile.sources;
+    let p = profile.policy;
+    let initial = pick(call.initial_timeout_ms, p.initial_timeout_ms, initial_src)
+        .or_else(|| effective.cloned());
+    let mut gap = pick(
+        call.message_gap_timeout_ms,
+        p.message_gap_timeout_ms,
+        gap_src,
+    )
+    .or_else(|| effective.cloned());
+    let total = pick(call.total_timeout_ms, p.total_timeout_ms, total_src);
+    let mut gap_clamped = false;
+    if let (Some(g), Some(t)) = (&gap, &total) {
+        if g.limit > t.limit {
+            gap = Some(t.clone());
+            gap_clamped = true;
+        }
+    }
+    StreamTimers {
+        timers: Timers {
+            initial,
+            gap,
+            total,
+        },
+        gap_clamped,
+    }
+}
+
+/// Whole milliseconds, saturating (for logs and details).
+pub(crate) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn ms(v: u32) -> Duration {
+    Duration::from_millis(u64::from(v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cap(v: u64, source: Source) -> Option<Cap> {
+        Some(Cap::new(Duration::from_millis(v), source))
+    }
+
+    fn policy(i: u32, g: u32, t: u32) -> StreamingTimeoutPolicy {
+        StreamingTimeoutPolicy {
+            initial_timeout_ms: i,
+            message_gap_timeout_ms: g,
+            total_timeout_ms: t,
+        }
+    }
+
+    #[test]
+    fn streaming_timers_table() {
+        let file = Source::Env("SW4RM_X".into());
+        let sources = [&file, &file, &file];
+        struct Row {
+            effective: Option<Cap>,
+            profile: StreamingTimeoutPolicy,
+            per_call: Option<StreamingTimeoutPolicy>,
+            want: Timers,
+            gap_clamped: bool,
+        }
+        let eff = || cap(30_000, Source::Standard);
+        let rows = [
+            Row {
+                effective: eff(),
+                profile: policy(0, 0, 0),
+                per_call: None,
+                want: Timers {
+                    initial: eff(),
+                    gap: eff(),
+                    total: None,
+                },
+                gap_clamped: false,
+            },
+            Row {
+                effective: None,
+                profile: policy(0, 0, 0),
+                per_call: None,
+                want: Timers::default(),
+                gap_clamped: false,
+            },
+            Row {
+                effective: eff(),
+                profile: policy(1_000, 200, 0),
+                per_call: None,
+                want: Timers {
+                    initial: cap(1_000, file.clone()),
+                    gap: cap(200, file.clone()),
+                    total: None,
+                },
+                gap_clamped: false,
+            },
+            Row {
+                effective: eff(),
+                profile: policy(0, 0, 10_000),
+                per_call: None,
+                want: Timers {
+                    initial: eff(),
+                    gap: cap(10_000, file.clone()),
+                    total: cap(10_000, file.clone()),
+                },
+                gap_clamped: true,
+            },
+            Row {
+                effective: eff(),
+                profile: policy(0, 500, 0),
+                per_call: Some(policy(0, 0, 9_000)),
+                want: Timers {
+                    initial: eff(),
+                    gap: cap(500, file.clone()),
+                    total: cap(9_000, Source::PerCall),
+                },
+                gap_clamped: false,
+            },
+            Row {
+                effective: eff(),
+                profile: policy(0, 500, 1_000),
+                per_call: Some(policy(0, 2_000, 0)),
+                want: Timers {
+                    initial: eff(),
+                    gap: cap(1_000, file.clone()),
+                    total: cap(1_000, file.clone()),
+                },
+                gap_clamped: true,
+            },
+            Row {
+                effective: None,
+                profile: policy(0, 0, 10_000),
+                per_call: None,
+                want: Timers {
+                    initial: None,
+                    gap: None,
+                    total: cap(10_000, file.clone()),
+                },
+                gap_clamped: false,
+            },
+        ];
+        for row in rows {
+            let got = stream_timers(
+                row.effective.as_ref(),
+                SourcedPolicy {
+                    policy: row.profile,
+                    sources,
+                },
+                row.per_call,
+            );
+            assert_eq!(
+                got,
+                StreamTimers {
+                    timers: row.want,
+                    gap_clamped: row.gap_clamped
+                },
+                "{:?} {:?}",
+                row.profile,
+                row.per_call
+            );
+        }
+        assert_eq!(millis(Duration::MAX), u64::MAX);
+    }
+}

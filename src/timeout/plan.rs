@@ -1,0 +1,425 @@
+//! The call plan: everything the layer decides about one call before sending it, as
+//! one pure function of the profile table, the request head and the message's own
+//! timeout. No clock, no I/O: the service only carries the plan out.
+
+use std::time::Duration;
+
+use http::{HeaderMap, HeaderValue};
+use tonic::Status;
+
+use super::per_call::{CallStreamingPolicy, CallTimeout};
+use crate::config::{ProfileSet, ResolvedProfile};
+use crate::policy::deadline::{tightest, Timers};
+use crate::policy::message::MessageField;
+use crate::policy::resolve::{resolve, Clamp};
+use crate::policy::route::Lookup;
+use crate::policy::streaming::{millis, stream_timers};
+use crate::wire::grpc_timeout::{self, GRPC_TIMEOUT};
+
+/// What to do with the request's `grpc-timeout` header.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum WireTimeout {
+    /// The caller's header already says the deadline: leave it.
+    Keep,
+    /// Send this value.
+    Set(HeaderValue),
+    /// No deadline on the wire (infinite calls, unlimited streams).
+    Remove,
+}
+
+impl WireTimeout {
+    pub(crate) fn apply(self, headers: &mut HeaderMap) {
+        match self {
+            WireTimeout::Keep => {}
+            WireTimeout::Set(v) => {
+                headers.insert(GRPC_TIMEOUT, v);
+            }
+            WireTimeout::Remove => {
+                headers.remove(GRPC_TIMEOUT);
+            }
+        }
+    }
+}
+
+/// The plan for one call.
+#[derive(Debug)]
+pub(crate) struct CallPlan<'a> {
+    /// The route the path matched, borrowing the path.
+    pub(crate) route: Lookup<'a>,
+    /// The profile after every configuration level.
+    pub(crate) profile: &'a ResolvedProfile,
+    /// Watch the response body with the streaming timers.
+    pub(crate) streaming: bool,
+    /// The timers, each naming its source; `total` is the smallest cap.
+    pub(crate) timers: Timers,
+    /// The `grpc-timeout` to send.
+    pub(crate) wire: WireTimeout,
+    /// A request that SW4-002 §2.2 changed, to log.
+    pub(crate) clamp: Option<Clamp>,
+    /// Set when a stream's gap timer was lowered to its total, to log.
+    pub(crate) gap_clamped: bool,
+}
+
+/// Plans one call: route, resolve (per-call > message > profile default, clamped by
+/// SW4-002 §2.2), derive the timers, take the smallest cap, and choose the wire
+/// header. `message` reads the request message's own timeout field when the route
+/// has one and no per-call value was given. Bad input (a path that is not
+/// `/package.Service/Method`, a malformed `grpc-timeout`) is an `INVALID_ARGUMENT`.
+pub(crate) fn plan<'a>(
+    profiles: &'a ProfileSet,
+    path: &'a str,
+    extensions: &http::Extensions,
+    headers: &HeaderMap,
+    message: impl FnOnce(MessageField) -> Option<Duration>,
+) -> Result<CallPlan<'a>, Status> {
+    let route = profiles.lookup(path).ok_or_else(|| {
+        Status::invalid_argument(format!(
+            "request path {path:?} is not a gRPC path (/package.Service/Method)"
+        ))
+    })?;
+    let profile = profiles.get(route.profile);
+
+    // Per-call value: the typed extension first, then the grpc-timeout header.
+    // `from_header` keeps the caller's header when it already says the deadline.
+    let (per_call, from_header) = match (extensions.get::<CallTimeout>(), headers.get(GRPC_TIMEOUT))
+    {
+        (Some(t), _) => (Some(t.requested()), None),
+        (None, Some(v)) => {
+            let d = grpc_timeout::parse(v.as_bytes())
+                .map_err(|e| Status::invalid_argument(e.to_string()))?;
+            (Some(d), Some(d))
+        }
+        (None, None) => (None, None),
+    };
+    let from_message = match (per_call, route.message_field) {
+        (None, Some(field)) => message(field),
+        _ => None,
+    };
+    let resolved = resolve(
+        &profile.profile,
+        profile.default_source(),
+        per_call,
+        from_message,
+    );
+
+    let call_policy = extensions.get::<CallStreamingPolicy>().map(|p| p.0);
+    let streaming = route.streaming || call_policy.is_some();
+    let (mut timers, gap_clamped) = if streaming {
+        let st = stream_timers(
+            resolved.deadline.as_ref(),
+            profile.sourced_streaming(),
+            call_policy,
+        );
+        (st.timers, st.gap_clamped)
+    } else {
+        (Timers::unary(resolved.deadline), false)
+    };
+    // The one rule for every cap: the smallest wins and names itself. Further caps
+    // (an inherited deadline, an operation budget, an attempt timeout) join here.
+    timers.total = tightest([timers.total]);
+
+    let wire = match &timers.total {
+        None => WireTimeout::Remove,
+        Some(cap) if from_header == Some(cap.limit) => WireTimeout::Keep,
+        Some(cap) if cap.limit == profile.profile.default_timeout() => {
+            WireTimeout::Set(profile.default_header.clone())
+        }
+        Some(cap) => WireTimeout::Set(grpc_timeout::encode(cap.limit)),
+    };
+    Ok(CallPlan {
+        route,
+        profile,
+        streaming,
+        timers,
+        wire,
+        clamp: resolved.clamp,
+        gap_clamped,
+    })
+}
+
+impl CallPlan<'_> {
+    /// The wire header, moved out (a clone of a fresh header value would allocate).
+    pub(crate) fn take_wire(&mut self) -> WireTimeout {
+        std::mem::replace(&mut self.wire, WireTimeout::Keep)
+    }
+
+    /// Logs what SW4-002 §2.2 (or the stream gap ≤ total rule) changed, as warnings.
+    pub(crate) fn log_clamps(&self) {
+        let profile = &self.profile.profile.name;
+        if let Some(c) = &self.clamp {
+            let bound_source = &self.profile.sources[c.bound.field().index()];
+            tracing::warn!(
+                service = self.route.service,
+                method = self.route.method,
+                profile = %profile,
+                requested_ms = millis(c.requested),
+                effective_ms = c.effective.map_or(0, millis),
+                bound = c.bound.as_str(),
+                source = c.requested_by.level(),
+                %bound_source,
+                "SW4RM timeout override clamped to the profile's bounds"
+            );
+        }
+        if self.gap_clamped {
+            tracing::warn!(
+                service = self.route.service,
+                method = self.route.method,
+                profile = %profile,
+                effective_ms = self.timers.total.as_ref().map_or(0, |c| millis(c.limit)),
+                bound = "total",
+                "SW4RM stream gap timeout clamped to the total timeout"
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::deadline::Phase;
+    use crate::policy::resolve::Bound;
+    use crate::policy::source::Source;
+    use crate::StreamingTimeoutPolicy;
+
+    const HEARTBEAT: &str = "/sw4rm.registry.RegistryService/Heartbeat";
+    const WAIT: &str = "/sw4rm.negotiation_room.NegotiationRoomService/WaitForDecision";
+    const STREAM: &str = "/sw4rm.tool.ToolService/CallStream";
+
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    /// One row: the request, then what the plan must say.
+    struct Row {
+        name: &'static str,
+        path: &'static str,
+        header: Option<&'static str>,
+        call_timeout: Option<CallTimeout>,
+        stream_policy: Option<StreamingTimeoutPolicy>,
+        message: Option<Duration>,
+        deadline: Option<(Duration, Source)>,
+        wire: Option<&'static str>,
+        clamp: Option<Bound>,
+        streaming: bool,
+    }
+
+    const BASE: Row = Row {
+        name: "",
+        path: HEARTBEAT,
+        header: None,
+        call_timeout: None,
+        stream_policy: None,
+        message: None,
+        deadline: None,
+        wire: None,
+        clamp: None,
+        streaming: false,
+    };
+
+    fn profiles() -> ProfileSet {
+        ProfileSet::builder()
+            .without_global()
+            .default_timeout_ms("workflow_status", 2_000)
+            .route("/acme.Batch/*", "workflow_status")
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn plan_table() {
+        let rows = [
+            Row {
+                name: "standard default",
+                deadline: Some((ms(5_000), Source::Standard)),
+                wire: Some("5000000u"),
+                ..BASE
+            },
+            Row {
+                name: "client default on a service route",
+                path: "/acme.Batch/Run",
+                deadline: Some((ms(2_000), Source::Client)),
+                wire: Some("2000000u"),
+                ..BASE
+            },
+            Row {
+                name: "fallback profile",
+                path: "/other.Service/Method",
+                deadline: Some((ms(30_000), Source::Standard)),
+                wire: Some("30000000u"),
+                ..BASE
+            },
+            Row {
+                name: "set_timeout inside the bounds keeps the caller's header",
+                header: Some("2000m"),
+                deadline: Some((ms(2_000), Source::PerCall)),
+                wire: Some("2000m"),
+                ..BASE
+            },
+            Row {
+                name: "set_timeout below min is raised (§2.2)",
+                header: Some("200000u"),
+                deadline: Some((ms(1_000), Source::PerCall)),
+                wire: Some("1000000u"),
+                clamp: Some(Bound::Min),
+                ..BASE
+            },
+            Row {
+                name: "CallTimeout above max is lowered (§2.2)",
+                call_timeout: Some(CallTimeout::After(Duration::MAX)),
+                deadline: Some((ms(30_000), Source::PerCall)),
+                wire: Some("30000000u"),
+                clamp: Some(Bound::Max),
+                ..BASE
+            },
+            Row {
+                name: "infinite where not allowed gives the default (§2.2)",
+                call_timeout: Some(CallTimeout::Infinite),
+                deadline: Some((ms(5_000), Source::PerCall)),
+                wire: Some("5000000u"),
+                clamp: Some(Bound::Default),
+                ..BASE
+            },
+            Row {
+                name: "infinite where allowed: no deadline, no header",
+                path: WAIT,
+                call_timeout: Some(CallTimeout::Infinite),
+                ..BASE
+            },
+            Row {
+                name: "the extension wins over the header",
+                path: WAIT,
+                header: Some("45S"),
+                call_timeout: Some(CallTimeout::After(ms(40_000))),
+                deadline: Some((ms(40_000), Source::PerCall)),
+                wire: Some("40000000u"),
+                ..BASE
+            },
+            Row {
+                name: "message field plus margin",
+                path: WAIT,
+                message: Some(ms(90_000)),
+                deadline: Some((ms(91_000), Source::Message)),
+                wire: Some("91000000u"),
+                ..BASE
+            },
+            Row {
+                name: "per-call wins over the message field",
+                path: WAIT,
+                header: Some("60S"),
+                message: Some(ms(90_000)),
+                deadline: Some((ms(60_000), Source::PerCall)),
+                wire: Some("60S"),
+                ..BASE
+            },
+            Row {
+                name: "message field below min is raised",
+                path: WAIT,
+                message: Some(ms(1_000)),
+                deadline: Some((ms(30_000), Source::Message)),
+                wire: Some("30000000u"),
+                clamp: Some(Bound::Min),
+                ..BASE
+            },
+            Row {
+                name: "a stream without a total sends no deadline",
+                path: STREAM,
+                streaming: true,
+                ..BASE
+            },
+            Row {
+                name: "a stream's per-call total goes on the wire",
+                path: STREAM,
+                stream_policy: Some(StreamingTimeoutPolicy {
+                    total_timeout_ms: 9_000,
+                    ..Default::default()
+                }),
+                deadline: Some((ms(9_000), Source::PerCall)),
+                wire: Some("9000000u"),
+                streaming: true,
+                ..BASE
+            },
+            Row {
+                name: "a stream policy makes any route streaming",
+                stream_policy: Some(StreamingTimeoutPolicy::default()),
+                streaming: true,
+                ..BASE
+            },
+        ];
+        let set = profiles();
+        for row in rows {
+            let mut headers = HeaderMap::new();
+            if let Some(h) = row.header {
+                headers.insert(GRPC_TIMEOUT, HeaderValue::from_static(h));
+            }
+            let mut ext = http::Extensions::new();
+            if let Some(t) = row.call_timeout {
+                ext.insert(t);
+            }
+            if let Some(p) = row.stream_policy {
+                ext.insert(CallStreamingPolicy(p));
+            }
+            let p = plan(&set, row.path, &ext, &headers, |_| row.message).unwrap();
+            let deadline = p.timers.total.clone().map(|c| (c.limit, c.source));
+            assert_eq!(deadline, row.deadline, "{}: deadline", row.name);
+            p.wire.clone().apply(&mut headers);
+            let sent = headers.get(GRPC_TIMEOUT).map(|v| v.to_str().unwrap());
+            assert_eq!(sent, row.wire, "{}: wire", row.name);
+            assert_eq!(p.clamp.map(|c| c.bound), row.clamp, "{}: clamp", row.name);
+            assert_eq!(p.streaming, row.streaming, "{}: streaming", row.name);
+        }
+    }
+
+    #[test]
+    fn stream_timers_name_their_sources() {
+        let set = ProfileSet::builder()
+            .without_global()
+            .streaming(
+                "tool_call",
+                StreamingTimeoutPolicy {
+                    initial_timeout_ms: 0,
+                    message_gap_timeout_ms: 500,
+                    total_timeout_ms: 0,
+                },
+            )
+            .build()
+            .unwrap();
+        let p = plan(&set, STREAM, &Default::default(), &HeaderMap::new(), |_| {
+            None
+        })
+        .unwrap();
+        let due = |t: &Option<crate::policy::deadline::Cap>| t.clone().map(|c| (c.limit, c.source));
+        assert_eq!(due(&p.timers.initial), Some((ms(30_000), Source::Standard)));
+        assert_eq!(due(&p.timers.gap), Some((ms(500), Source::Client)));
+        assert_eq!(p.timers.total, None);
+        let first = p.timers.next(Default::default()).unwrap();
+        assert_eq!((first.after, first.phase), (ms(30_000), Phase::Initial));
+    }
+
+    #[test]
+    fn bad_input_is_invalid_argument_and_reads_no_message() {
+        let set = profiles();
+        let mut headers = HeaderMap::new();
+        headers.insert(GRPC_TIMEOUT, HeaderValue::from_static("5x"));
+        let err = plan(&set, WAIT, &Default::default(), &headers, |_| {
+            panic!("read")
+        })
+        .unwrap_err();
+        assert_eq!(err.code(), tonic::Code::InvalidArgument);
+        assert!(
+            err.message()
+                .contains("malformed grpc-timeout header \"5x\""),
+            "{}",
+            err.message()
+        );
+        let err = plan(
+            &set,
+            "/nope",
+            &Default::default(),
+            &HeaderMap::new(),
+            |_| None,
+        )
+        .unwrap_err();
+        assert_eq!(err.code(), tonic::Code::InvalidArgument);
+        assert!(err.message().contains("\"/nope\""));
+    }
+}

@@ -1,0 +1,158 @@
+//! The record of one call in flight. It moves from the response future into the
+//! response body and emits its end event (duration metric, and for a timeout the
+//! counter, the `warn!` and the status) exactly once: when the call finishes, times
+//! out, or is dropped by the caller.
+
+use std::sync::Arc;
+
+use tokio::time::Instant;
+use tonic::Status;
+
+use super::plan::CallPlan;
+use super::shared::{Labels, Shared};
+use crate::policy::deadline::{Cap, Phase, Progress, Timers};
+use crate::policy::route::ProfileId;
+use crate::policy::streaming::millis;
+use crate::wire::details::{DetectedBy, TimeoutDetails};
+
+/// Whether the call's end event has been emitted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Open,
+    Ended,
+}
+
+#[derive(Debug)]
+pub(crate) struct CallRecord {
+    shared: Arc<Shared>,
+    labels: Arc<Labels>,
+    profile: ProfileId,
+    start: Instant,
+    timers: Timers,
+    streaming: bool,
+    span: tracing::Span,
+    state: State,
+}
+
+impl CallRecord {
+    /// Opens the record of a planned call that started at `start`.
+    pub(crate) fn open(
+        shared: Arc<Shared>,
+        labels: Arc<Labels>,
+        plan: CallPlan<'_>,
+        start: Instant,
+        span: tracing::Span,
+    ) -> Self {
+        CallRecord {
+            shared,
+            labels,
+            profile: plan.route.profile,
+            start,
+            timers: plan.timers,
+            streaming: plan.streaming,
+            span,
+            state: State::Open,
+        }
+    }
+
+    pub(crate) fn start(&self) -> Instant {
+        self.start
+    }
+
+    pub(crate) fn streaming(&self) -> bool {
+        self.streaming
+    }
+
+    pub(crate) fn is_open(&self) -> bool {
+        self.state == State::Open
+    }
+
+    /// The next timer to fire, as an instant and its phase.
+    pub(crate) fn next_due(&self, progress: Progress) -> Option<(Instant, Phase)> {
+        self.timers
+            .next(progress)
+            .map(|due| (self.start + due.after, due.phase))
+    }
+
+    /// The call finished (success or a non-timeout error).
+    pub(crate) fn finish(&mut self) {
+        if self.state == State::Open {
+            self.state = State::Ended;
+            self.record(false);
+        }
+    }
+
+    fn record(&self, timed_out: bool) {
+        if let Some(instruments) = &self.shared.instruments {
+            instruments.record(self.start.elapsed(), timed_out, &self.labels.attrs);
+        }
+    }
+
+    fn cap(&self, phase: Phase) -> Option<&Cap> {
+        match phase {
+            Phase::Initial => self.timers.initial.as_ref(),
+            Phase::Gap => self.timers.gap.as_ref(),
+            Phase::Total => self.timers.total.as_ref(),
+        }
+    }
+
+    /// The phase to report when the server said its deadline passed: the total when
+    /// there is one (that is what went on the wire), else the timer that was running.
+    pub(crate) fn server_phase(&self, messages: u64) -> Phase {
+        match (&self.timers.total, &self.timers.initial) {
+            (Some(_), _) => Phase::Total,
+            (None, Some(_)) if messages == 0 => Phase::Initial,
+            _ => Phase::Gap,
+        }
+    }
+
+    /// The call timed out in `phase`: counts it, logs it and builds the status, once.
+    pub(crate) fn timed_out(
+        &mut self,
+        phase: Phase,
+        messages: u64,
+        detected_by: DetectedBy,
+    ) -> Status {
+        let profile = self.shared.profiles.get(self.profile);
+        let (configured, source) = match self.cap(phase) {
+            Some(cap) => (cap.limit, cap.source.clone()),
+            None => (Default::default(), profile.default_source().clone()),
+        };
+        let details = TimeoutDetails {
+            profile_name: profile.profile.name.to_string(),
+            configured_timeout_ms: millis(configured),
+            elapsed_ms: millis(self.start.elapsed()),
+            service: self.labels.service.to_string(),
+            method: self.labels.method.to_string(),
+            source,
+            phase,
+            message_count: self.streaming.then_some(messages),
+            detected_by,
+        };
+        if self.state == State::Open {
+            self.state = State::Ended;
+            self.record(true);
+            self.span.in_scope(|| {
+                tracing::warn!(
+                    service = %details.service,
+                    method = %details.method,
+                    profile = %details.profile_name,
+                    configured_timeout_ms = details.configured_timeout_ms,
+                    elapsed_ms = details.elapsed_ms,
+                    phase = phase.as_str(),
+                    source = %details.source,
+                    detected_by = detected_by.as_str(),
+                    "SW4RM RPC timed out"
+                )
+            });
+        }
+        details.to_status()
+    }
+}
+
+impl Drop for CallRecord {
+    /// A call the caller abandoned still counts in the duration histogram.
+    fn drop(&mut self) {
+        self.finish();
+    }
+}

@@ -1,0 +1,12 @@
+//! gRPC over HTTP/2, as this crate reads and writes it: the `grpc-timeout` header,
+//! message framing, timeout fields inside request messages, the timeout details
+//! (`google.rpc.ErrorInfo`) and what a peer's status says.
+//!
+//! Reading order: `grpc_timeout.rs` → `details.rs`; `framing.rs` and
+//! `message_field.rs` for the body; `status.rs` for classifying answers.
+
+pub(crate) mod details;
+pub(crate) mod framing;
+pub mod grpc_timeout;
+pub(crate) mod message_field;
+pub(crate) mod status;
