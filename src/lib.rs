@@ -71,7 +71,10 @@ pub mod route {
     pub use crate::policy::route::{split_path, RoutePattern, StandardRoute, STANDARD_ROUTES};
 }
 
-pub use clients::{ConnectError, Sw4rm, Sw4rmChannel};
+pub use clients::{
+    cancel_safe, ConnectError, Sw4rm, Sw4rmBuilder, Sw4rmChannel, DEFAULT_CONNECT_TIMEOUT,
+    RESET_STREAMS_REMEMBERED, RESET_STREAM_MEMORY,
+};
 pub use config::{
     ConfigError, ConfigIssue, GlobalConfig, ProfileSet, ProfileSetBuilder, ResolvedProfile,
     CONFIG_PATH_VAR, DEFAULT_CONFIG_FILE,

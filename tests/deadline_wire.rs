@@ -166,12 +166,15 @@ async fn tonic_transport_timer_is_reported_as_deadline_exceeded() {
 }
 
 #[tokio::test]
-async fn server_reported_deadline_gets_the_same_details() {
+async fn a_servers_own_deadline_exceeded_before_ours_passes_through() {
+    // The server's downstream call timed out at 100 ms of our 300 ms deadline: the
+    // caller sees the server's status unchanged, and it is not counted as a timeout.
     let server = server().await;
     server
         .script(
             "Heartbeat",
             Script {
+                latency: Duration::from_millis(100),
                 fail_with: Some(Code::DeadlineExceeded),
                 ..Script::default()
             },
@@ -188,9 +191,13 @@ async fn server_reported_deadline_gets_the_same_details() {
         .heartbeat(registry::HeartbeatRequest::default())
         .await
         .unwrap_err();
-    let d = TimeoutDetails::from_status(&status).expect("details");
-    assert_heartbeat_details(&d, DetectedBy::Server);
-    assert_eq!(metrics.value("sw4rm_rpc_timeout_total", "Heartbeat"), 1);
+    assert_eq!(status.code(), Code::DeadlineExceeded);
+    assert_eq!(
+        status.message(),
+        "scripted failure of /sw4rm.registry.RegistryService/Heartbeat"
+    );
+    assert_eq!(TimeoutDetails::from_status(&status), None);
+    assert_eq!(metrics.value("sw4rm_rpc_timeout_total", "Heartbeat"), 0);
     assert_eq!(metrics.value("sw4rm_rpc_duration_ms", "Heartbeat"), 1);
 }
 

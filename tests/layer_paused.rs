@@ -366,41 +366,103 @@ async fn a_finished_body_fires_nothing_later() {
     assert!(next(&mut body).await.is_none());
 }
 
-/// tonic servers report their own deadline as CANCELLED; at or after our deadline
-/// that answer is a timeout, before it a plain cancellation.
+/// A server's DEADLINE_EXCEEDED, or CANCELLED (how tonic servers report their own
+/// deadline), is ours at or after our deadline, and the server's own before it:
+/// passed through untouched.
 #[tokio::test(start_paused = true)]
-async fn server_cancelled_at_the_deadline_is_a_timeout() {
-    let answer = |after_ms: u64| {
+async fn a_server_timeout_status_is_ours_only_from_our_deadline_on() {
+    let answer = |after_ms: u64, code: &'static str| {
         tower::service_fn(move |_req: http::Request<tonic::body::Body>| async move {
             tokio::time::sleep(Duration::from_millis(after_ms)).await;
             let (_tx, rx) = mpsc::unbounded_channel();
             let mut resp = http::Response::new(ChannelBody(rx));
             resp.headers_mut()
-                .insert("grpc-status", http::HeaderValue::from_static("1"));
+                .insert("grpc-status", http::HeaderValue::from_static(code));
             resp.headers_mut().insert(
                 "grpc-message",
-                http::HeaderValue::from_static("Timeout expired"),
+                http::HeaderValue::from_static("downstream timed out"),
             );
             Ok::<_, Infallible>(resp)
         })
     };
     let layer = || TimeoutProfileLayer::new(standard()).without_metrics();
-    let mut at_deadline = ServiceBuilder::new().layer(layer()).service(answer(5_000));
-    let err = respond(&mut at_deadline, request(HEARTBEAT))
-        .await
-        .unwrap_err();
-    let d = details(err);
+    for code in ["1", "4"] {
+        let mut at_deadline = ServiceBuilder::new()
+            .layer(layer())
+            .service(answer(5_000, code));
+        let err = respond(&mut at_deadline, request(HEARTBEAT))
+            .await
+            .unwrap_err();
+        let d = details(err);
+        assert_eq!(
+            (d.detected_by(), d.elapsed_ms()),
+            (DetectedBy::Server, 5_000),
+            "grpc-status {code}"
+        );
+
+        let mut early = ServiceBuilder::new()
+            .layer(layer())
+            .service(answer(1_000, code));
+        let resp = respond(&mut early, request(HEARTBEAT)).await.unwrap();
+        assert_eq!(
+            (
+                resp.headers()["grpc-status"].to_str().unwrap(),
+                resp.headers()["grpc-message"].to_str().unwrap()
+            ),
+            (code, "downstream timed out"),
+            "an early answer is the server's own"
+        );
+    }
+}
+
+/// The same rule for a status in the trailers of a stream.
+#[tokio::test(start_paused = true)]
+async fn a_server_timeout_in_trailers_is_ours_only_from_our_deadline_on() {
+    let trailers = || {
+        let mut t = http::HeaderMap::new();
+        t.insert("grpc-status", http::HeaderValue::from_static("4"));
+        t.insert(
+            "grpc-message",
+            http::HeaderValue::from_static("downstream timed out"),
+        );
+        Frame::trailers(t)
+    };
+    // Before the deadline: one message, then the server's own DEADLINE_EXCEEDED.
+    let mut h = harness(standard(), Some(Duration::ZERO));
+    let mut body: Wrapped = Box::pin(call_body(&mut h.svc, request(CALL_STREAM)).await);
+    let tx = h.bodies.recv().await.unwrap();
+    tx.send(message(3)).unwrap();
+    tx.send(trailers()).unwrap();
+    assert!(next(&mut body).await.unwrap().unwrap().is_data());
+    let frame = next(&mut body).await.unwrap().unwrap();
     assert_eq!(
-        (d.detected_by(), d.elapsed_ms()),
-        (DetectedBy::Server, 5_000)
+        frame.trailers_ref().unwrap()["grpc-message"],
+        "downstream timed out"
     );
 
-    let mut early = ServiceBuilder::new().layer(layer()).service(answer(1_000));
-    let resp = respond(&mut early, request(HEARTBEAT)).await.unwrap();
+    // At our deadline (a 2 s total): the same trailers are our timeout.
+    let profiles = ProfileSet::builder()
+        .without_global()
+        .streaming(
+            "tool_call",
+            StreamingTimeoutPolicy {
+                total_timeout_ms: 2_000,
+                ..Default::default()
+            },
+        )
+        .build()
+        .unwrap();
+    let mut h = harness(profiles, Some(Duration::ZERO));
+    let mut body: Wrapped = Box::pin(call_body(&mut h.svc, request(CALL_STREAM)).await);
+    let tx = h.bodies.recv().await.unwrap();
+    tx.send(message(3)).unwrap();
+    assert!(next(&mut body).await.unwrap().unwrap().is_data());
+    tokio::time::advance(Duration::from_millis(2_000)).await;
+    tx.send(trailers()).unwrap();
+    let d = details(next(&mut body).await.unwrap().unwrap_err());
     assert_eq!(
-        resp.headers()["grpc-status"],
-        "1",
-        "an early cancel is passed through untouched"
+        (d.detected_by(), d.phase(), d.message_count()),
+        (DetectedBy::Server, Phase::Total, Some(1))
     );
 }
 
@@ -446,4 +508,73 @@ async fn a_custom_streaming_route_gets_the_stream_timers() {
         None,
         "no total cap: no deadline on the wire"
     );
+}
+
+/// SW4-002 §4.1 measures the gap between *messages*: a server trickling one byte of an
+/// unfinished message every 100 ms does not reset a 500 ms gap timer (nor, before the
+/// first message, the initial timer).
+#[tokio::test(start_paused = true)]
+async fn a_byte_trickle_is_not_progress() {
+    let profiles = ProfileSet::builder()
+        .without_global()
+        .streaming(
+            "tool_call",
+            StreamingTimeoutPolicy {
+                initial_timeout_ms: 500,
+                message_gap_timeout_ms: 500,
+                total_timeout_ms: 0,
+            },
+        )
+        .build()
+        .unwrap();
+    for complete_first in [true, false] {
+        let mut h = harness(profiles.clone(), Some(Duration::ZERO));
+        let start = Instant::now();
+        let mut body: Wrapped = Box::pin(call_body(&mut h.svc, request(CALL_STREAM)).await);
+        let tx = h.bodies.recv().await.unwrap();
+        if complete_first {
+            tx.send(message(4)).unwrap();
+            assert!(next(&mut body).await.unwrap().is_ok());
+        }
+        // A 40-byte message, one byte every 100 ms: complete only after 4.5 s.
+        let trickled = match message(40).into_data() {
+            Ok(bytes) => bytes,
+            Err(_) => unreachable!("a data frame"),
+        };
+        let feeder = tokio::spawn(async move {
+            for i in 0..trickled.len() {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                if tx.send(Frame::data(trickled.slice(i..i + 1))).is_err() {
+                    return i;
+                }
+            }
+            trickled.len()
+        });
+        let err = loop {
+            match next(&mut body).await {
+                Some(Ok(_)) => continue, // the trickled bytes are delivered as they come
+                Some(Err(e)) => break e,
+                None => panic!("the trickle kept the stream alive to its end"),
+            }
+        };
+        let d = details(err);
+        let (phase, messages) = if complete_first {
+            (Phase::Gap, 1)
+        } else {
+            (Phase::Initial, 0)
+        };
+        assert_eq!(
+            (d.phase(), d.elapsed_ms(), d.message_count()),
+            (phase, 500, Some(messages)),
+            "complete_first={complete_first}"
+        );
+        assert_eq!(start.elapsed(), Duration::from_millis(500));
+        drop(body);
+        assert!(
+            h.dropped.load(Ordering::SeqCst),
+            "the inner call was dropped"
+        );
+        let sent = feeder.await.unwrap();
+        assert!(sent < 10, "the trickle was cut short: {sent} bytes sent");
+    }
 }

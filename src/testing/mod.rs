@@ -49,6 +49,8 @@ use state::State;
 
 /// Streams reset by clients that the embedded server tolerates on one connection.
 const MAX_RESET_STREAMS: usize = 1 << 20;
+/// Concurrent calls the embedded server takes on one connection.
+const MAX_CONCURRENT_STREAMS: u32 = 100_000;
 
 /// A running embedded SW4RM server; stops when dropped.
 #[derive(Debug)]
@@ -74,6 +76,9 @@ impl TestServer {
             // the rapid-reset attack h2's default guard (20 pending resets, then
             // GOAWAY `too_many_resets`) is there for.
             .http2_max_pending_accept_reset_streams(Some(MAX_RESET_STREAMS))
+            // Bursts of thousands of calls on one connection (hyper's default is 200
+            // concurrent streams; further calls would wait in the client).
+            .max_concurrent_streams(Some(MAX_CONCURRENT_STREAMS))
             .http2_max_local_error_reset_streams(Some(MAX_RESET_STREAMS))
             .add_service(RegistryServiceServer::new(svc.clone()))
             .add_service(SchedulerServiceServer::new(svc.clone()))

@@ -53,17 +53,21 @@ type Request = http::Request<tonic::body::Body>;
 
 impl<S, ResBody> Service<Request> for TimeoutProfileService<S>
 where
-    S: Service<Request, Response = http::Response<ResBody>>,
+    S: Service<Request, Response = http::Response<ResBody>> + Clone,
     S::Error: Into<BoxError>,
     ResBody: http_body::Body,
     ResBody::Error: Into<BoxError>,
 {
     type Response = http::Response<super::TimeoutBody<ResBody>>;
     type Error = BoxError;
-    type Future = ResponseFuture<S::Future>;
+    type Future = ResponseFuture<S, S::Future>;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx).map_err(Into::into)
+    /// Always ready: each call waits for the inner service inside its own timed future
+    /// (as tower's `Oneshot` does), so the deadline runs from the moment the RPC is
+    /// called, however long tonic's channel buffer or a pending connection makes it
+    /// wait.
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
     }
 
     fn call(&mut self, req: Request) -> Self::Future {
@@ -87,10 +91,8 @@ where
         span.in_scope(|| planned.log_clamps());
         planned.take_wire().apply(&mut parts.headers);
         let call = CallRecord::open(shared.clone(), labels, planned, start, span);
-        ResponseFuture::new(
-            self.inner.call(http::Request::from_parts(parts, body)),
-            call,
-        )
+        let request = http::Request::from_parts(parts, body);
+        ResponseFuture::new(self.inner.clone(), request, call)
     }
 }
 
