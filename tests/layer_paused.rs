@@ -14,7 +14,8 @@ mod common;
 use bytes::Bytes;
 use http_body::{Body, Frame};
 use sw4rm_timeouts::{
-    DetectedBy, Phase, ProfileSet, StreamingTimeoutPolicy, TimeoutDetails, TimeoutProfileLayer,
+    DetectedBy, Phase, ProfileSet, StreamingTimeoutPolicy, TimeoutDetails, TimeoutProfile,
+    TimeoutProfileLayer,
 };
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -577,4 +578,51 @@ async fn a_byte_trickle_is_not_progress() {
         let sent = feeder.await.unwrap();
         assert!(sent < 10, "the trickle was cut short: {sent} bytes sent");
     }
+}
+
+/// Every value at its largest (profile bounds of `u32::MAX` ms, `Duration::MAX` per
+/// call, a stream policy of `u32::MAX` ms): nothing panics, the deadline is the
+/// profile's maximum, and it is on the wire.
+#[tokio::test(start_paused = true)]
+async fn extreme_values_never_panic() {
+    let huge = TimeoutProfile::builder("huge")
+        .default_timeout(Duration::from_millis(u64::from(u32::MAX)))
+        .min_timeout(Duration::from_millis(1))
+        .max_timeout(Duration::from_millis(u64::from(u32::MAX)))
+        .allow_infinite(true)
+        .build()
+        .unwrap();
+    let max = u32::MAX;
+    let profiles = ProfileSet::builder()
+        .without_global()
+        .profile(&huge)
+        .streaming(
+            "huge",
+            StreamingTimeoutPolicy {
+                initial_timeout_ms: max,
+                message_gap_timeout_ms: max,
+                total_timeout_ms: max,
+            },
+        )
+        .route(HEARTBEAT, "huge")
+        .streaming_route(CALL_STREAM, "huge")
+        .build()
+        .unwrap();
+    let mut h = harness(profiles, Some(Duration::ZERO));
+    for path in [HEARTBEAT, CALL_STREAM] {
+        let mut req = request(path);
+        req.extensions_mut()
+            .insert(sw4rm_timeouts::CallTimeout::After(Duration::MAX));
+        let body = call_body(&mut h.svc, req).await;
+        drop(body);
+    }
+    let mut req = request(HEARTBEAT);
+    req.headers_mut()
+        .insert("grpc-timeout", http::HeaderValue::from_static("99999999H"));
+    drop(call_body(&mut h.svc, req).await);
+    // u32::MAX ms, rounded up to whole seconds on the wire.
+    assert_eq!(
+        h.seen.lock().unwrap().clone(),
+        vec![Some("4294968S".to_owned()); 3]
+    );
 }

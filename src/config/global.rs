@@ -15,20 +15,22 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use figment::providers::{Env, Format, Toml};
+use std::ffi::OsString;
+
+use figment::providers::{Format, Toml};
 use figment::value::Dict;
 use figment::{Profile, Provider};
 
+use super::env;
 use super::error::{ConfigError, ConfigIssue};
 use super::overrides::Overrides;
-use super::walk::walk_top;
+use super::walk::{walk_top, TOP_KEYS};
 use crate::policy::source::Source;
 
 /// Environment variable naming the configuration file.
 pub const CONFIG_PATH_VAR: &str = "SW4RM_CONFIG";
 /// File read from the working directory when `SW4RM_CONFIG` is not set.
 pub const DEFAULT_CONFIG_FILE: &str = "sw4rm.toml";
-const ENV_PREFIX: &str = "SW4RM_";
 
 /// Process-wide settings from the file and the environment, not yet validated
 /// (validation happens when a [`crate::ProfileSet`] is built, against all levels).
@@ -108,6 +110,33 @@ impl GlobalConfig {
         finish(config, issues)
     }
 
+    /// Reads `SW4RM_*` variables from a map instead of the process environment (for
+    /// tests, or an app that keeps its settings elsewhere): no `unsafe` `set_var`.
+    ///
+    /// ```
+    /// use sw4rm_timeouts::{GlobalConfig, ProfileSet};
+    /// let global = GlobalConfig::from_env_vars([("SW4RM_PROFILES__HEARTBEAT__MAX_TIMEOUT_MS", "12000")])?;
+    /// let set = ProfileSet::builder().global(global).build()?;
+    /// assert_eq!(set.profile("heartbeat").unwrap().max_timeout_ms, 12_000);
+    ///
+    /// let err = GlobalConfig::from_env_vars([("sw4rm_profiles__heartbeat__min_timeout_ms", "abc")]).unwrap_err();
+    /// assert!(err.to_string().contains("sw4rm_profiles__heartbeat__min_timeout_ms=abc"), "{err}");
+    /// # Ok::<(), sw4rm_timeouts::ConfigError>(())
+    /// ```
+    pub fn from_env_vars<K, V>(vars: impl IntoIterator<Item = (K, V)>) -> Result<Self, ConfigError>
+    where
+        K: Into<OsString>,
+        V: Into<OsString>,
+    {
+        let mut issues = Vec::new();
+        let mut config = GlobalConfig::empty();
+        config.read_vars(
+            vars.into_iter().map(|(k, v)| (k.into(), v.into())),
+            &mut issues,
+        );
+        finish(config, issues)
+    }
+
     /// Reads only the `SW4RM_*` environment.
     pub fn from_env() -> Result<Self, ConfigError> {
         let mut issues = Vec::new();
@@ -149,25 +178,19 @@ impl GlobalConfig {
     }
 
     fn read_env(&mut self, issues: &mut Vec<ConfigIssue>) {
-        let env = Env::prefixed(ENV_PREFIX).ignore(&["config"]).split("__");
-        match env.data() {
-            Ok(mut map) => {
-                let dict = map.remove(&Profile::Default).unwrap_or_default();
-                let source = |path: &[&str]| {
-                    let var = format!("{ENV_PREFIX}{}", path.join("__")).to_ascii_uppercase();
-                    Source::Env(var.into())
-                };
-                let mut env_overrides = Overrides::default();
-                walk_top(&dict, &source, &mut env_overrides, issues);
-                self.overrides.merge(&env_overrides);
-            }
-            Err(e) => issues.push(ConfigIssue {
-                key: String::new(),
-                value: String::new(),
-                rule: format!("environment could not be read: {e}"),
-                source: Source::Env(ENV_PREFIX.into()),
-            }),
-        }
+        self.read_vars(std::env::vars_os(), issues);
+    }
+
+    fn read_vars(
+        &mut self,
+        vars: impl IntoIterator<Item = (OsString, OsString)>,
+        issues: &mut Vec<ConfigIssue>,
+    ) {
+        let tree = env::read(vars, &TOP_KEYS, issues);
+        let source = |path: &[&str]| tree.source(path);
+        let mut env_overrides = Overrides::default();
+        walk_top(&tree.dict, &source, &mut env_overrides, issues);
+        self.overrides.merge(&env_overrides);
     }
 }
 

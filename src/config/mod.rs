@@ -6,6 +6,7 @@
 //! `profile_set/builder.rs` (client level) → `global.rs` and `walk.rs` (global level)
 //! → `profile_set/build.rs` (merging and validation) → `error.rs`.
 
+mod env;
 mod error;
 mod global;
 mod overrides;

@@ -7,7 +7,7 @@ use super::error::{did_you_mean, hint, ConfigIssue};
 use super::overrides::{Field, Overrides, RouteSetting, Sourced};
 use crate::policy::source::Source;
 
-const TOP_KEYS: [&str; 3] = ["profiles", "routes", "fallback_profile"];
+pub(super) const TOP_KEYS: [&str; 3] = ["profiles", "routes", "fallback_profile"];
 const ROUTE_KEYS: [&str; 2] = ["profile", "streaming"];
 
 /// Where a value at a key path came from (file path, or the variable's name).

@@ -51,6 +51,8 @@ use state::State;
 const MAX_RESET_STREAMS: usize = 1 << 20;
 /// Concurrent calls the embedded server takes on one connection.
 const MAX_CONCURRENT_STREAMS: u32 = 100_000;
+/// The embedded server's HTTP/2 connection window (16 MiB).
+const CONNECTION_WINDOW: u32 = 16 << 20;
 
 /// A running embedded SW4RM server; stops when dropped.
 #[derive(Debug)]
@@ -79,6 +81,11 @@ impl TestServer {
             // Bursts of thousands of calls on one connection (hyper's default is 200
             // concurrent streams; further calls would wait in the client).
             .max_concurrent_streams(Some(MAX_CONCURRENT_STREAMS))
+            // h2 budgets the small DATA frames a connection buffers before handlers
+            // read them at half the connection window: a burst of 10,000 tiny
+            // requests on one connection needs far more than the default allows, or
+            // the server closes the connection.
+            .initial_connection_window_size(Some(CONNECTION_WINDOW))
             .http2_max_local_error_reset_streams(Some(MAX_RESET_STREAMS))
             .add_service(RegistryServiceServer::new(svc.clone()))
             .add_service(SchedulerServiceServer::new(svc.clone()))

@@ -272,6 +272,14 @@ mod tests {
                 ..BASE
             },
             Row {
+                name: "the largest grpc-timeout a header can say is clamped",
+                header: Some("99999999H"),
+                deadline: Some((ms(30_000), Source::PerCall)),
+                wire: Some("30000000u"),
+                clamp: Some(Bound::Max),
+                ..BASE
+            },
+            Row {
                 name: "infinite where not allowed gives the default (§2.2)",
                 call_timeout: Some(CallTimeout::Infinite),
                 deadline: Some((ms(5_000), Source::PerCall)),
