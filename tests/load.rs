@@ -114,10 +114,16 @@ async fn ten_thousand_mixed_calls_on_one_connection() {
                     ),
                     ("expiring", "GetTaskStatus", 200, Phase::Total)
                 );
-                assert!(matches!(
-                    d.detected_by(),
-                    DetectedBy::Client | DetectedBy::Transport
-                ));
+                // Under load any of the three timers on the same deadline may fire
+                // first: ours, tonic's, or the server's (answering at or after our
+                // deadline, so the timeout is ours).
+                assert!(
+                    matches!(
+                        d.detected_by(),
+                        DetectedBy::Client | DetectedBy::Transport | DetectedBy::Server
+                    ),
+                    "{status:?}"
+                );
                 assert!(d.elapsed_ms() >= 200, "{}", d.elapsed_ms());
                 expired += 1;
             }

@@ -25,7 +25,9 @@ pin_project! {
     /// Response future of [`super::TimeoutProfileService`].
     #[derive(Debug)]
     pub struct ResponseFuture<S, F> {
-        // The first timer (the earlier of a stream's initial and total timers).
+        // The first timer (the earlier of a stream's initial and total timers), armed
+        // at the first `Pending`: a call answered at once needs no timer, and creating
+        // and dropping one costs a runtime handle and the timer driver's lock.
         #[pin]
         sleep: Option<Sleep>,
         #[pin]
@@ -49,11 +51,8 @@ pin_project! {
 
 impl<S, F> ResponseFuture<S, F> {
     pub(crate) fn new(svc: S, request: Request, call: CallRecord) -> Self {
-        let sleep = call
-            .next_due(Progress::default())
-            .map(|(at, _)| tokio::time::sleep_until(at));
         ResponseFuture {
-            sleep,
+            sleep: None,
             state: State::Readying { svc, request, call },
         }
     }
@@ -176,8 +175,14 @@ fn expire<B>(
     call: &mut CallRecord,
     cx: &mut Context<'_>,
 ) -> Step<B> {
-    let (Some(sleep), Some((_, phase))) = (sleep.as_pin_mut(), call.next_due(Progress::default()))
-    else {
+    let Some((at, phase)) = call.next_due(Progress::default()) else {
+        return Step::Pending;
+    };
+    let mut sleep = sleep;
+    if sleep.is_none() {
+        sleep.set(Some(tokio::time::sleep_until(at)));
+    }
+    let Some(sleep) = sleep.as_pin_mut() else {
         return Step::Pending;
     };
     match sleep.poll(cx) {
