@@ -221,6 +221,88 @@ async fn a_stream_reset_after_two_messages_delivers_them_first() {
     assert_ne!(end.code(), Code::DeadlineExceeded, "{end:?}");
 }
 
+/// One complete message, then one byte of an unfinished 64-byte message every 50 ms:
+/// bytes keep arriving, but no message completes, so the gap timer must fire.
+#[tokio::test]
+async fn a_byte_trickle_does_not_keep_a_stream_alive() {
+    let (addr, log) = raw_h2(|mut respond, log| async move {
+        let mut send = respond.send_response(grpc_headers(), false).unwrap();
+        send.send_data(empty_message(), false).unwrap();
+        let mut trickle = vec![Bytes::from_static(&[0, 0, 0, 0, 64])];
+        trickle.extend(std::iter::repeat_n(Bytes::from_static(&[0x08]), 64));
+        for byte in trickle {
+            tokio::time::sleep(ms(50)).await;
+            send.reserve_capacity(1);
+            if send.send_data(byte, false).is_err() {
+                break;
+            }
+        }
+        await_stream_reset(send, log).await;
+    })
+    .await;
+    let profiles = ProfileSet::builder()
+        .without_global()
+        .streaming(
+            "tool_call",
+            sw4rm_timeouts::StreamingTimeoutPolicy {
+                initial_timeout_ms: 5_000,
+                message_gap_timeout_ms: 300,
+                total_timeout_ms: 0,
+            },
+        )
+        .build()
+        .unwrap();
+    let sw4rm = lazy(addr, TimeoutProfileLayer::new(profiles).without_metrics());
+    let start = Instant::now();
+    let mut stream = sw4rm
+        .tool()
+        .call_stream(tool::ToolCall::default())
+        .await
+        .unwrap()
+        .into_inner();
+    let mut got = 0;
+    let end = loop {
+        match stream.message().await {
+            Ok(Some(_)) => got += 1,
+            Ok(None) => panic!("the trickle never ends the stream"),
+            Err(status) => break status,
+        }
+    };
+    let elapsed = start.elapsed();
+    assert_eq!(got, 1);
+    let d = timeout_details(&end);
+    assert_eq!(
+        (d.phase(), d.configured_timeout_ms(), d.message_count()),
+        (sw4rm_timeouts::Phase::Gap, 300, Some(1))
+    );
+    assert!(elapsed >= ms(300));
+    // The whole trickle takes 65 × 50 ms; the gap timer ends the call long before
+    // it: the server sees the reset while it is still trickling.
+    assert_eq!(resets(&log, 1).await, [Seen::Reset(h2::Reason::CANCEL)]);
+}
+
+/// A caller that gives up by dropping the call: the server sees the cancel, and the
+/// call is measured once and not counted as a timeout.
+#[tokio::test]
+async fn a_caller_dropping_a_unary_call_cancels_it_at_the_server() {
+    let server = server().await;
+    server
+        .script("Heartbeat", Script::latency(Duration::from_secs(30)))
+        .expect("a known RPC");
+    let metrics = Metrics::new();
+    let sw4rm = common::connect(
+        &server,
+        TimeoutProfileLayer::new(common::standard()).with_meter_provider(&metrics.provider),
+    )
+    .await;
+    let call = heartbeat(&sw4rm);
+    assert!(tokio::time::timeout(ms(100), call).await.is_err());
+    let end = server.wait_for_end(0, WAIT).await.expect("the call ended");
+    assert_eq!(end.outcome, Outcome::Cancelled);
+    assert_eq!(metrics.value("sw4rm_rpc_duration_ms", "Heartbeat"), 1);
+    assert_eq!(metrics.value("sw4rm_rpc_timeout_total", "Heartbeat"), 0);
+}
+
 #[tokio::test]
 async fn a_connection_closed_mid_call_fails_at_once() {
     // The peer completes the HTTP/2 handshake, takes the call, then closes the socket.
