@@ -85,10 +85,12 @@ pub use policy::profile::{
     names, ProfileError, ProfileField, ProfileRule, ProfileViolation, TimeoutProfile,
     TimeoutProfileBuilder, STANDARD_PROFILES, UNIVERSAL_PROFILE,
 };
+pub use policy::retry::{RetryPolicy, RetryPolicyBuilder, RetryPolicyError};
 pub use policy::source::Source;
 pub use policy::streaming::StreamingTimeoutPolicy;
 pub use timeout::{
-    BoxError, CallStreamingPolicy, CallTimeout, TimeoutProfileLayer, TimeoutProfileService,
+    BoxError, CallRetry, CallStreamingPolicy, CallTimeout, RetryBudget, TimeoutProfileLayer,
+    TimeoutProfileService, ATTEMPTS_HEADER,
 };
 pub use wire::details::{DetectedBy, TimeoutDetails, TIMEOUT_DOMAIN, TIMEOUT_REASON};
 

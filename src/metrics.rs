@@ -11,6 +11,10 @@ use opentelemetry::KeyValue;
 pub const TIMEOUT_TOTAL: &str = "sw4rm_rpc_timeout_total";
 /// Name of the duration histogram (milliseconds).
 pub const DURATION_MS: &str = "sw4rm_rpc_duration_ms";
+/// Name of the retry counter: attempts sent after the first, beside the two SW4-002
+/// metrics (the duration keeps one point per call, the timeout counter counts a call
+/// once, however many attempts it made).
+pub const RETRIES_TOTAL: &str = "sw4rm_rpc_retries_total";
 /// The instrumentation scope name.
 pub const METER_NAME: &str = "sw4rm-timeouts";
 
@@ -42,11 +46,12 @@ pub const DURATION_BOUNDARIES_MS: [f64; 22] = [
     3_600_000.0,
 ];
 
-/// The two instruments.
+/// The instruments.
 #[derive(Clone, Debug)]
 pub(crate) struct Instruments {
     timeouts: Counter<u64>,
     duration: Histogram<f64>,
+    retries: Counter<u64>,
 }
 
 impl Instruments {
@@ -72,7 +77,16 @@ impl Instruments {
                 .with_unit("ms")
                 .with_boundaries(DURATION_BOUNDARIES_MS.to_vec())
                 .build(),
+            retries: meter
+                .u64_counter(RETRIES_TOTAL)
+                .with_description("SW4RM RPC attempts sent after the first (SW4-002 §5.2)")
+                .build(),
         }
+    }
+
+    /// Counts one retry.
+    pub(crate) fn retried(&self, attrs: &[KeyValue]) {
+        self.retries.add(1, attrs);
     }
 
     /// Records one finished call (and the timeout, if it timed out).

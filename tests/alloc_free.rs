@@ -2,6 +2,10 @@
 //! call without it: counted with a global allocator over whole calls (request in,
 //! response body drained) against an in-memory inner service. Deterministic, unlike
 //! timing; the layer's cost in time is in `benches/layer.rs`.
+//!
+//! Retries (on by default) keep the request for replay: a copy of the request head,
+//! the body's bytes, the retry state and its timer. That cost is counted separately
+//! and bounded; with retries off the layer adds nothing.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::convert::Infallible;
@@ -132,29 +136,36 @@ async fn a_layered_call_allocates_nothing_the_plain_call_does_not() {
     );
     let zero: Vec<_> = PATHS.iter().map(|p| (*p, 0)).collect();
 
+    let layer = || TimeoutProfileLayer::new(profiles()).without_retries();
     // Metrics to the global (no-op) provider, and to no provider at all.
-    let got = added_by_layer(TimeoutProfileLayer::new(profiles()), false).await;
+    let got = added_by_layer(layer(), false).await;
     assert_eq!(got, zero, "global meter provider");
-    let got = added_by_layer(
-        TimeoutProfileLayer::new(profiles()).without_metrics(),
-        false,
-    )
-    .await;
+    let got = added_by_layer(layer().without_metrics(), false).await;
     assert_eq!(got, zero, "without metrics");
+
+    // Retries on: the request kept for replay (head copy, body replay, retry state
+    // and timer), a bounded handful per call and nothing per path.
+    let got = added_by_layer(TimeoutProfileLayer::new(profiles()), false).await;
+    for (path, n) in &got {
+        assert!(
+            *n > 0 && *n <= 6 * CALLS,
+            "{path}: {} per call",
+            *n as f64 / CALLS as f64
+        );
+    }
 
     // An SDK provider that really aggregates: the attribute sets are built once per
     // path, so recording a known series allocates nothing either.
     let provider = SdkMeterProvider::builder()
         .with_reader(PeriodicReader::builder(InMemoryMetricExporter::default()).build())
         .build();
-    let layer = TimeoutProfileLayer::new(profiles()).with_meter_provider(&provider);
-    let got = added_by_layer(layer, false).await;
+    let got = added_by_layer(layer().with_meter_provider(&provider), false).await;
     assert_eq!(got, zero, "SDK meter provider");
 
     // A per-call value other than the default is encoded into a new header value:
     // one allocation (the bytes of `grpc-timeout`), nothing else. (In the same test:
     // the allocation counter is global, and tests run in parallel.)
-    let got = added_by_layer(TimeoutProfileLayer::new(profiles()), true).await;
+    let got = added_by_layer(layer(), true).await;
     let one: Vec<_> = PATHS.iter().map(|p| (*p, CALLS)).collect();
     assert_eq!(got, one);
 }

@@ -17,7 +17,7 @@ pub(crate) struct Sourced<T> {
 /// Partial settings of one profile; `allow_infinite` is stored as 0/1.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct ProfilePatch {
-    pub(crate) fields: [Option<Sourced<u32>>; 7],
+    pub(crate) fields: [Option<Sourced<u32>>; Field::COUNT],
 }
 
 impl ProfilePatch {
@@ -32,6 +32,8 @@ pub(crate) struct RouteSetting {
     pub(crate) pattern: String,
     pub(crate) profile: String,
     pub(crate) streaming: bool,
+    /// May be sent more than once (`None`: the standard table says, else no).
+    pub(crate) idempotent: Option<bool>,
     pub(crate) source: Source,
 }
 
@@ -41,6 +43,8 @@ pub(crate) struct Overrides {
     /// Keyed by lowercase profile name.
     pub(crate) profiles: BTreeMap<String, ProfilePatch>,
     pub(crate) routes: Vec<RouteSetting>,
+    /// Idempotency marks on routes (pattern → idempotent), applied after the routes.
+    pub(crate) idempotency: Vec<Sourced<(String, bool)>>,
     pub(crate) fallback: Option<Sourced<String>>,
 }
 
@@ -62,6 +66,7 @@ impl Overrides {
             }
         }
         self.routes.extend(other.routes.iter().cloned());
+        self.idempotency.extend(other.idempotency.iter().cloned());
         if other.fallback.is_some() {
             self.fallback.clone_from(&other.fallback);
         }

@@ -8,7 +8,7 @@ use super::overrides::{Field, Overrides, RouteSetting, Sourced};
 use crate::policy::source::Source;
 
 pub(super) const TOP_KEYS: [&str; 3] = ["profiles", "routes", "fallback_profile"];
-const ROUTE_KEYS: [&str; 2] = ["profile", "streaming"];
+const ROUTE_KEYS: [&str; 3] = ["profile", "streaming", "idempotent"];
 
 /// Where a value at a key path came from (file path, or the variable's name).
 pub(super) type SourceFn<'a> = dyn Fn(&[&str]) -> Source + 'a;
@@ -111,45 +111,51 @@ fn walk_profiles(
         };
         for (fkey, fvalue) in fields {
             let path = ["profiles", name.as_str(), fkey.as_str()];
-            match fkey.to_ascii_lowercase().as_str() {
-                "streaming" => match fvalue.as_dict() {
-                    Some(stream) => {
-                        for (skey, svalue) in stream {
-                            let spath = ["profiles", name.as_str(), "streaming", skey.as_str()];
-                            let key = format!("streaming.{}", skey.to_ascii_lowercase());
-                            let Some(field) = Field::from_key(&key) else {
-                                let keys = Field::ALL.into_iter().filter_map(Field::streaming_key);
-                                let rule = format!("unknown key{}", hint(skey, keys));
-                                issues.push(issue(&spath, svalue, rule, source));
-                                continue;
-                            };
-                            set_field(out, &lower, field, svalue, &spath, source, issues);
-                        }
-                    }
-                    None => issues.push(issue(
+            let fkey_lower = fkey.to_ascii_lowercase();
+            let is_table = Field::ALL
+                .iter()
+                .any(|f| f.table_key().is_some_and(|(t, _)| t == fkey_lower));
+            if is_table {
+                let table = fkey_lower.as_str();
+                let Some(inner) = fvalue.as_dict() else {
+                    issues.push(issue(
                         &path,
                         fvalue,
-                        "must be a table of streaming timeouts",
+                        format!("must be a table of {table} settings"),
                         source,
-                    )),
-                },
-                other => {
-                    // `streaming.*` keys are only valid inside the streaming table.
-                    let Some(field) =
-                        Field::from_key(other).filter(|f| f.streaming_key().is_none())
-                    else {
+                    ));
+                    continue;
+                };
+                for (skey, svalue) in inner {
+                    let spath = ["profiles", name.as_str(), fkey.as_str(), skey.as_str()];
+                    let key = format!("{table}.{}", skey.to_ascii_lowercase());
+                    let Some(field) = Field::from_key(&key) else {
                         let keys = Field::ALL
-                            .into_iter()
-                            .filter(|f| f.streaming_key().is_none())
-                            .map(Field::key)
-                            .chain(["streaming"]);
-                        let rule = format!("unknown key{}", hint(fkey, keys));
-                        issues.push(issue(&path, fvalue, rule, source));
+                            .iter()
+                            .filter_map(|f| f.table_key())
+                            .filter(|(t, _)| *t == table)
+                            .map(|(_, k)| k);
+                        let rule = format!("unknown key{}", hint(skey, keys));
+                        issues.push(issue(&spath, svalue, rule, source));
                         continue;
                     };
-                    set_field(out, &lower, field, fvalue, &path, source, issues);
+                    set_field(out, &lower, field, svalue, &spath, source, issues);
                 }
+                continue;
             }
+            // Keys of a sub-table are only valid inside it.
+            let Some(field) = Field::from_key(&fkey_lower).filter(|f| f.table_key().is_none())
+            else {
+                let keys = Field::ALL
+                    .iter()
+                    .filter(|f| f.table_key().is_none())
+                    .map(|f| f.key())
+                    .chain(["streaming", "retry"]);
+                let rule = format!("unknown key{}", hint(fkey, keys));
+                issues.push(issue(&path, fvalue, rule, source));
+                continue;
+            };
+            set_field(out, &lower, field, fvalue, &path, source, issues);
         }
     }
 }
@@ -165,6 +171,8 @@ fn set_field(
 ) {
     let parsed = if field.is_bool() {
         to_bool(value).map(u32::from)
+    } else if field.is_count() {
+        to_millis(value).map_err(|rule| rule.replace(" of milliseconds", ""))
     } else {
         to_millis(value)
     };
@@ -182,6 +190,7 @@ fn walk_routes(
 ) {
     for (pattern, value) in dict {
         let path = ["routes", pattern.as_str()];
+        let mut idempotent = None;
         let (profile, streaming) = match value {
             Value::String(_, p) => (p.clone(), false),
             Value::Dict(_, table) => {
@@ -191,6 +200,12 @@ fn walk_routes(
                     match (k.as_str(), v) {
                         ("profile", Value::String(_, p)) => profile = Some(p.clone()),
                         ("streaming", Value::Bool(_, b)) => streaming = *b,
+                        ("idempotent", v) => match to_bool(v) {
+                            Ok(b) => idempotent = Some(b),
+                            Err(rule) => {
+                                issues.push(issue(&[path[0], path[1], k], v, rule, source))
+                            }
+                        },
                         ("profile" | "streaming", _) => issues.push(issue(
                             &[path[0], path[1], k],
                             v,
@@ -232,6 +247,7 @@ fn walk_routes(
             pattern: pattern.clone(),
             profile: profile.to_ascii_lowercase(),
             streaming,
+            idempotent,
             source: source(&path),
         });
     }

@@ -40,6 +40,9 @@ pub enum Phase {
     Gap,
     /// The whole call exceeded its deadline (unary calls, or a stream's total cap).
     Total,
+    /// A retried call's attempt reached its attempt timeout and no further attempt
+    /// fitted (SW4-002 §5.2).
+    Attempt,
 }
 
 impl Phase {
@@ -49,6 +52,7 @@ impl Phase {
             Phase::Initial => "initial",
             Phase::Gap => "gap",
             Phase::Total => "total",
+            Phase::Attempt => "attempt",
         }
     }
 
@@ -57,6 +61,7 @@ impl Phase {
             "initial" => Some(Phase::Initial),
             "gap" => Some(Phase::Gap),
             "total" => Some(Phase::Total),
+            "attempt" => Some(Phase::Attempt),
             _ => None,
         }
     }

@@ -4,13 +4,15 @@
 //! Reading order: `profile.rs` (the SW4-002 §1 table) → `route.rs` (request path →
 //! profile) → `resolve.rs` (per-call > message > profile default, clamped by §2.2) →
 //! `streaming.rs` (§4.1 timers) → `deadline.rs` (the smallest cap wins; the timer
-//! description shared by the response future and body). `source.rs` is the one type
+//! description shared by the response future and body). `retry.rs` decides
+//! retries (SW4-002 §5.2). `source.rs` is the one type
 //! that says where every value came from.
 
 pub(crate) mod deadline;
 pub(crate) mod message;
 pub(crate) mod profile;
 pub(crate) mod resolve;
+pub(crate) mod retry;
 pub(crate) mod route;
 pub(crate) mod source;
 pub(crate) mod streaming;

@@ -117,11 +117,21 @@ pub enum ProfileField {
     StreamGap,
     /// `streaming.total_timeout_ms`.
     StreamTotal,
+    /// `retry.max_attempts` (a count, 1 to 5).
+    RetryMaxAttempts,
+    /// `retry.initial_backoff_ms`.
+    RetryInitialBackoff,
+    /// `retry.max_backoff_ms`.
+    RetryMaxBackoff,
+    /// `retry.backoff_multiplier` (a whole number, ≥ 1).
+    RetryMultiplier,
+    /// `retry.attempt_timeout_ms` (0 = each attempt may use what remains).
+    RetryAttemptTimeout,
 }
 
 impl ProfileField {
     /// Every field, in table order.
-    pub const ALL: [ProfileField; 7] = [
+    pub const ALL: &'static [ProfileField] = &[
         ProfileField::Default,
         ProfileField::Min,
         ProfileField::Max,
@@ -129,6 +139,23 @@ impl ProfileField {
         ProfileField::StreamInitial,
         ProfileField::StreamGap,
         ProfileField::StreamTotal,
+        ProfileField::RetryMaxAttempts,
+        ProfileField::RetryInitialBackoff,
+        ProfileField::RetryMaxBackoff,
+        ProfileField::RetryMultiplier,
+        ProfileField::RetryAttemptTimeout,
+    ];
+
+    /// The number of fields.
+    pub(crate) const COUNT: usize = 12;
+
+    /// The retry fields, in [`crate::RetryPolicy`] field order.
+    pub(crate) const RETRY: [ProfileField; 5] = [
+        ProfileField::RetryMaxAttempts,
+        ProfileField::RetryInitialBackoff,
+        ProfileField::RetryMaxBackoff,
+        ProfileField::RetryMultiplier,
+        ProfileField::RetryAttemptTimeout,
     ];
 
     /// The key as written in configuration, relative to the profile.
@@ -147,21 +174,35 @@ impl ProfileField {
             ProfileField::StreamInitial => "streaming.initial_timeout_ms",
             ProfileField::StreamGap => "streaming.message_gap_timeout_ms",
             ProfileField::StreamTotal => "streaming.total_timeout_ms",
+            ProfileField::RetryMaxAttempts => "retry.max_attempts",
+            ProfileField::RetryInitialBackoff => "retry.initial_backoff_ms",
+            ProfileField::RetryMaxBackoff => "retry.max_backoff_ms",
+            ProfileField::RetryMultiplier => "retry.backoff_multiplier",
+            ProfileField::RetryAttemptTimeout => "retry.attempt_timeout_ms",
         }
     }
 
     /// The field written as `key`.
     pub fn from_key(key: &str) -> Option<ProfileField> {
-        ProfileField::ALL.into_iter().find(|f| f.key() == key)
+        ProfileField::ALL.iter().copied().find(|f| f.key() == key)
     }
 
     pub(crate) fn index(self) -> usize {
         self as usize
     }
 
-    /// The field's key inside the `streaming` table, for the streaming fields.
-    pub(crate) fn streaming_key(self) -> Option<&'static str> {
-        self.key().strip_prefix("streaming.")
+    /// The sub-table (`streaming` or `retry`) and the key inside it, for the fields
+    /// that live in one.
+    pub(crate) fn table_key(self) -> Option<(&'static str, &'static str)> {
+        self.key().split_once('.')
+    }
+
+    /// Whether the value is a count rather than milliseconds.
+    pub(crate) fn is_count(self) -> bool {
+        matches!(
+            self,
+            ProfileField::RetryMaxAttempts | ProfileField::RetryMultiplier
+        )
     }
 
     pub(crate) fn is_bool(self) -> bool {
@@ -194,6 +235,18 @@ pub enum ProfileRule {
     },
     /// A builder value that is not a whole number of milliseconds up to `u32::MAX`.
     NotWholeMillis,
+    /// `retry.max_attempts` must be 1 to 5.
+    AttemptsOutOfRange,
+    /// A retry backoff must be greater than 0.
+    BackoffIsZero,
+    /// `retry.max_backoff_ms` must not be below `retry.initial_backoff_ms`.
+    MaxBackoffBelowInitial,
+    /// `retry.backoff_multiplier` must be at least 1.
+    MultiplierIsZero,
+    /// `retry.attempt_timeout_ms` must be 0 (none) or at least `min_timeout_ms`.
+    AttemptTimeoutBelowMin,
+    /// A builder's attempt timeout must be greater than 0.
+    AttemptTimeoutIsZero,
 }
 
 impl fmt::Display for ProfileRule {
@@ -213,6 +266,16 @@ impl fmt::Display for ProfileRule {
             ProfileRule::NotWholeMillis => {
                 f.write_str("must be a whole number of milliseconds up to 4294967295")
             }
+            ProfileRule::AttemptsOutOfRange => f.write_str("must be 1 to 5 (1 = no retries)"),
+            ProfileRule::BackoffIsZero => f.write_str("must be greater than 0"),
+            ProfileRule::MaxBackoffBelowInitial => {
+                f.write_str("must be >= retry.initial_backoff_ms")
+            }
+            ProfileRule::MultiplierIsZero => f.write_str("must be at least 1"),
+            ProfileRule::AttemptTimeoutBelowMin => {
+                f.write_str("must be 0 (none) or >= min_timeout_ms")
+            }
+            ProfileRule::AttemptTimeoutIsZero => f.write_str("must be greater than 0"),
         }
     }
 }

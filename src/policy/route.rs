@@ -21,6 +21,10 @@ pub struct StandardRoute {
     pub streaming: bool,
     /// Timeout field inside the request message, if the RPC has one.
     pub message_field: Option<MessageField>,
+    /// Read-only or naturally idempotent: sending it twice has the effect of sending
+    /// it once, so it is retried after any retryable failure. Other RPCs are retried
+    /// only when the request never reached the server.
+    pub idempotent: bool,
 }
 
 const fn r(path: &'static str, profile: &'static str) -> StandardRoute {
@@ -29,7 +33,13 @@ const fn r(path: &'static str, profile: &'static str) -> StandardRoute {
         profile,
         streaming: false,
         message_field: None,
+        idempotent: false,
     }
+}
+
+const fn idempotent(mut route: StandardRoute) -> StandardRoute {
+    route.idempotent = true;
+    route
 }
 
 const fn with_field(mut route: StandardRoute, field: MessageField) -> StandardRoute {
@@ -44,26 +54,26 @@ pub const STANDARD_ROUTES: &[StandardRoute] = &[
         "/sw4rm.registry.RegistryService/RegisterAgent",
         names::REGISTRATION,
     ),
-    r(
+    idempotent(r(
         "/sw4rm.registry.RegistryService/Heartbeat",
         names::HEARTBEAT,
-    ),
-    r(
+    )),
+    idempotent(r(
         "/sw4rm.registry.RegistryService/DeregisterAgent",
         names::REGISTRATION,
-    ),
+    )),
     r(
         "/sw4rm.scheduler.SchedulerService/SubmitTask",
         names::TASK_SUBMIT,
     ),
-    r(
+    idempotent(r(
         "/sw4rm.scheduler.SchedulerService/CancelTask",
         names::TASK_SUBMIT,
-    ),
-    r(
+    )),
+    idempotent(r(
         "/sw4rm.scheduler.SchedulerService/GetTaskStatus",
         names::WORKFLOW_STATUS,
-    ),
+    )),
     r(
         "/sw4rm.scheduler.SchedulerService/RequestPreemption",
         names::TASK_SUBMIT,
@@ -72,10 +82,10 @@ pub const STANDARD_ROUTES: &[StandardRoute] = &[
         "/sw4rm.scheduler.SchedulerService/ShutdownAgent",
         names::TASK_SUBMIT,
     ),
-    r(
+    idempotent(r(
         "/sw4rm.scheduler.SchedulerService/PollActivityBuffer",
         names::WORKFLOW_STATUS,
-    ),
+    )),
     r(
         "/sw4rm.scheduler.SchedulerService/PurgeActivity",
         names::TASK_SUBMIT,
@@ -88,21 +98,21 @@ pub const STANDARD_ROUTES: &[StandardRoute] = &[
         "/sw4rm.negotiation_room.NegotiationRoomService/SubmitVote",
         names::NEGOTIATION_VOTE,
     ),
-    r(
+    idempotent(r(
         "/sw4rm.negotiation_room.NegotiationRoomService/GetVotes",
         names::NEGOTIATION_DECISION,
-    ),
-    r(
+    )),
+    idempotent(r(
         "/sw4rm.negotiation_room.NegotiationRoomService/GetDecision",
         names::NEGOTIATION_DECISION,
-    ),
-    with_field(
+    )),
+    idempotent(with_field(
         r(
             "/sw4rm.negotiation_room.NegotiationRoomService/WaitForDecision",
             names::NEGOTIATION_VOTE,
         ),
         MessageField::WaitForDecisionSeconds,
-    ),
+    )),
     with_field(
         r(
             "/sw4rm.handoff.HandoffService/RequestHandoff",
@@ -118,23 +128,26 @@ pub const STANDARD_ROUTES: &[StandardRoute] = &[
         "/sw4rm.handoff.HandoffService/RejectHandoff",
         names::MESSAGE_ROUTE,
     ),
-    r(
+    idempotent(r(
         "/sw4rm.handoff.HandoffService/GetPendingHandoffs",
         names::WORKFLOW_STATUS,
-    ),
+    )),
     r(
         "/sw4rm.handoff.HandoffService/CompleteHandoff",
         names::HANDOFF,
     ),
-    r(
+    idempotent(r(
         "/sw4rm.handoff.HandoffService/CancelDelegation",
         names::HANDOFF,
-    ),
+    )),
     with_field(
         r("/sw4rm.tool.ToolService/InvokeTool", names::TOOL_CALL),
         MessageField::InvokeToolPolicy,
     ),
-    r("/sw4rm.tool.ToolService/DescribeTool", names::MESSAGE_ROUTE),
+    idempotent(r(
+        "/sw4rm.tool.ToolService/DescribeTool",
+        names::MESSAGE_ROUTE,
+    )),
     with_field(
         r("/sw4rm.tool.ToolService/Call", names::TOOL_CALL),
         MessageField::ToolCallPolicy,
@@ -144,8 +157,9 @@ pub const STANDARD_ROUTES: &[StandardRoute] = &[
         profile: names::TOOL_CALL,
         streaming: true,
         message_field: Some(MessageField::ToolCallPolicy),
+        idempotent: false,
     },
-    r("/sw4rm.tool.ToolService/Cancel", names::MESSAGE_ROUTE),
+    idempotent(r("/sw4rm.tool.ToolService/Cancel", names::MESSAGE_ROUTE)),
 ];
 
 /// Splits `/package.Service/Method` into service and method; `None` when the path is
@@ -204,6 +218,7 @@ pub(crate) struct Route {
     pub(crate) profile: ProfileId,
     pub(crate) streaming: bool,
     pub(crate) message_field: Option<MessageField>,
+    pub(crate) idempotent: bool,
     pub(crate) source: Source,
 }
 
@@ -225,6 +240,7 @@ pub(crate) struct Lookup<'a> {
     pub(crate) profile: ProfileId,
     pub(crate) streaming: bool,
     pub(crate) message_field: Option<MessageField>,
+    pub(crate) idempotent: bool,
     pub(crate) service: &'a str,
     pub(crate) method: &'a str,
 }
@@ -254,6 +270,17 @@ impl RouteTable {
         self.services.insert(service.into(), route);
     }
 
+    /// The exact route of a path, to change it.
+    pub(crate) fn route_mut(&mut self, path: &str) -> Option<&mut Route> {
+        let &i = self.exact_index.get(path)?;
+        self.exact.get_mut(i).map(|(_, r)| r)
+    }
+
+    /// The route of a whole service, to change it.
+    pub(crate) fn service_mut(&mut self, service: &str) -> Option<&mut Route> {
+        self.services.get_mut(service)
+    }
+
     /// Whole-service routes, for display.
     pub(crate) fn services(&self) -> impl Iterator<Item = (&str, &Route)> {
         self.services.iter().map(|(k, v)| (k.as_ref(), v))
@@ -275,6 +302,7 @@ impl RouteTable {
             profile: route.map_or(fallback, |r| r.profile),
             streaming: route.is_some_and(|r| r.streaming),
             message_field: route.and_then(|r| r.message_field),
+            idempotent: route.is_some_and(|r| r.idempotent),
             service,
             method,
         })
@@ -371,6 +399,7 @@ mod tests {
             profile,
             streaming: false,
             message_field: None,
+            idempotent: false,
             source: Source::Client,
         };
         let mut t = RouteTable::default();

@@ -6,6 +6,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use pin_project_lite::pin_project;
 use tokio::time::Sleep;
@@ -14,8 +15,10 @@ use tower_service::Service;
 
 use super::body::TimeoutBody;
 use super::record::CallRecord;
+use super::retry::{classify_error, classify_response, Retry};
 use super::BoxError;
-use crate::policy::deadline::Progress;
+use crate::policy::deadline::{Phase, Progress};
+use crate::policy::retry::{Failure, Pushback};
 use crate::wire::details::DetectedBy;
 use crate::wire::status::{is_server_timeout, is_transport_timeout};
 
@@ -32,6 +35,8 @@ pin_project! {
         sleep: Option<Sleep>,
         #[pin]
         state: State<S, F>,
+        // Retries inside the deadline; `None` for a call sent once.
+        retry: Option<Box<Retry<S>>>,
     }
 }
 
@@ -44,16 +49,24 @@ pin_project! {
         Readying { svc: S, request: Request, call: CallRecord },
         // Called: waiting for the response headers.
         Waiting { #[pin] inner: F, call: CallRecord },
+        // Between two attempts of a retried call.
+        Backoff { call: CallRecord },
         Failed { status: Status },
         Done,
     }
 }
 
 impl<S, F> ResponseFuture<S, F> {
-    pub(crate) fn new(svc: S, request: Request, call: CallRecord) -> Self {
+    pub(crate) fn new(
+        svc: S,
+        request: Request,
+        call: CallRecord,
+        retry: Option<Box<Retry<S>>>,
+    ) -> Self {
         ResponseFuture {
             sleep: None,
             state: State::Readying { svc, request, call },
+            retry,
         }
     }
 
@@ -61,6 +74,7 @@ impl<S, F> ResponseFuture<S, F> {
         ResponseFuture {
             sleep: None,
             state: State::Failed { status },
+            retry: None,
         }
     }
 }
@@ -75,6 +89,10 @@ enum Step<B> {
     Response(http::Response<B>),
     /// The call ended with this error.
     Fail(BoxError),
+    /// The attempt failed and another follows after this backoff.
+    Retry(Duration, &'static str),
+    /// The backoff is over: send the next attempt.
+    Resend,
     /// Not in flight: answer from the state itself (a planned failure, or done).
     FromState,
 }
@@ -91,15 +109,16 @@ where
         let this = self.project();
         let mut sleep = this.sleep;
         let mut state = this.state;
+        let retry = this.retry;
         loop {
             let step = match state.as_mut().project() {
                 StateProj::Readying { svc, call, .. } => match svc.poll_ready(cx) {
                     Poll::Ready(Ok(())) => Step::Call,
-                    Poll::Ready(Err(err)) => {
-                        call.finish();
-                        Step::Fail(err.into())
-                    }
-                    Poll::Pending => expire(sleep.as_mut(), call, cx),
+                    Poll::Ready(Err(err)) => failed_attempt(retry, call, err.into()),
+                    Poll::Pending => match attempt_expired(retry, call, cx) {
+                        Some(step) => step,
+                        None => expire(sleep.as_mut(), call, cx),
+                    },
                 },
                 StateProj::Waiting { inner, call } => {
                     let first = call.next_due(Progress::default());
@@ -110,25 +129,33 @@ where
                                 let phase = call.server_phase(0);
                                 Step::Fail(call.timed_out(phase, 0, DetectedBy::Server).into())
                             } else {
-                                Step::Response(response)
+                                answered(retry, call, response)
                             }
                         }
                         Poll::Ready(Err(err)) => {
                             let err: BoxError = err.into();
+                            // tonic's timer on a retried attempt's own deadline.
+                            let attempt = retry.as_ref().is_some_and(|r| r.attempt_expired());
                             match first {
                                 // tonic's own timer on the same deadline won the race.
-                                Some((_, phase)) if is_transport_timeout(&*err) => Step::Fail(
-                                    call.timed_out(phase, 0, DetectedBy::Transport).into(),
-                                ),
-                                _ => {
-                                    call.finish();
-                                    Step::Fail(err)
+                                Some((_, phase)) if is_transport_timeout(&*err) && !attempt => {
+                                    Step::Fail(
+                                        call.timed_out(phase, 0, DetectedBy::Transport).into(),
+                                    )
                                 }
+                                _ => failed_attempt(retry, call, err),
                             }
                         }
-                        Poll::Pending => expire(sleep.as_mut(), call, cx),
+                        Poll::Pending => match attempt_expired(retry, call, cx) {
+                            Some(step) => step,
+                            None => expire(sleep.as_mut(), call, cx),
+                        },
                     }
                 }
+                StateProj::Backoff { call } => match retry.as_mut().map(|r| r.poll_backoff(cx)) {
+                    Some(Poll::Ready(())) => Step::Resend,
+                    _ => expire(sleep.as_mut(), call, cx),
+                },
                 StateProj::Failed { .. } | StateProj::Done => Step::FromState,
             };
             match step {
@@ -141,7 +168,55 @@ where
                     } = state.as_mut().project_replace(State::Done)
                     {
                         let inner = svc.call(request);
+                        if let Some(retry) = retry.as_mut() {
+                            retry.svc = Some(svc);
+                        }
                         state.set(State::Waiting { inner, call });
+                    }
+                    continue;
+                }
+                Step::Retry(backoff, reason) => {
+                    // Dropping the attempt resets its HTTP/2 stream.
+                    let call = match state.as_mut().project_replace(State::Done) {
+                        StateReplace::Readying { svc, call, .. } => {
+                            if let Some(retry) = retry.as_mut() {
+                                retry.svc = Some(svc);
+                            }
+                            call
+                        }
+                        StateReplace::Waiting { call, .. } | StateReplace::Backoff { call } => call,
+                        StateReplace::Failed { status } => {
+                            state.set(State::Failed { status });
+                            continue;
+                        }
+                        StateReplace::Done => continue,
+                    };
+                    let attempt = retry.as_ref().map_or(1, |r| r.attempt);
+                    call.retried(attempt, backoff, reason);
+                    state.set(State::Backoff { call });
+                    continue;
+                }
+                Step::Resend => {
+                    if let StateReplace::Backoff { mut call } =
+                        state.as_mut().project_replace(State::Done)
+                    {
+                        let next = retry.as_mut().and_then(|r| {
+                            let svc = r.svc.take()?;
+                            let request = r.next_request();
+                            call.attempt(r.attempt, r.attempt_cap());
+                            Some((svc, request))
+                        });
+                        match next {
+                            Some((svc, request)) => {
+                                state.set(State::Readying { svc, request, call })
+                            }
+                            None => {
+                                call.finish();
+                                state.set(State::Failed {
+                                    status: Status::internal("SW4RM retry without a service"),
+                                });
+                            }
+                        }
                     }
                     continue;
                 }
@@ -166,6 +241,92 @@ where
                 .into())),
             };
         }
+    }
+}
+
+/// Response headers arrived: a trailers-only error may be retried; anything else is
+/// the call's answer.
+fn answered<S, B>(
+    retry: &mut Option<Box<Retry<S>>>,
+    call: &mut CallRecord,
+    mut response: http::Response<B>,
+) -> Step<B> {
+    let Some(r) = retry.as_mut() else {
+        return Step::Response(response);
+    };
+    if let Some((failure, pushback)) = classify_response(response.headers()) {
+        // The server's own deadline for this attempt: the attempt timed out.
+        let failure = match failure {
+            Failure::Code(4 | 1) if r.attempt_expired() => Failure::AttemptTimeout,
+            other => other,
+        };
+        match r.after_failure(failure, pushback) {
+            Ok(backoff) => return Step::Retry(backoff, reason(failure)),
+            Err(stop) => call.not_retried(r.attempt, stop.as_str()),
+        }
+    } else {
+        r.answered();
+    }
+    r.mark(&mut response);
+    Step::Response(response)
+}
+
+/// The inner service failed: retry when the request never reached the server, or
+/// when it may have and the call is idempotent.
+fn failed_attempt<S, B>(
+    retry: &mut Option<Box<Retry<S>>>,
+    call: &mut CallRecord,
+    err: BoxError,
+) -> Step<B> {
+    if let Some(r) = retry.as_mut() {
+        let failure = match classify_error(&err) {
+            _ if is_transport_timeout(&*err) && r.attempt_expired() => Failure::AttemptTimeout,
+            other => other,
+        };
+        match r.after_failure(failure, Pushback::None) {
+            Ok(backoff) => return Step::Retry(backoff, reason(failure)),
+            Err(stop) => {
+                call.not_retried(r.attempt, stop.as_str());
+                if failure == Failure::AttemptTimeout {
+                    return Step::Fail(
+                        call.timed_out(Phase::Attempt, 0, DetectedBy::Transport)
+                            .into(),
+                    );
+                }
+            }
+        }
+    }
+    call.finish();
+    Step::Fail(err)
+}
+
+/// The attempt in flight reached its attempt timeout: retry, or end the call with it.
+fn attempt_expired<S, B>(
+    retry: &mut Option<Box<Retry<S>>>,
+    call: &mut CallRecord,
+    cx: &mut Context<'_>,
+) -> Option<Step<B>> {
+    let r = retry.as_mut()?;
+    if r.poll_attempt(cx).is_pending() {
+        return None;
+    }
+    Some(
+        match r.after_failure(Failure::AttemptTimeout, Pushback::None) {
+            Ok(backoff) => Step::Retry(backoff, reason(Failure::AttemptTimeout)),
+            Err(stop) => {
+                call.not_retried(r.attempt, stop.as_str());
+                Step::Fail(call.timed_out(Phase::Attempt, 0, DetectedBy::Client).into())
+            }
+        },
+    )
+}
+
+fn reason(failure: Failure) -> &'static str {
+    match failure {
+        Failure::Code(14) => "unavailable",
+        Failure::Code(_) => "status",
+        Failure::AttemptTimeout => "attempt_timeout",
+        Failure::NotSent => "not_sent",
     }
 }
 

@@ -6,8 +6,9 @@ use std::sync::Arc;
 use opentelemetry::metrics::MeterProvider;
 use tower_layer::Layer;
 
+use super::budget::RetryBudget;
 use super::service::TimeoutProfileService;
-use super::shared::Shared;
+use super::shared::{RetrySettings, Shared};
 use crate::config::{ConfigError, ProfileSet};
 use crate::metrics::Instruments;
 
@@ -42,6 +43,7 @@ impl TimeoutProfileLayer {
                 profiles,
                 Some(Instruments::from_global()),
                 tracing::Level::DEBUG,
+                RetrySettings::default(),
             )),
         }
     }
@@ -86,8 +88,52 @@ impl TimeoutProfileLayer {
                 shared.profiles.clone(),
                 shared.instruments.clone(),
                 level,
+                shared.retry.clone(),
             )),
         }
+    }
+
+    fn with_retry_settings(self, f: impl FnOnce(&mut RetrySettings)) -> Self {
+        let shared = &self.shared;
+        let mut retry = shared.retry.clone();
+        f(&mut retry);
+        TimeoutProfileLayer {
+            shared: Arc::new(Shared::new(
+                shared.profiles.clone(),
+                shared.instruments.clone(),
+                shared.span_level,
+                retry,
+            )),
+        }
+    }
+
+    /// Sends every call once, whatever the retry policies say.
+    ///
+    /// ```
+    /// let layer = sw4rm_timeouts::TimeoutProfileLayer::standard().without_retries();
+    /// # drop(layer);
+    /// ```
+    pub fn without_retries(self) -> Self {
+        self.with_retry_settings(|r| r.on = false)
+    }
+
+    /// Shares this retry budget among the layer's calls (default: a bucket of 10
+    /// tokens, ratio 0.1, per layer). Give the same budget to several layers to
+    /// share it among them.
+    pub fn with_retry_budget(self, budget: RetryBudget) -> Self {
+        self.with_retry_settings(|r| r.budget = Some(budget))
+    }
+
+    /// Retries without a budget: only each call's policy limits them.
+    pub fn without_retry_budget(self) -> Self {
+        self.with_retry_settings(|r| r.budget = None)
+    }
+
+    /// The largest request body kept for replaying a call (default 64 KiB). A
+    /// larger request, or one still streaming when the call starts (client
+    /// streaming), is sent once.
+    pub fn with_replay_limit(self, bytes: usize) -> Self {
+        self.with_retry_settings(|r| r.replay_limit = bytes)
     }
 
     /// The profile table in use.

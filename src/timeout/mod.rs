@@ -6,21 +6,27 @@
 //! route, resolve, timers, the smallest cap, the wire header) → `future.rs` (wait for
 //! the response headers or the first timer) → `body.rs` (wait for messages under the
 //! remaining timers) → `record.rs` (the per-call record that emits metrics, logs and
-//! the timeout status exactly once). `per_call.rs` holds the request extensions a
-//! caller sets; `shared.rs` what every call of one layer reads.
+//! the timeout status exactly once). `retry.rs` carries out retries inside the
+//! deadline for the response future, `budget.rs` is the layer's retry budget.
+//! `per_call.rs` holds the request extensions a caller sets; `shared.rs` what every
+//! call of one layer reads.
 
 pub mod body;
+mod budget;
 pub mod future;
 mod layer;
 mod per_call;
 mod plan;
 mod record;
+mod retry;
 mod service;
 mod shared;
 
 pub use body::TimeoutBody;
+pub use budget::RetryBudget;
 pub use layer::TimeoutProfileLayer;
-pub use per_call::{CallStreamingPolicy, CallTimeout};
+pub use per_call::{CallRetry, CallStreamingPolicy, CallTimeout};
+pub use retry::ATTEMPTS_HEADER;
 pub use service::TimeoutProfileService;
 
 /// The error type of the layer's service and body (tonic reads a [`tonic::Status`]

@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use crate::policy::retry::RetryPolicy;
 use crate::policy::streaming::StreamingTimeoutPolicy;
 
 /// A per-call timeout override, clamped by the profile's bounds (SW4-002 §2.2).
@@ -63,6 +64,69 @@ pub struct CallStreamingPolicy(pub StreamingTimeoutPolicy);
 
 impl CallStreamingPolicy {
     /// Attaches this policy to a request.
+    pub fn apply<T>(self, request: &mut tonic::Request<T>) {
+        request.extensions_mut().insert(self);
+    }
+}
+
+/// Per-call retry settings (SW4-002 §5.2): a policy replacing the profile's, and
+/// whether this call may be sent more than once whatever its route says.
+///
+/// ```
+/// use sw4rm_timeouts::{CallRetry, RetryPolicy};
+/// let mut req = tonic::Request::new(());
+/// // This SubmitTask carries an idempotency key: safe to send again.
+/// CallRetry::idempotent().apply(&mut req);
+/// assert_eq!(req.extensions().get::<CallRetry>(), Some(&CallRetry::idempotent()));
+/// let once = CallRetry::policy(RetryPolicy::off());
+/// assert_eq!(once.retry_policy(), Some(RetryPolicy::off()));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CallRetry {
+    policy: Option<RetryPolicy>,
+    idempotent: Option<bool>,
+}
+
+impl CallRetry {
+    /// Send this call once.
+    pub fn off() -> Self {
+        CallRetry::policy(RetryPolicy::off())
+    }
+
+    /// Retry this call with its profile's policy after any retryable failure, even
+    /// if the route is not marked idempotent.
+    pub fn idempotent() -> Self {
+        CallRetry {
+            policy: None,
+            idempotent: Some(true),
+        }
+    }
+
+    /// Retry this call with this policy instead of the profile's.
+    pub fn policy(policy: RetryPolicy) -> Self {
+        CallRetry {
+            policy: Some(policy),
+            idempotent: None,
+        }
+    }
+
+    /// Says whether this call may be sent more than once.
+    pub fn with_idempotent(mut self, idempotent: bool) -> Self {
+        self.idempotent = Some(idempotent);
+        self
+    }
+
+    /// The policy this call replaces the profile's with, if any.
+    pub fn retry_policy(&self) -> Option<RetryPolicy> {
+        self.policy
+    }
+
+    /// Whether this call overrides its route's idempotency, and how.
+    pub fn is_idempotent(&self) -> Option<bool> {
+        self.idempotent
+    }
+
+    /// Attaches these settings to a request.
     pub fn apply<T>(self, request: &mut tonic::Request<T>) {
         request.extensions_mut().insert(self);
     }

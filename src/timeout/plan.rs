@@ -7,12 +7,16 @@ use std::time::Duration;
 use http::{HeaderMap, HeaderValue};
 use tonic::Status;
 
-use super::per_call::{CallStreamingPolicy, CallTimeout};
+use super::per_call::{CallRetry, CallStreamingPolicy, CallTimeout};
+use super::retry::RetryPlan;
 use crate::config::{ProfileSet, ResolvedProfile};
-use crate::policy::deadline::{tightest, Timers};
+use crate::policy::deadline::{tightest, Cap, Timers};
 use crate::policy::message::MessageField;
+use crate::policy::profile::ProfileField;
 use crate::policy::resolve::{resolve, Clamp};
+use crate::policy::retry::first_timeout;
 use crate::policy::route::Lookup;
+use crate::policy::source::Source;
 use crate::policy::streaming::{millis, stream_timers};
 use crate::wire::grpc_timeout::{self, GRPC_TIMEOUT};
 
@@ -58,6 +62,8 @@ pub(crate) struct CallPlan<'a> {
     pub(crate) clamp: Option<Clamp>,
     /// Set when a stream's gap timer was lowered to its total, to log.
     pub(crate) gap_clamped: bool,
+    /// How the call is retried; `None`: sent once.
+    pub(crate) retry: Option<RetryPlan>,
 }
 
 /// Plans one call: route, resolve (per-call > message > profile default, clamped by
@@ -70,6 +76,7 @@ pub(crate) fn plan<'a>(
     path: &'a str,
     extensions: &http::Extensions,
     headers: &HeaderMap,
+    retries: bool,
     message: impl FnOnce(MessageField) -> Option<Duration>,
 ) -> Result<CallPlan<'a>, Status> {
     let route = profiles.lookup(path).ok_or_else(|| {
@@ -115,16 +122,23 @@ pub(crate) fn plan<'a>(
         (Timers::unary(resolved.deadline), false)
     };
     // The one rule for every cap: the smallest wins and names itself. Further caps
-    // (an inherited deadline, an operation budget, an attempt timeout) join here.
+    // (an inherited deadline, an operation budget) join here.
     timers.total = tightest([timers.total]);
 
-    let wire = match &timers.total {
-        None => WireTimeout::Remove,
-        Some(cap) if from_header == Some(cap.limit) => WireTimeout::Keep,
-        Some(cap) if cap.limit == profile.profile.default_timeout() => {
+    // Retries (SW4-002 §5.2): the deadline above covers every attempt; an attempt
+    // timeout below it is one more cap, on the first attempt only.
+    let retry = retries.then(|| retry_plan(profile, extensions, route.idempotent, &timers));
+    let retry = retry.flatten();
+    let attempt = retry.as_ref().and_then(|r| r.first.as_ref());
+
+    let wire = match (&timers.total, attempt) {
+        (_, Some(cap)) => WireTimeout::Set(grpc_timeout::encode(cap.limit)),
+        (None, None) => WireTimeout::Remove,
+        (Some(cap), None) if from_header == Some(cap.limit) => WireTimeout::Keep,
+        (Some(cap), None) if cap.limit == profile.profile.default_timeout() => {
             WireTimeout::Set(profile.default_header.clone())
         }
-        Some(cap) => WireTimeout::Set(grpc_timeout::encode(cap.limit)),
+        (Some(cap), None) => WireTimeout::Set(grpc_timeout::encode(cap.limit)),
     };
     Ok(CallPlan {
         route,
@@ -134,6 +148,41 @@ pub(crate) fn plan<'a>(
         wire,
         clamp: resolved.clamp,
         gap_clamped,
+        retry,
+    })
+}
+
+/// The call's retry plan: the per-call policy or the profile's, the per-call
+/// idempotency or the route's; `None` when the policy makes one attempt.
+fn retry_plan(
+    profile: &ResolvedProfile,
+    extensions: &http::Extensions,
+    route_idempotent: bool,
+    timers: &Timers,
+) -> Option<RetryPlan> {
+    let per_call = extensions.get::<CallRetry>();
+    let (policy, source) = match per_call.and_then(CallRetry::retry_policy) {
+        Some(p) => (p, Source::PerCall),
+        None => (
+            profile.retry,
+            profile.sources[ProfileField::RetryAttemptTimeout.index()].clone(),
+        ),
+    };
+    if !policy.is_on() {
+        return None;
+    }
+    let deadline = timers.total.as_ref().map(|c| c.limit);
+    let min_timeout = profile.profile.min_timeout();
+    let first = first_timeout(&policy, deadline, min_timeout)
+        .filter(|t| deadline.is_none_or(|d| *t < d))
+        .map(|t| Cap::new(t, source));
+    Some(RetryPlan {
+        policy,
+        idempotent: per_call
+            .and_then(CallRetry::is_idempotent)
+            .unwrap_or(route_idempotent),
+        min_timeout,
+        first,
     })
 }
 
@@ -366,7 +415,7 @@ mod tests {
             if let Some(p) = row.stream_policy {
                 ext.insert(CallStreamingPolicy(p));
             }
-            let p = plan(&set, row.path, &ext, &headers, |_| row.message).unwrap();
+            let p = plan(&set, row.path, &ext, &headers, false, |_| row.message).unwrap();
             let deadline = p.timers.total.clone().map(|c| (c.limit, c.source));
             assert_eq!(deadline, row.deadline, "{}: deadline", row.name);
             p.wire.clone().apply(&mut headers);
@@ -391,9 +440,14 @@ mod tests {
             )
             .build()
             .unwrap();
-        let p = plan(&set, STREAM, &Default::default(), &HeaderMap::new(), |_| {
-            None
-        })
+        let p = plan(
+            &set,
+            STREAM,
+            &Default::default(),
+            &HeaderMap::new(),
+            false,
+            |_| None,
+        )
         .unwrap();
         let due = |t: &Option<crate::policy::deadline::Cap>| t.clone().map(|c| (c.limit, c.source));
         assert_eq!(due(&p.timers.initial), Some((ms(30_000), Source::Standard)));
@@ -408,7 +462,7 @@ mod tests {
         let set = profiles();
         let mut headers = HeaderMap::new();
         headers.insert(GRPC_TIMEOUT, HeaderValue::from_static("5x"));
-        let err = plan(&set, WAIT, &Default::default(), &headers, |_| {
+        let err = plan(&set, WAIT, &Default::default(), &headers, false, |_| {
             panic!("read")
         })
         .unwrap_err();
@@ -424,6 +478,7 @@ mod tests {
             "/nope",
             &Default::default(),
             &HeaderMap::new(),
+            false,
             |_| None,
         )
         .unwrap_err();

@@ -32,6 +32,9 @@ pub(crate) struct CallRecord {
     streaming: bool,
     span: tracing::Span,
     state: State,
+    /// Attempts made, and the attempt timeout in force, under a retry policy.
+    attempts: Option<u32>,
+    attempt: Option<Cap>,
 }
 
 impl CallRecord {
@@ -52,7 +55,46 @@ impl CallRecord {
             streaming: plan.streaming,
             span,
             state: State::Open,
+            attempts: None,
+            attempt: None,
         }
+    }
+
+    /// A retried call sends attempt `n` under `cap` (`None`: no attempt timeout
+    /// shorter than the call's deadline).
+    pub(crate) fn attempt(&mut self, n: u32, cap: Option<Cap>) {
+        self.attempts = Some(n);
+        self.attempt = cap;
+    }
+
+    /// Counts one retry and logs it.
+    pub(crate) fn retried(&self, attempt: u32, backoff: std::time::Duration, reason: &str) {
+        if let Some(instruments) = &self.shared.instruments {
+            instruments.retried(&self.labels.attrs);
+        }
+        self.span.in_scope(|| {
+            tracing::info!(
+                service = %self.labels.service,
+                method = %self.labels.method,
+                attempt,
+                backoff_ms = millis(backoff),
+                reason,
+                "SW4RM retrying the call"
+            )
+        });
+    }
+
+    /// Logs why a failed attempt was not retried.
+    pub(crate) fn not_retried(&self, attempt: u32, reason: &str) {
+        self.span.in_scope(|| {
+            tracing::debug!(
+                service = %self.labels.service,
+                method = %self.labels.method,
+                attempt,
+                reason,
+                "SW4RM not retrying the call"
+            )
+        });
     }
 
     pub(crate) fn start(&self) -> Instant {
@@ -93,6 +135,7 @@ impl CallRecord {
             Phase::Initial => self.timers.initial.as_ref(),
             Phase::Gap => self.timers.gap.as_ref(),
             Phase::Total => self.timers.total.as_ref(),
+            Phase::Attempt => self.attempt.as_ref(),
         }
     }
 
@@ -128,6 +171,8 @@ impl CallRecord {
             phase,
             message_count: self.streaming.then_some(messages),
             detected_by,
+            attempts: self.attempts,
+            attempt_timeout_ms: self.attempt.as_ref().map(|c| millis(c.limit)),
         };
         if self.state == State::Open {
             self.state = State::Ended;

@@ -10,6 +10,7 @@ use tower_service::Service;
 use super::future::ResponseFuture;
 use super::plan::{plan, CallPlan};
 use super::record::CallRecord;
+use super::retry::{take_whole, Retry};
 use super::shared::Shared;
 use super::BoxError;
 use crate::config::ProfileSet;
@@ -80,6 +81,7 @@ where
             path,
             &parts.extensions,
             &parts.headers,
+            shared.retry.on,
             |field| message_field::peek(&mut body, field),
         );
         let mut planned = match planned {
@@ -90,9 +92,25 @@ where
         let span = rpc_span(shared.span_level, &planned);
         span.in_scope(|| planned.log_clamps());
         planned.take_wire().apply(&mut parts.headers);
-        let call = CallRecord::open(shared.clone(), labels, planned, start, span);
+        let retry_plan = planned.retry.take();
+        let deadline = planned.timers.total.as_ref().map(|c| start + c.limit);
+        let mut call = CallRecord::open(shared.clone(), labels, planned, start, span);
+        // Retries need the whole request kept for replay; a body that is not all
+        // there yet (client streaming) or too large is sent once.
+        let retry = retry_plan.and_then(|plan| {
+            let bytes = take_whole(&mut body, shared.retry.replay_limit)?;
+            call.attempt(1, plan.first.clone());
+            Some(Box::new(Retry::new(
+                parts.clone(),
+                bytes,
+                plan,
+                shared.retry.budget.clone(),
+                start,
+                deadline,
+            )))
+        });
         let request = http::Request::from_parts(parts, body);
-        ResponseFuture::new(self.inner.clone(), request, call)
+        ResponseFuture::new(self.inner.clone(), request, call, retry)
     }
 }
 

@@ -6,6 +6,9 @@ use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
+use super::budget::RetryBudget;
+use super::retry::DEFAULT_REPLAY_LIMIT;
+
 use arc_swap::ArcSwap;
 use opentelemetry::KeyValue;
 
@@ -37,11 +40,33 @@ impl Labels {
 
 type PathMap = HashMap<Box<str>, Arc<Labels>, BuildHasherDefault<PathHasher>>;
 
+/// How a layer retries (SW4-002 §5.2).
+#[derive(Clone, Debug)]
+pub(crate) struct RetrySettings {
+    /// Retries at all (each call still needs a policy with more than one attempt).
+    pub(crate) on: bool,
+    /// Shared by every call of the layer.
+    pub(crate) budget: Option<RetryBudget>,
+    /// The largest request body kept for replay.
+    pub(crate) replay_limit: usize,
+}
+
+impl Default for RetrySettings {
+    fn default() -> Self {
+        RetrySettings {
+            on: true,
+            budget: Some(RetryBudget::default()),
+            replay_limit: DEFAULT_REPLAY_LIMIT,
+        }
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) profiles: ProfileSet,
     pub(crate) instruments: Option<Instruments>,
     pub(crate) span_level: tracing::Level,
+    pub(crate) retry: RetrySettings,
     /// Aligned with the exact routes of `profiles`.
     exact: Vec<Arc<Labels>>,
     /// Service-route and fallback paths seen so far.
@@ -53,6 +78,7 @@ impl Shared {
         profiles: ProfileSet,
         instruments: Option<Instruments>,
         span_level: tracing::Level,
+        retry: RetrySettings,
     ) -> Self {
         let exact = profiles
             .routes
@@ -68,6 +94,7 @@ impl Shared {
             profiles,
             instruments,
             span_level,
+            retry,
             exact,
             others: ArcSwap::from_pointee(PathMap::default()),
         }
@@ -75,7 +102,12 @@ impl Shared {
 
     /// The same table and span level, other instruments.
     pub(crate) fn with_instruments(&self, instruments: Option<Instruments>) -> Self {
-        Shared::new(self.profiles.clone(), instruments, self.span_level)
+        Shared::new(
+            self.profiles.clone(),
+            instruments,
+            self.span_level,
+            self.retry.clone(),
+        )
     }
 
     /// The labels of a routed path. Paths outside the exact routes are built on

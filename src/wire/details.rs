@@ -81,6 +81,8 @@ pub struct TimeoutDetails {
     pub(crate) phase: Phase,
     pub(crate) message_count: Option<u64>,
     pub(crate) detected_by: DetectedBy,
+    pub(crate) attempts: Option<u32>,
+    pub(crate) attempt_timeout_ms: Option<u64>,
 }
 
 impl TimeoutDetails {
@@ -129,6 +131,17 @@ impl TimeoutDetails {
     pub fn detected_by(&self) -> DetectedBy {
         self.detected_by
     }
+
+    /// Attempts made, when the call was under a retry policy (SW4-002 §5.2).
+    pub fn attempts(&self) -> Option<u32> {
+        self.attempts
+    }
+
+    /// The timeout of the last attempt in ms, when it was shorter than the call's
+    /// deadline.
+    pub fn attempt_timeout_ms(&self) -> Option<u64> {
+        self.attempt_timeout_ms
+    }
 }
 
 impl TimeoutDetails {
@@ -151,6 +164,12 @@ impl TimeoutDetails {
         );
         if let Some(n) = self.message_count {
             metadata.insert("message_count".to_owned(), n.to_string());
+        }
+        if let Some(n) = self.attempts {
+            metadata.insert("attempts".to_owned(), n.to_string());
+        }
+        if let Some(ms) = self.attempt_timeout_ms {
+            metadata.insert("attempt_timeout_ms".to_owned(), ms.to_string());
         }
         let details = ErrorDetails::with_error_info(TIMEOUT_REASON, TIMEOUT_DOMAIN, metadata);
         Status::with_error_details(Code::DeadlineExceeded, self.to_string(), details)
@@ -185,6 +204,8 @@ impl TimeoutDetails {
                 .get("detected_by")
                 .and_then(|p| DetectedBy::parse(p))
                 .unwrap_or(DetectedBy::Client),
+            attempts: m.get("attempts").and_then(|v| v.parse().ok()),
+            attempt_timeout_ms: num("attempt_timeout_ms"),
         })
     }
 }
@@ -200,6 +221,7 @@ impl fmt::Display for TimeoutDetails {
                 Phase::Total => "deadline",
                 Phase::Initial => "first-message timeout",
                 Phase::Gap => "message-gap timeout",
+                Phase::Attempt => "attempt timeout",
             },
             self.configured_timeout_ms,
             self.profile_name,
@@ -208,6 +230,9 @@ impl fmt::Display for TimeoutDetails {
         )?;
         if let Some(n) = self.message_count {
             write!(f, ", {n} message{} received", if n == 1 { "" } else { "s" })?;
+        }
+        if let Some(n) = self.attempts.filter(|n| *n > 1) {
+            write!(f, ", {n} attempts")?;
         }
         Ok(())
     }
@@ -244,6 +269,8 @@ mod tests {
             phase: Phase::Gap,
             message_count: Some(3),
             detected_by: DetectedBy::Client,
+            attempts: None,
+            attempt_timeout_ms: None,
         };
         let status = d.to_status();
         assert_eq!(
@@ -265,7 +292,31 @@ mod tests {
         );
         assert_eq!(
             TimeoutDetails::from_status(&env.to_status()).map(|d| d.source),
-            Some(env.source)
+            Some(env.source.clone())
         );
+        let retried = TimeoutDetails {
+            phase: Phase::Attempt,
+            attempts: Some(3),
+            attempt_timeout_ms: Some(150),
+            ..env
+        };
+        let status = retried.to_status();
+        assert!(status
+            .message()
+            .contains("exceeded its attempt timeout of 200 ms"));
+        assert!(
+            status.message().ends_with(", 3 attempts"),
+            "{}",
+            status.message()
+        );
+        let info = status.get_details_error_info().unwrap();
+        assert_eq!(
+            (
+                info.metadata["attempts"].as_str(),
+                info.metadata["attempt_timeout_ms"].as_str()
+            ),
+            ("3", "150")
+        );
+        assert_eq!(TimeoutDetails::from_status(&status), Some(retried));
     }
 }

@@ -4,8 +4,9 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::config::{ConfigError, ConfigIssue, Field, Overrides, Sourced};
 use crate::policy::profile::{
-    names, ProfileRule, TimeoutProfile, STANDARD_PROFILES, UNIVERSAL_PROFILE,
+    names, ProfileField, ProfileRule, TimeoutProfile, STANDARD_PROFILES, UNIVERSAL_PROFILE,
 };
+use crate::policy::retry::RetryPolicy;
 use crate::policy::route::{Route, RoutePattern, RouteTable, STANDARD_ROUTES};
 use crate::policy::source::Source;
 use crate::policy::streaming::StreamingTimeoutPolicy;
@@ -13,7 +14,7 @@ use crate::wire::grpc_timeout;
 
 use super::{ProfileSet, ResolvedProfile};
 
-type Fields = [Option<Sourced<u32>>; 7];
+type Fields = [Option<Sourced<u32>>; Field::COUNT];
 
 fn standard_fields(p: &TimeoutProfile) -> Fields {
     let s = |value| {
@@ -22,6 +23,7 @@ fn standard_fields(p: &TimeoutProfile) -> Fields {
             source: Source::Standard,
         })
     };
+    let [attempts, initial, max, multiplier, attempt] = RetryPolicy::standard().fields();
     [
         s(p.default_timeout_ms),
         s(p.min_timeout_ms),
@@ -30,6 +32,11 @@ fn standard_fields(p: &TimeoutProfile) -> Fields {
         s(0),
         s(0),
         s(0),
+        s(attempts),
+        s(initial),
+        s(max),
+        s(multiplier),
+        s(attempt),
     ]
 }
 
@@ -123,21 +130,28 @@ fn resolve_profile(
     issues: &mut Vec<ConfigIssue>,
 ) -> Option<ResolvedProfile> {
     let before = issues.len();
-    let mut values = [0u32; 7];
-    let mut sources: [Source; 7] = std::array::from_fn(|_| Source::Standard);
+    let mut values = [0u32; Field::COUNT];
+    let mut sources: [Source; Field::COUNT] = std::array::from_fn(|_| Source::Standard);
     let new_profile_source = fields
         .iter()
         .flatten()
         .next()
         .map(|s| s.source.clone())
         .unwrap_or(Source::Standard);
-    for field in Field::ALL {
+    for &field in Field::ALL {
         match &fields[field.index()] {
             Some(s) => {
                 values[field.index()] = s.value;
                 sources[field.index()] = s.source.clone();
             }
-            // A new profile must give its three timeouts; the rest default to false / 0.
+            // A new profile must give its three timeouts; the streaming fields
+            // default to 0, the retry fields to the standard policy.
+            None if ProfileField::RETRY.contains(&field) => {
+                values[field.index()] = RetryPolicy::standard().fields()[ProfileField::RETRY
+                    .iter()
+                    .position(|f| *f == field)
+                    .unwrap_or(0)];
+            }
             None if matches!(field, Field::Default | Field::Min | Field::Max) => {
                 issues.push(ConfigIssue {
                     key: key(name, field),
@@ -191,6 +205,33 @@ fn resolve_profile(
             source: sources[v.field.index()].clone(),
         });
     }
+    let (retry, violations) = RetryPolicy::standard().with_fields(
+        ProfileField::RETRY.map(|f| values[f.index()]),
+        profile.min_timeout_ms,
+    );
+    for v in violations {
+        let rule = match v.rule {
+            ProfileRule::AttemptTimeoutBelowMin => format!(
+                "{} (min_timeout_ms {} from {})",
+                v.rule,
+                profile.min_timeout_ms,
+                sources[Field::Min.index()]
+            ),
+            ProfileRule::MaxBackoffBelowInitial => format!(
+                "{} ({} from {})",
+                v.rule,
+                values[Field::RetryInitialBackoff.index()],
+                sources[Field::RetryInitialBackoff.index()]
+            ),
+            rule => rule.to_string(),
+        };
+        issues.push(ConfigIssue {
+            key: key(name, v.field),
+            value: v.value.to_string(),
+            rule,
+            source: sources[v.field.index()].clone(),
+        });
+    }
     if issues.len() > before {
         return None;
     }
@@ -198,6 +239,7 @@ fn resolve_profile(
     Some(ResolvedProfile {
         profile,
         streaming,
+        retry,
         sources,
         default_header,
     })
@@ -217,6 +259,7 @@ fn build_routes(
                     profile,
                     streaming: std_route.streaming,
                     message_field: std_route.message_field,
+                    idempotent: std_route.idempotent,
                     source: Source::Standard,
                 },
             );
@@ -245,6 +288,9 @@ fn build_routes(
                         profile,
                         streaming: setting.streaming || standard.is_some_and(|r| r.streaming),
                         message_field: standard.and_then(|r| r.message_field),
+                        idempotent: setting
+                            .idempotent
+                            .unwrap_or(standard.is_some_and(|r| r.idempotent)),
                         source: setting.source.clone(),
                     },
                 );
@@ -255,12 +301,31 @@ fn build_routes(
                     profile,
                     streaming: setting.streaming,
                     message_field: None,
+                    idempotent: setting.idempotent.unwrap_or(false),
                     source: setting.source.clone(),
                 },
             ),
             Err(rule) => issues.push(ConfigIssue {
                 value: setting.pattern.clone(),
                 ..issue(format!("route pattern {rule}"))
+            }),
+        }
+    }
+    for mark in &merged.idempotency {
+        let (pattern, idempotent) = &mark.value;
+        let found = match RoutePattern::parse(pattern) {
+            Ok(RoutePattern::Exact(path)) => routes.route_mut(&path),
+            Ok(RoutePattern::Service(service)) => routes.service_mut(&service),
+            Err(_) => None,
+        };
+        match found {
+            Some(route) => route.idempotent = *idempotent,
+            None => issues.push(ConfigIssue {
+                key: format!("routes.\"{pattern}\".idempotent"),
+                value: idempotent.to_string(),
+                rule: "marks a path that is not routed: route it first (standard RPCs are routed)"
+                    .into(),
+                source: mark.source.clone(),
             }),
         }
     }

@@ -5,6 +5,7 @@ use crate::config::{
     ConfigError, ConfigIssue, Field, GlobalConfig, Overrides, RouteSetting, Sourced,
 };
 use crate::policy::profile::TimeoutProfile;
+use crate::policy::retry::RetryPolicy;
 use crate::policy::source::Source;
 use crate::policy::streaming::StreamingTimeoutPolicy;
 
@@ -132,8 +133,53 @@ impl ProfileSetBuilder {
             pattern: pattern.to_owned(),
             profile: profile.to_ascii_lowercase(),
             streaming,
+            idempotent: None,
             source: Source::Client,
         });
+        self
+    }
+
+    /// Marks a routed path (or whole service) as idempotent or not: an idempotent
+    /// RPC is retried after any retryable failure, any other only when the request
+    /// never reached the server. The standard routes come marked (read-only and
+    /// naturally idempotent RPCs); custom routes start unmarked.
+    ///
+    /// ```
+    /// use sw4rm_timeouts::ProfileSet;
+    /// let set = ProfileSet::builder()
+    ///     .without_global()
+    ///     .idempotent("/sw4rm.scheduler.SchedulerService/SubmitTask", true)
+    ///     .build()?;
+    /// assert!(set.is_idempotent("/sw4rm.scheduler.SchedulerService/SubmitTask"));
+    /// assert!(ProfileSet::builder().without_global().idempotent("/no.Such/Route", true).build().is_err());
+    /// # Ok::<(), sw4rm_timeouts::ConfigError>(())
+    /// ```
+    pub fn idempotent(mut self, pattern: &str, idempotent: bool) -> Self {
+        self.client.idempotency.push(Sourced {
+            value: (pattern.to_owned(), idempotent),
+            source: Source::Client,
+        });
+        self
+    }
+
+    /// Sets a profile's retry policy (all five `retry.*` fields).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use sw4rm_timeouts::{ProfileSet, RetryPolicy};
+    /// let set = ProfileSet::builder()
+    ///     .without_global()
+    ///     .retry("workflow_status", RetryPolicy::builder().max_attempts(5).build()?)
+    ///     .retry("heartbeat", RetryPolicy::off())
+    ///     .build()?;
+    /// assert_eq!(set.resolved("workflow_status").unwrap().retry().max_attempts(), 5);
+    /// assert!(!set.resolved("heartbeat").unwrap().retry().is_on());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn retry(mut self, profile: &str, policy: RetryPolicy) -> Self {
+        for (field, value) in Field::RETRY.into_iter().zip(policy.fields()) {
+            self = self.set(profile, field, value);
+        }
         self
     }
 

@@ -17,7 +17,7 @@ impl fmt::Display for ProfileSet {
         writeln!(f, "Profiles (value  source):")?;
         for p in &self.profiles {
             writeln!(f, "  {}", p.profile.name)?;
-            for field in Field::ALL {
+            for &field in Field::ALL {
                 let value = match field {
                     Field::Default => p.profile.default_timeout_ms.to_string(),
                     Field::Min => p.profile.min_timeout_ms.to_string(),
@@ -26,6 +26,10 @@ impl fmt::Display for ProfileSet {
                     Field::StreamInitial => p.streaming.initial_timeout_ms.to_string(),
                     Field::StreamGap => p.streaming.message_gap_timeout_ms.to_string(),
                     Field::StreamTotal => p.streaming.total_timeout_ms.to_string(),
+                    retry => {
+                        let i = Field::RETRY.iter().position(|f| *f == retry).unwrap_or(0);
+                        p.retry.fields()[i].to_string()
+                    }
                 };
                 writeln!(
                     f,
@@ -38,7 +42,12 @@ impl fmt::Display for ProfileSet {
         }
         writeln!(f, "Routes:")?;
         for (path, route) in &self.routes.exact {
-            let kind = if route.streaming { " (streaming)" } else { "" };
+            let kind = match (route.streaming, route.idempotent) {
+                (true, true) => " (streaming, idempotent)",
+                (true, false) => " (streaming)",
+                (false, true) => " (idempotent)",
+                (false, false) => "",
+            };
             writeln!(
                 f,
                 "  {:<66} {}{kind}  {}",
@@ -48,7 +57,12 @@ impl fmt::Display for ProfileSet {
         let mut services: Vec<_> = self.routes.services().collect();
         services.sort_by_key(|(s, _)| *s);
         for (service, route) in services {
-            let kind = if route.streaming { " (streaming)" } else { "" };
+            let kind = match (route.streaming, route.idempotent) {
+                (true, true) => " (streaming, idempotent)",
+                (true, false) => " (streaming)",
+                (false, true) => " (idempotent)",
+                (false, false) => "",
+            };
             let pattern = format!("/{service}/*");
             writeln!(
                 f,

@@ -13,6 +13,7 @@ pub use builder::ProfileSetBuilder;
 
 use crate::config::ConfigError;
 use crate::policy::profile::{ProfileField, TimeoutProfile};
+use crate::policy::retry::RetryPolicy;
 use crate::policy::route::{Lookup, ProfileId, RouteTable};
 use crate::policy::source::Source;
 use crate::policy::streaming::{SourcedPolicy, StreamingTimeoutPolicy};
@@ -22,8 +23,9 @@ use crate::policy::streaming::{SourcedPolicy, StreamingTimeoutPolicy};
 pub struct ResolvedProfile {
     pub(crate) profile: TimeoutProfile,
     pub(crate) streaming: StreamingTimeoutPolicy,
+    pub(crate) retry: RetryPolicy,
     /// Indexed by `Field::index()`.
-    pub(crate) sources: [Source; 7],
+    pub(crate) sources: [Source; crate::config::Field::COUNT],
     /// `grpc-timeout` of the default, formatted once.
     pub(crate) default_header: HeaderValue,
 }
@@ -37,6 +39,17 @@ impl ResolvedProfile {
     /// The effective streaming policy (SW4-002 §4.1) of the profile.
     pub fn streaming(&self) -> StreamingTimeoutPolicy {
         self.streaming
+    }
+
+    /// The effective retry policy (SW4-002 §5.2) of the profile.
+    ///
+    /// ```
+    /// use sw4rm_timeouts::ProfileSet;
+    /// let set = ProfileSet::standard();
+    /// assert_eq!(set.resolved("heartbeat").unwrap().retry().max_attempts(), 3);
+    /// ```
+    pub fn retry(&self) -> RetryPolicy {
+        self.retry
     }
 
     /// Where a field's value came from.
@@ -136,6 +149,19 @@ impl ProfileSet {
     pub fn profile_for_path(&self, path: &str) -> &TimeoutProfile {
         let id = self.lookup(path).map_or(self.fallback, |l| l.profile);
         &self.profiles[id].profile
+    }
+
+    /// Whether a path is marked idempotent (retried after any retryable failure, not
+    /// only when the request never reached the server). Paths outside the routing
+    /// table are not.
+    ///
+    /// ```
+    /// let set = sw4rm_timeouts::ProfileSet::standard();
+    /// assert!(set.is_idempotent("/sw4rm.registry.RegistryService/Heartbeat"));
+    /// assert!(!set.is_idempotent("/sw4rm.scheduler.SchedulerService/SubmitTask"));
+    /// ```
+    pub fn is_idempotent(&self, path: &str) -> bool {
+        self.lookup(path).is_some_and(|l| l.idempotent)
     }
 
     /// The fallback profile for paths outside the routing table.

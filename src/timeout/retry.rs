@@ -1,0 +1,454 @@
+//! Retries inside one deadline (SW4-002 §5.2), carried out for the response future:
+//! the request kept for replay, the attempt and backoff timer, what an attempt's end
+//! means for retrying, and the retry budget. The decisions themselves are the pure
+//! rules of [`crate::policy::retry`].
+//!
+//! Only what happens before the response headers reach the caller is retried: a
+//! trailers-only answer (a gRPC error status), a transport error, or an attempt
+//! timeout. Once headers are delivered the call is committed, so a server stream is
+//! never retried after its first message.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use http::HeaderValue;
+use http_body::{Body, Frame, SizeHint};
+use tokio::time::{Instant, Sleep};
+
+use super::budget::RetryBudget;
+use super::BoxError;
+use crate::policy::deadline::Cap;
+use crate::policy::retry::{decide, Decision, Failed, Failure, Pushback, RetryPolicy, Stop};
+use crate::wire::grpc_timeout::{self, GRPC_TIMEOUT};
+
+type Request = http::Request<tonic::body::Body>;
+
+/// The largest request body kept for replay by default (64 KiB); larger requests are
+/// sent once.
+pub(crate) const DEFAULT_REPLAY_LIMIT: usize = 64 * 1024;
+
+/// The header a final answer carries when the call made more than one attempt.
+pub const ATTEMPTS_HEADER: &str = "sw4rm-attempts";
+
+/// What the plan decided about retrying one call.
+#[derive(Clone, Debug)]
+pub(crate) struct RetryPlan {
+    pub(crate) policy: RetryPolicy,
+    pub(crate) idempotent: bool,
+    pub(crate) min_timeout: Duration,
+    /// The first attempt's timeout when it is below the call's deadline, as a cap.
+    pub(crate) first: Option<Cap>,
+}
+
+/// The retry state of one call.
+#[derive(Debug)]
+pub(crate) struct Retry<S> {
+    /// The inner service, kept between attempts.
+    pub(crate) svc: Option<S>,
+    parts: http::request::Parts,
+    body: Bytes,
+    plan: RetryPlan,
+    budget: Option<RetryBudget>,
+    /// The attempt in flight (or the last one), from 1.
+    pub(crate) attempt: u32,
+    /// The timeout of the attempt in flight, and when it ends.
+    timeout: Option<Duration>,
+    attempt_deadline: Option<Instant>,
+    /// The call's own deadline.
+    deadline: Option<Instant>,
+    /// The attempt or backoff timer.
+    timer: Pin<Box<Sleep>>,
+    armed: bool,
+}
+
+impl<S> Retry<S> {
+    /// The state after the first attempt was planned and sent with `first_timeout`.
+    pub(crate) fn new(
+        parts: http::request::Parts,
+        body: Bytes,
+        plan: RetryPlan,
+        budget: Option<RetryBudget>,
+        start: Instant,
+        deadline: Option<Instant>,
+    ) -> Self {
+        let timeout = plan.first.as_ref().map(|c| c.limit);
+        let attempt_deadline = timeout.map(|t| start + t);
+        Retry {
+            svc: None,
+            parts,
+            body,
+            plan,
+            budget,
+            attempt: 1,
+            timeout,
+            attempt_deadline,
+            deadline,
+            timer: Box::pin(tokio::time::sleep_until(attempt_deadline.unwrap_or(start))),
+            armed: attempt_deadline.is_some(),
+        }
+    }
+
+    /// The attempt timeout of the attempt in flight, when it is shorter than the
+    /// call's deadline.
+    pub(crate) fn attempt_cap(&self) -> Option<Cap> {
+        let limit = self.timeout?;
+        let source = self
+            .plan
+            .first
+            .as_ref()
+            .map_or(crate::Source::Standard, |c| c.source.clone());
+        Some(Cap::new(limit, source))
+    }
+
+    /// Polls the attempt timer: ready when the attempt in flight reached its timeout.
+    pub(crate) fn poll_attempt(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if !self.armed {
+            return Poll::Pending;
+        }
+        self.timer.as_mut().poll(cx)
+    }
+
+    /// Whether the attempt in flight has reached its own timeout.
+    pub(crate) fn attempt_expired(&self) -> bool {
+        self.attempt_deadline.is_some_and(|d| Instant::now() >= d)
+    }
+
+    /// After a failed attempt: the backoff to wait before the next one, or `None`
+    /// when this failure is the call's answer (and why, for the log).
+    pub(crate) fn after_failure(
+        &mut self,
+        failure: Failure,
+        pushback: Pushback,
+    ) -> Result<Duration, Stop> {
+        let now = Instant::now();
+        let decision = decide(
+            &self.plan.policy,
+            Failed {
+                attempt: self.attempt,
+                failure,
+                idempotent: self.plan.idempotent,
+                last_timeout: self.timeout,
+                remaining: self.deadline.map(|d| d.saturating_duration_since(now)),
+                min_timeout: self.plan.min_timeout,
+                pushback,
+                jitter: jitter(),
+            },
+        );
+        let (backoff, timeout) = match decision {
+            Decision::Retry {
+                backoff, timeout, ..
+            } => (backoff, timeout),
+            Decision::Stop(stop) => {
+                self.settle(failure);
+                return Err(stop);
+            }
+        };
+        // The budget is charged for every failure the policy would retry.
+        if let Some(budget) = &self.budget {
+            if !budget.fail() {
+                return Err(Stop::Budget);
+            }
+        }
+        self.attempt += 1;
+        self.timeout = timeout;
+        self.timer.as_mut().reset(now + backoff);
+        self.armed = true;
+        Ok(backoff)
+    }
+
+    /// A final answer that is not a retryable failure gives the budget back.
+    pub(crate) fn answered(&self) {
+        if let Some(budget) = &self.budget {
+            budget.succeed();
+        }
+    }
+
+    fn settle(&self, failure: Failure) {
+        // A failure the policy does not retry is still an answer from the server.
+        if matches!(failure, Failure::Code(_)) && !self.plan.policy.retries_code(code_of(failure)) {
+            self.answered();
+        }
+    }
+
+    /// Polls the backoff timer.
+    pub(crate) fn poll_backoff(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        self.timer.as_mut().poll(cx)
+    }
+
+    /// The next attempt's request (byte-identical body, its own `grpc-timeout`), with
+    /// its timer armed.
+    pub(crate) fn next_request(&mut self) -> Request {
+        let mut parts = self.parts.clone();
+        let now = Instant::now();
+        match self.timeout {
+            Some(t) => {
+                parts.headers.insert(GRPC_TIMEOUT, grpc_timeout::encode(t));
+                self.attempt_deadline = Some(now + t);
+                self.timer.as_mut().reset(now + t);
+                self.armed = true;
+            }
+            None => {
+                parts.headers.remove(GRPC_TIMEOUT);
+                self.attempt_deadline = None;
+                self.armed = false;
+            }
+        }
+        let body = tonic::body::Body::new(Replay::whole(self.body.clone()));
+        http::Request::from_parts(parts, body)
+    }
+
+    /// Marks a final answer with the number of attempts made.
+    pub(crate) fn mark<B>(&self, response: &mut http::Response<B>) {
+        if self.attempt > 1 {
+            response
+                .headers_mut()
+                .insert(ATTEMPTS_HEADER, HeaderValue::from(self.attempt));
+        }
+    }
+}
+
+fn code_of(failure: Failure) -> i32 {
+    match failure {
+        Failure::Code(c) => c,
+        _ => 0,
+    }
+}
+
+/// A response head's retry meaning: `Some` for a trailers-only gRPC error.
+pub(crate) fn classify_response(headers: &http::HeaderMap) -> Option<(Failure, Pushback)> {
+    let code = headers
+        .get("grpc-status")
+        .and_then(|v| std::str::from_utf8(v.as_bytes()).ok()?.parse::<i32>().ok())?;
+    if code == 0 {
+        return None;
+    }
+    let pushback = Pushback::parse(
+        headers
+            .get("grpc-retry-pushback-ms")
+            .map(HeaderValue::as_bytes),
+    );
+    Some((Failure::Code(code), pushback))
+}
+
+/// A transport error's retry meaning: the request provably never reached the server
+/// (connection refused, the stream refused by HTTP/2), or an `UNAVAILABLE` that may
+/// have reached it.
+pub(crate) fn classify_error(err: &BoxError) -> Failure {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&**err);
+    while let Some(e) = cause {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            if io.kind() == std::io::ErrorKind::ConnectionRefused {
+                return Failure::NotSent;
+            }
+        }
+        if let Some(h2) = e.downcast_ref::<h2::Error>() {
+            if h2.reason() == Some(h2::Reason::REFUSED_STREAM) {
+                return Failure::NotSent;
+            }
+        }
+        cause = e.source();
+    }
+    Failure::Code(14)
+}
+
+/// Takes the whole request body if it is already there (a unary request from a
+/// generated client is) and at most `limit` bytes: the body is replaced by a replay
+/// of the same bytes. Otherwise the body is put back untouched (what was read is
+/// replayed first) and `None` says the call is sent once.
+pub(crate) fn take_whole(body: &mut tonic::body::Body, limit: usize) -> Option<Bytes> {
+    let mut taken = std::mem::take(body);
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut frames: VecDeque<Result<Frame<Bytes>, tonic::Status>> = VecDeque::new();
+    let mut size = 0usize;
+    let whole = loop {
+        match Pin::new(&mut taken).poll_frame(&mut cx) {
+            Poll::Ready(None) => break true,
+            Poll::Ready(Some(Ok(frame))) => {
+                let data_len = frame.data_ref().map(Bytes::len);
+                frames.push_back(Ok(frame));
+                match data_len {
+                    Some(n) if size + n <= limit => size += n,
+                    // Trailers, or too large: sent once.
+                    _ => break false,
+                }
+            }
+            Poll::Ready(Some(Err(e))) => {
+                frames.push_back(Err(e));
+                break false;
+            }
+            Poll::Pending => break false,
+        }
+    };
+    if whole {
+        let bytes = match frames.len() {
+            1 => frames
+                .pop_front()
+                .and_then(|f| f.ok())
+                .and_then(|f| f.into_data().ok())
+                .unwrap_or_default(),
+            _ => {
+                let mut all = BytesMut::with_capacity(size);
+                for f in frames.into_iter().flatten() {
+                    if let Some(d) = f.data_ref() {
+                        all.extend_from_slice(d);
+                    }
+                }
+                all.freeze()
+            }
+        };
+        *body = tonic::body::Body::new(Replay::whole(bytes.clone()));
+        Some(bytes)
+    } else if frames.is_empty() {
+        *body = taken;
+        None
+    } else {
+        *body = tonic::body::Body::new(Replay {
+            frames,
+            rest: Some(taken),
+        });
+        None
+    }
+}
+
+/// A body that yields frames already read, then the rest (if any).
+struct Replay {
+    frames: VecDeque<Result<Frame<Bytes>, tonic::Status>>,
+    rest: Option<tonic::body::Body>,
+}
+
+impl Replay {
+    fn whole(bytes: Bytes) -> Self {
+        let mut frames = VecDeque::with_capacity(1);
+        if !bytes.is_empty() {
+            frames.push_back(Ok(Frame::data(bytes)));
+        }
+        Replay { frames, rest: None }
+    }
+}
+
+impl Body for Replay {
+    type Data = Bytes;
+    type Error = tonic::Status;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, tonic::Status>>> {
+        if let Some(frame) = self.frames.pop_front() {
+            return Poll::Ready(Some(frame));
+        }
+        match self.rest.as_mut() {
+            Some(rest) => Pin::new(rest).poll_frame(cx),
+            None => Poll::Ready(None),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.frames.is_empty() && self.rest.as_ref().is_none_or(Body::is_end_stream)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        let read: u64 = self
+            .frames
+            .iter()
+            .filter_map(|f| f.as_ref().ok()?.data_ref().map(|d| d.len() as u64))
+            .sum();
+        match &self.rest {
+            None => SizeHint::with_exact(read),
+            Some(rest) => {
+                let h = rest.size_hint();
+                let mut out = SizeHint::new();
+                out.set_lower(h.lower() + read);
+                if let Some(upper) = h.upper() {
+                    out.set_upper(upper + read);
+                }
+                out
+            }
+        }
+    }
+}
+
+/// Uniform in `[0, 1)`: a per-thread xorshift seeded from the standard library's
+/// random hasher keys (no dependency, no lock).
+fn jitter() -> f64 {
+    use std::cell::Cell;
+    use std::hash::{BuildHasher, Hasher};
+    thread_local! {
+        static STATE: Cell<u64> = Cell::new({
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u64(0x5157_4d52);
+            h.finish() | 1
+        });
+    }
+    STATE.with(|s| {
+        let mut x = s.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        s.set(x);
+        (x >> 11) as f64 / (1u64 << 53) as f64
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jitter_is_in_range_and_varies() {
+        let values: Vec<f64> = (0..1_000).map(|_| jitter()).collect();
+        assert!(values.iter().all(|v| (0.0..1.0).contains(v)));
+        let mean = values.iter().sum::<f64>() / values.len() as f64;
+        assert!((0.4..0.6).contains(&mean), "{mean}");
+    }
+
+    #[test]
+    fn responses_and_errors() {
+        let mut h = http::HeaderMap::new();
+        assert_eq!(classify_response(&h), None);
+        h.insert("grpc-status", HeaderValue::from_static("0"));
+        assert_eq!(classify_response(&h), None);
+        h.insert("grpc-status", HeaderValue::from_static("14"));
+        assert_eq!(
+            classify_response(&h),
+            Some((Failure::Code(14), Pushback::None))
+        );
+        h.insert("grpc-retry-pushback-ms", HeaderValue::from_static("-1"));
+        assert_eq!(
+            classify_response(&h),
+            Some((Failure::Code(14), Pushback::Stop))
+        );
+        let refused: BoxError =
+            Box::new(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        assert_eq!(classify_error(&refused), Failure::NotSent);
+        let stream: BoxError = Box::new(h2::Error::from(h2::Reason::REFUSED_STREAM));
+        assert_eq!(classify_error(&stream), Failure::NotSent);
+        let reset: BoxError = Box::new(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
+        assert_eq!(classify_error(&reset), Failure::Code(14));
+    }
+
+    #[tokio::test]
+    async fn a_unary_body_is_taken_whole_and_replayed_byte_identical() {
+        let bytes = Bytes::from_static(b"\x00\x00\x00\x00\x03abc");
+        let mut body = tonic::body::Body::new(Replay::whole(bytes.clone()));
+        let taken = take_whole(&mut body, 1024).expect("whole");
+        assert_eq!(taken, bytes);
+        let again = http_body_util::BodyExt::collect(body)
+            .await
+            .unwrap()
+            .to_bytes();
+        assert_eq!(again, bytes);
+        // Too large: sent once, and still whole.
+        let mut body = tonic::body::Body::new(Replay::whole(bytes.clone()));
+        assert_eq!(take_whole(&mut body, 4), None);
+        let again = http_body_util::BodyExt::collect(body)
+            .await
+            .unwrap()
+            .to_bytes();
+        assert_eq!(again, bytes);
+    }
+}
