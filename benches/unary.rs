@@ -1,7 +1,8 @@
 //! Unary round trip over loopback HTTP/2 against the embedded server, same process:
 //! a plain tonic `Channel` (without, and with, the same wire deadline set by hand)
 //! vs the same channel under the profile layer (metrics off, and metrics on through
-//! the OpenTelemetry SDK).
+//! the OpenTelemetry SDK; both with retries on, the default), and the layer with
+//! retries off (a call that needs no retry should cost the same either way).
 
 use std::time::Duration;
 
@@ -17,11 +18,12 @@ mod interleaved;
 #[path = "support/loopback.rs"]
 mod loopback;
 
-const NAMES: [&str; 4] = [
+const NAMES: [&str; 5] = [
     "plain_tonic",
     "plain_tonic_with_deadline",
     "layer_metrics_off",
     "layer_metrics_on",
+    "layer_retries_off",
 ];
 
 fn bench(c: &mut Criterion) {
@@ -38,12 +40,23 @@ fn bench(c: &mut Criterion) {
     let metered = RegistryServiceClient::new(
         TimeoutProfileLayer::new(ProfileSet::standard())
             .with_meter_provider(&provider)
+            .layer(channel.clone()),
+    );
+    let once = RegistryServiceClient::new(
+        TimeoutProfileLayer::new(ProfileSet::standard())
+            .without_metrics()
+            .without_retries()
             .layer(channel),
     );
     // One heartbeat through the variant's client; variant 1 sets the same deadline
     // the layer puts on a heartbeat, by hand.
     let call = |variant: usize| {
-        let (mut p, mut l, mut m) = (plain.clone(), layered.clone(), metered.clone());
+        let (mut p, mut l, mut m, mut o) = (
+            plain.clone(),
+            layered.clone(),
+            metered.clone(),
+            once.clone(),
+        );
         async move {
             let mut req = tonic::Request::new(HeartbeatRequest::default());
             let response = match variant {
@@ -53,13 +66,14 @@ fn bench(c: &mut Criterion) {
                     p.heartbeat(req).await
                 }
                 2 => l.heartbeat(req).await,
-                _ => m.heartbeat(req).await,
+                3 => m.heartbeat(req).await,
+                _ => o.heartbeat(req).await,
             };
             response.expect("heartbeat");
         }
     };
 
-    let medians = rt.block_on(interleaved::medians(40_000, &NAMES, call));
+    let medians = rt.block_on(interleaved::medians(30_000, &NAMES, call));
     interleaved::report("unary Heartbeat round trip over loopback", &NAMES, &medians);
 
     let mut group = c.benchmark_group("unary_heartbeat_loopback");

@@ -8,6 +8,7 @@
 //! and bounded; with retries off the layer adds nothing.
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::convert::Infallible;
 use std::future::{ready, Ready};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -22,10 +23,18 @@ struct Counting;
 
 static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
 
+thread_local! {
+    // Only the test's own thread is counted: the calls run on it (a current-thread
+    // runtime), while other threads (the metrics SDK's reader, other tests) are not.
+    static COUNTED: Cell<bool> = const { Cell::new(false) };
+}
+
 // SAFETY: forwards every call to the system allocator unchanged; it only counts.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        if COUNTED.try_with(Cell::get).unwrap_or(false) {
+            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        }
         unsafe { System.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
@@ -93,6 +102,7 @@ where
     B::Error: std::fmt::Debug,
 {
     let before = ALLOCATIONS.load(Ordering::Relaxed);
+    COUNTED.with(|c| c.set(true));
     for req in requests {
         let response = service.call(req).await.expect("answer");
         let mut body = std::pin::pin!(response.into_body());
@@ -100,6 +110,7 @@ where
             frame.expect("frame");
         }
     }
+    COUNTED.with(|c| c.set(false));
     ALLOCATIONS.load(Ordering::Relaxed) - before
 }
 
@@ -163,8 +174,7 @@ async fn a_layered_call_allocates_nothing_the_plain_call_does_not() {
     assert_eq!(got, zero, "SDK meter provider");
 
     // A per-call value other than the default is encoded into a new header value:
-    // one allocation (the bytes of `grpc-timeout`), nothing else. (In the same test:
-    // the allocation counter is global, and tests run in parallel.)
+    // one allocation (the bytes of `grpc-timeout`), nothing else.
     let got = added_by_layer(layer(), true).await;
     let one: Vec<_> = PATHS.iter().map(|p| (*p, CALLS)).collect();
     assert_eq!(got, one);

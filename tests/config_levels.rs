@@ -277,6 +277,25 @@ fn every_validation_rule_names_key_value_rule_and_source() {
          "unknown key (did you mean `initial_timeout_ms`?)"),
         (|j| { j.set_env("SW4RM_PROFILES__BATCH__DEFAULT_TIMEOUT_MS", "5"); Ok(()) },
          "profiles.batch.min_timeout_ms: profile `batch` is not a standard profile, so it must set min_timeout_ms (set in global (env SW4RM_PROFILES__BATCH__DEFAULT_TIMEOUT_MS))"),
+        (|j| { j.set_env("SW4RM_PROFILES__HEARTBEAT__RETRY__MAX_ATTEMPTS", "9"); Ok(()) },
+         "SW4RM_PROFILES__HEARTBEAT__RETRY__MAX_ATTEMPTS=9: must be 1 to 5 (1 = no retries)"),
+        (|j| { j.set_env("SW4RM_PROFILES__HEARTBEAT__RETRY__MAX_ATTEMPTS", "many"); Ok(()) },
+         "SW4RM_PROFILES__HEARTBEAT__RETRY__MAX_ATTEMPTS=many: must be a whole number, not text"),
+        (|j| { j.set_env("SW4RM_PROFILES__HEARTBEAT__RETRY__ATTEMPT_TIMEOUT_MS", "500"); Ok(()) },
+         "SW4RM_PROFILES__HEARTBEAT__RETRY__ATTEMPT_TIMEOUT_MS=500: must be 0 (none) or >= min_timeout_ms (min_timeout_ms 1000 from standard)"),
+        (|j| { j.create_file("sw4rm.toml", "[profiles.heartbeat.retry]
+initial_backoff_ms = 500
+max_backoff_ms = 100
+")?; Ok(()) },
+         "sw4rm.toml: profiles.heartbeat.retry.max_backoff_ms = 100: must be >= retry.initial_backoff_ms (500 from global (file sw4rm.toml))"),
+        (|j| { j.create_file("sw4rm.toml", "[profiles.heartbeat.retry]
+max_attemps = 2
+")?; Ok(()) },
+         "unknown key (did you mean `max_attempts`?)"),
+        (|j| { j.create_file("sw4rm.toml", "[routes]
+\"/a.B/C\" = { profile = \"tool_call\", idempotent = \"maybe\" }
+")?; Ok(()) },
+         "sw4rm.toml: routes./a.B/C.idempotent = maybe: must be true or false"),
         (|j| { j.set_env("SW4RM_FALLBACK_PROFILE", "heartbaet"); Ok(()) },
          "SW4RM_FALLBACK_PROFILE=heartbaet: no such profile (did you mean `heartbeat`?)"),
         (|j| { j.set_env("SW4RM_CONFIG", "/nonexistent/sw4rm.toml"); Ok(()) },
@@ -432,4 +451,61 @@ fn overrides_change_what_the_server_receives() {
         });
         Ok(())
     });
+}
+
+#[test]
+fn retry_settings_at_every_level_with_their_sources() {
+    use sw4rm_timeouts::{GlobalConfig, ProfileField, RetryPolicy, Source};
+    let file = GlobalConfig::from_toml_str(
+        "[profiles.workflow_status.retry]\nmax_attempts = 4\nattempt_timeout_ms = 2000\n\
+         [routes]\n\"/acme.Batch/Get\" = { profile = \"workflow_status\", idempotent = true }\n",
+        "deploy.toml",
+    )
+    .unwrap();
+    let set = ProfileSet::builder()
+        .global(file)
+        .retry("heartbeat", RetryPolicy::off())
+        .build()
+        .unwrap();
+    let ws = set.resolved("workflow_status").unwrap();
+    assert_eq!(ws.retry().max_attempts(), 4);
+    assert_eq!(
+        ws.retry().attempt_timeout(),
+        Some(std::time::Duration::from_secs(2))
+    );
+    assert!(matches!(
+        ws.source_of(ProfileField::RetryMaxAttempts),
+        Source::File(_)
+    ));
+    assert_eq!(
+        ws.source_of(ProfileField::RetryInitialBackoff),
+        &Source::Standard
+    );
+    assert!(!set.resolved("heartbeat").unwrap().retry().is_on());
+    assert_eq!(
+        set.resolved("heartbeat")
+            .unwrap()
+            .source_of(ProfileField::RetryMaxAttempts),
+        &Source::Client
+    );
+    assert!(set.is_idempotent("/acme.Batch/Get"));
+    assert!(!set.is_idempotent("/sw4rm.tool.ToolService/InvokeTool"));
+    let text = set.to_string();
+    assert!(text.contains("retry.max_attempts"), "{text}");
+    assert!(text.contains("/acme.Batch/Get"), "{text}");
+    assert!(text.contains("(idempotent)"), "{text}");
+
+    let env =
+        GlobalConfig::from_env_vars([("sw4rm_profiles__heartbeat__retry__max_backoff_ms", "250")])
+            .unwrap();
+    let set = ProfileSet::builder().global(env).build().unwrap();
+    let hb = set.resolved("heartbeat").unwrap();
+    assert_eq!(
+        hb.retry().max_backoff(),
+        std::time::Duration::from_millis(250)
+    );
+    assert_eq!(
+        hb.source_of(ProfileField::RetryMaxBackoff).to_string(),
+        "global (env sw4rm_profiles__heartbeat__retry__max_backoff_ms)"
+    );
 }

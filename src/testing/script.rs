@@ -9,6 +9,9 @@ pub struct Script {
     pub latency: Duration,
     /// Answer with this status instead of a response (after `latency`).
     pub fail_with: Option<tonic::Code>,
+    /// With `fail_with`: fail only the first this many calls of the RPC, then answer
+    /// (`None`: fail every call).
+    pub fail_first: Option<usize>,
     /// Pacing of a server-streaming response.
     pub stream: StreamScript,
 }
@@ -18,6 +21,21 @@ impl Script {
     pub fn latency(latency: Duration) -> Self {
         Script {
             latency,
+            ..Script::default()
+        }
+    }
+
+    /// A unary script that fails the first `n` calls with `code`, then answers.
+    ///
+    /// ```
+    /// use sw4rm_timeouts::testing::Script;
+    /// let flaky = Script::fail_first(2, tonic::Code::Unavailable);
+    /// assert_eq!((flaky.fail_with, flaky.fail_first), (Some(tonic::Code::Unavailable), Some(2)));
+    /// ```
+    pub fn fail_first(n: usize, code: tonic::Code) -> Self {
+        Script {
+            fail_with: Some(code),
+            fail_first: Some(n),
             ..Script::default()
         }
     }

@@ -29,10 +29,13 @@ impl Embedded {
         if !script.latency.is_zero() {
             tokio::time::sleep(script.latency).await;
         }
+        let nth = guard.nth_of_path();
         guard.finish();
         match script.fail_with {
-            Some(code) => Err(Status::new(code, format!("scripted failure of {path}"))),
-            None => Ok(Response::new(Resp::default())),
+            Some(code) if script.fail_first.is_none_or(|n| nth < n) => {
+                Err(Status::new(code, format!("scripted failure of {path}")))
+            }
+            _ => Ok(Response::new(Resp::default())),
         }
     }
 }

@@ -78,6 +78,16 @@ impl CallGuard {
         self.state.changed.notify_waiters();
     }
 
+    /// How many calls of the same RPC came before this one.
+    pub(crate) fn nth_of_path(&self) -> usize {
+        let calls = lock(&self.state.calls);
+        let path = calls.get(self.id).map(|c| c.path);
+        calls[..self.id.min(calls.len())]
+            .iter()
+            .filter(|c| Some(c.path) == path)
+            .count()
+    }
+
     pub(crate) fn sent_message(&self) {
         if let Some(c) = lock(&self.state.calls).get_mut(self.id) {
             c.messages_sent += 1;

@@ -184,6 +184,12 @@ impl<S> Retry<S> {
     pub(crate) fn next_request(&mut self) -> Request {
         let mut parts = self.parts.clone();
         let now = Instant::now();
+        // The backoff timer fires on the timer's tick, a little after the backoff:
+        // the attempt gets what remains now, never more.
+        if let Some(deadline) = self.deadline {
+            let remaining = deadline.saturating_duration_since(now);
+            self.timeout = Some(self.timeout.map_or(remaining, |t| t.min(remaining)));
+        }
         match self.timeout {
             Some(t) => {
                 parts.headers.insert(GRPC_TIMEOUT, grpc_timeout::encode(t));

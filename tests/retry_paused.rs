@@ -1,0 +1,147 @@
+//! Retry timing under paused tokio time, over an in-memory inner service that
+//! answers every attempt with a trailers-only `UNAVAILABLE` at once: the backoff
+//! before retry n lies in `[0, min(initial · multiplier^(n−1), max)]` (full jitter),
+//! it varies, and no attempt runs past the call's deadline.
+
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sw4rm_timeouts::{ProfileSet, RetryPolicy, TimeoutProfileLayer};
+use tokio::time::Instant;
+use tower::{Service, ServiceBuilder, ServiceExt};
+
+const HEARTBEAT: &str = "/sw4rm.registry.RegistryService/Heartbeat";
+
+fn ms(v: u64) -> Duration {
+    Duration::from_millis(v)
+}
+
+type Calls = Arc<Mutex<Vec<(Instant, Option<String>)>>>;
+
+fn unavailable(
+    calls: Calls,
+) -> impl Service<
+    http::Request<tonic::body::Body>,
+    Response = http::Response<tonic::body::Body>,
+    Error = Infallible,
+    Future = impl Send,
+> + Clone {
+    tower::service_fn(move |req: http::Request<tonic::body::Body>| {
+        let timeout = req
+            .headers()
+            .get("grpc-timeout")
+            .map(|v| v.to_str().unwrap().to_owned());
+        calls.lock().unwrap().push((Instant::now(), timeout));
+        async move {
+            let mut response = http::Response::new(tonic::body::Body::empty());
+            let h = response.headers_mut();
+            h.insert(
+                "content-type",
+                http::HeaderValue::from_static("application/grpc"),
+            );
+            h.insert("grpc-status", http::HeaderValue::from_static("14"));
+            Ok::<_, Infallible>(response)
+        }
+    })
+}
+
+fn request() -> http::Request<tonic::body::Body> {
+    http::Request::builder()
+        .uri(format!("http://sw4rm.test{HEARTBEAT}"))
+        .body(tonic::body::Body::empty())
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn backoff_is_full_jitter_under_its_ceiling() {
+    let policy = RetryPolicy::builder()
+        .max_attempts(5)
+        .initial_backoff(ms(100))
+        .max_backoff(ms(300))
+        .backoff_multiplier(2)
+        .build()
+        .unwrap();
+    let profiles = ProfileSet::builder()
+        .without_global()
+        .default_timeout_ms("heartbeat", 60_000)
+        .max_timeout_ms("heartbeat", 60_000)
+        .retry("heartbeat", policy)
+        .build()
+        .unwrap();
+    let layer = TimeoutProfileLayer::new(profiles)
+        .without_metrics()
+        .without_retry_budget();
+    let ceilings = [ms(100), ms(200), ms(300), ms(300)];
+    let mut all_gaps = Vec::new();
+    for _ in 0..20 {
+        let calls = Calls::default();
+        let mut svc = ServiceBuilder::new()
+            .layer(layer.clone())
+            .service(unavailable(calls.clone()));
+        let response = svc.ready().await.unwrap().call(request()).await.unwrap();
+        assert_eq!(response.headers()["grpc-status"], "14");
+        assert_eq!(response.headers()["sw4rm-attempts"], "5");
+        let calls = calls.lock().unwrap().clone();
+        assert_eq!(calls.len(), 5);
+        for (n, pair) in calls.windows(2).enumerate() {
+            let gap = pair[1].0 - pair[0].0;
+            assert!(
+                gap <= ceilings[n],
+                "backoff {n}: {gap:?} > {:?}",
+                ceilings[n]
+            );
+            all_gaps.push(gap);
+        }
+        // Each attempt is sent with what remains of the one 60 s deadline.
+        let start = calls[0].0;
+        for (at, timeout) in &calls {
+            let expected = ms(60_000) - (*at - start);
+            let sent =
+                sw4rm_timeouts::wire::grpc_timeout::parse(timeout.as_deref().unwrap().as_bytes())
+                    .unwrap();
+            assert_eq!(sent, expected);
+        }
+    }
+    // Full jitter: the backoffs are spread, not fixed.
+    let distinct: std::collections::BTreeSet<_> = all_gaps.iter().collect();
+    assert!(distinct.len() > all_gaps.len() / 2, "{all_gaps:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_retry_when_the_backoff_would_leave_less_than_the_profile_minimum() {
+    // 300 ms deadline, 250 ms minimum, backoff ceiling 100 ms: a retry is sent only
+    // when at least 250 ms remain after its backoff.
+    let policy = RetryPolicy::builder()
+        .initial_backoff(ms(100))
+        .build()
+        .unwrap();
+    let profiles = ProfileSet::builder()
+        .without_global()
+        .default_timeout_ms("heartbeat", 300)
+        .min_timeout_ms("heartbeat", 250)
+        .retry("heartbeat", policy)
+        .build()
+        .unwrap();
+    let layer = TimeoutProfileLayer::new(profiles)
+        .without_metrics()
+        .without_retry_budget();
+    let mut once = 0;
+    for _ in 0..20 {
+        let calls = Calls::default();
+        let mut svc = ServiceBuilder::new()
+            .layer(layer.clone())
+            .service(unavailable(calls.clone()));
+        let _ = svc.ready().await.unwrap().call(request()).await.unwrap();
+        let calls = calls.lock().unwrap().clone();
+        once += usize::from(calls.len() == 1);
+        for (at, _) in &calls[1..] {
+            assert!(
+                ms(300) - (*at - calls[0].0) >= ms(250),
+                "a retry was sent with less than the minimum left"
+            );
+        }
+    }
+    // A backoff above 50 ms leaves less than 250 ms: most calls stop after one attempt.
+    assert!(once > 0);
+}

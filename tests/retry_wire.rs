@@ -1,0 +1,495 @@
+//! Retries inside one deadline (SW4-002 §5.2) over loopback: what the server saw of
+//! each attempt (its `grpc-timeout`, its body, the cancel), what the caller got, and
+//! the metrics. A raw HTTP/2 server plays the failing peer; the embedded
+//! `TestServer` plays a real SW4RM server for the idempotency rules.
+
+mod common;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use common::{server, Metrics, WAIT};
+use prost::Message;
+use sw4rm_timeouts::proto::sw4rm::registry::HeartbeatRequest;
+use sw4rm_timeouts::proto::sw4rm::scheduler::SubmitTaskRequest;
+use sw4rm_timeouts::testing::Script;
+use sw4rm_timeouts::wire::grpc_timeout;
+use sw4rm_timeouts::{
+    CallRetry, Phase, ProfileSet, RetryBudget, RetryPolicy, Sw4rm, TimeoutDetails,
+    TimeoutProfileLayer, ATTEMPTS_HEADER,
+};
+use tokio::time::Instant;
+use tonic::Code;
+
+fn ms(v: u64) -> Duration {
+    Duration::from_millis(v)
+}
+
+// ---------------------------------------------------------------------------------
+// A raw server that answers each attempt as the test says, and records it.
+
+/// What the server does with one attempt.
+#[derive(Clone, Copy, Debug)]
+enum Answer {
+    /// Trailers-only `UNAVAILABLE`, with this `grpc-retry-pushback-ms` if any.
+    Unavailable(Option<&'static str>),
+    /// An empty message and `OK`.
+    Ok,
+    /// Never answers; waits for the client's reset.
+    Hang,
+}
+
+/// One attempt as the server saw it.
+#[derive(Clone, Debug)]
+struct Attempt {
+    grpc_timeout: Option<String>,
+    body: Bytes,
+    at: Instant,
+    reset: bool,
+}
+
+type Log = Arc<Mutex<Vec<Attempt>>>;
+type Plan = Arc<dyn Fn(usize) -> Answer + Send + Sync>;
+
+async fn raw_server(plan: impl Fn(usize) -> Answer + Send + Sync + 'static) -> (SocketAddr, Log) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let log = Log::default();
+    let plan: Plan = Arc::new(plan);
+    let log2 = log.clone();
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            let (log, plan) = (log2.clone(), plan.clone());
+            tokio::spawn(async move {
+                let Ok(mut conn) = h2::server::handshake(socket).await else {
+                    return;
+                };
+                while let Some(Ok((request, respond))) = conn.accept().await {
+                    tokio::spawn(serve(request, respond, log.clone(), plan.clone()));
+                }
+            });
+        }
+    });
+    (addr, log)
+}
+
+fn serve(
+    request: http::Request<h2::RecvStream>,
+    mut respond: h2::server::SendResponse<Bytes>,
+    log: Log,
+    plan: Plan,
+) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    Box::pin(async move {
+        let grpc_timeout = request
+            .headers()
+            .get("grpc-timeout")
+            .map(|v| v.to_str().unwrap().to_owned());
+        let mut body = request.into_body();
+        let mut bytes = BytesMut::new();
+        while let Some(Ok(data)) = body.data().await {
+            let _ = body.flow_control().release_capacity(data.len());
+            bytes.extend_from_slice(&data);
+        }
+        let index = {
+            let mut log = log.lock().unwrap();
+            log.push(Attempt {
+                grpc_timeout,
+                body: bytes.freeze(),
+                at: Instant::now(),
+                reset: false,
+            });
+            log.len() - 1
+        };
+        match plan(index) {
+            Answer::Unavailable(pushback) => {
+                let mut head = http::Response::builder()
+                    .header("content-type", "application/grpc")
+                    .header("grpc-status", "14")
+                    .header("grpc-message", "try again");
+                if let Some(p) = pushback {
+                    head = head.header("grpc-retry-pushback-ms", p);
+                }
+                let _ = respond.send_response(head.body(()).unwrap(), true);
+            }
+            Answer::Ok => {
+                let head = http::Response::builder()
+                    .header("content-type", "application/grpc")
+                    .body(())
+                    .unwrap();
+                let Ok(mut send) = respond.send_response(head, false) else {
+                    return;
+                };
+                let _ = send.send_data(Bytes::from_static(&[0, 0, 0, 0, 0]), false);
+                let mut trailers = http::HeaderMap::new();
+                trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+                let _ = send.send_trailers(trailers);
+            }
+            Answer::Hang => {
+                if std::future::poll_fn(|cx| respond.poll_reset(cx))
+                    .await
+                    .is_ok()
+                {
+                    log.lock().unwrap()[index].reset = true;
+                }
+            }
+        }
+    })
+}
+
+fn sw4rm(addr: SocketAddr, layer: TimeoutProfileLayer) -> Sw4rm {
+    let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{addr}")).unwrap();
+    Sw4rm::builder(endpoint).layer(layer).connect_lazy()
+}
+
+/// Heartbeats get `deadline`, a minimum of 10 ms, and this retry policy.
+fn heartbeat_layer(deadline: u32, policy: RetryPolicy, metrics: &Metrics) -> TimeoutProfileLayer {
+    let profiles = ProfileSet::builder()
+        .without_global()
+        .default_timeout_ms("heartbeat", deadline)
+        .min_timeout_ms("heartbeat", 10)
+        .retry("heartbeat", policy)
+        .build()
+        .unwrap();
+    TimeoutProfileLayer::new(profiles).with_meter_provider(&metrics.provider)
+}
+
+fn heartbeat_request() -> HeartbeatRequest {
+    HeartbeatRequest {
+        agent_id: "agent-7".into(),
+        ..Default::default()
+    }
+}
+
+fn micros(header: &Option<String>) -> Duration {
+    grpc_timeout::parse(
+        header
+            .as_deref()
+            .expect("a deadline on the wire")
+            .as_bytes(),
+    )
+    .unwrap()
+}
+
+// ---------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn unavailable_twice_then_answered_inside_one_deadline() {
+    let (addr, log) = raw_server(|i| {
+        if i < 2 {
+            Answer::Unavailable(None)
+        } else {
+            Answer::Ok
+        }
+    })
+    .await;
+    let metrics = Metrics::new();
+    let policy = RetryPolicy::builder()
+        .initial_backoff(ms(20))
+        .build()
+        .unwrap();
+    let client = sw4rm(addr, heartbeat_layer(3_000, policy, &metrics));
+    let start = Instant::now();
+    let response = client
+        .registry()
+        .heartbeat(heartbeat_request())
+        .await
+        .expect("the third attempt answers");
+    assert_eq!(
+        response
+            .metadata()
+            .get(ATTEMPTS_HEADER)
+            .map(|v| v.to_str().unwrap()),
+        Some("3")
+    );
+    let attempts = log.lock().unwrap().clone();
+    assert_eq!(attempts.len(), 3, "the server saw each attempt");
+    // Byte-identical replay, as a generated client encoded it.
+    let mut framed = vec![0u8];
+    let encoded = heartbeat_request().encode_to_vec();
+    framed.extend_from_slice(&(encoded.len() as u32).to_be_bytes());
+    framed.extend_from_slice(&encoded);
+    for a in &attempts {
+        assert_eq!(a.body, framed, "replayed body");
+    }
+    // Each attempt's deadline is what remains of the one deadline: never more than
+    // the previous one, and all inside the first.
+    let timeouts: Vec<Duration> = attempts.iter().map(|a| micros(&a.grpc_timeout)).collect();
+    assert_eq!(timeouts[0], ms(3_000));
+    assert!(timeouts.windows(2).all(|w| w[1] <= w[0]), "{timeouts:?}");
+    for a in &attempts {
+        assert!(a.at - start + micros(&a.grpc_timeout) <= ms(3_000) + ms(5));
+    }
+    assert_eq!(metrics.value("sw4rm_rpc_retries_total", "Heartbeat"), 2);
+    assert_eq!(metrics.value("sw4rm_rpc_duration_ms", "Heartbeat"), 1);
+    assert_eq!(metrics.value("sw4rm_rpc_timeout_total", "Heartbeat"), 0);
+}
+
+#[tokio::test]
+async fn an_attempt_that_hangs_is_cancelled_at_its_attempt_timeout_and_retried() {
+    let (addr, log) = raw_server(|i| if i == 0 { Answer::Hang } else { Answer::Ok }).await;
+    let metrics = Metrics::new();
+    let policy = RetryPolicy::builder()
+        .attempt_timeout(ms(300))
+        .initial_backoff(ms(10))
+        .build()
+        .unwrap();
+    let client = sw4rm(addr, heartbeat_layer(5_000, policy, &metrics));
+    let start = Instant::now();
+    client
+        .registry()
+        .heartbeat(heartbeat_request())
+        .await
+        .expect("the second attempt answers");
+    assert!(start.elapsed() >= ms(300));
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !log.lock().unwrap()[0].reset && Instant::now() < deadline {
+        tokio::time::sleep(ms(5)).await;
+    }
+    let attempts = log.lock().unwrap().clone();
+    assert_eq!(attempts.len(), 2);
+    assert!(
+        attempts[0].reset,
+        "the server saw the hung attempt cancelled"
+    );
+    assert_eq!(attempts[0].grpc_timeout.as_deref(), Some("300000u"));
+    assert!(micros(&attempts[1].grpc_timeout) <= ms(300));
+    assert!(attempts[1].at - attempts[0].at >= ms(300));
+    assert_eq!(metrics.value("sw4rm_rpc_retries_total", "Heartbeat"), 1);
+}
+
+#[tokio::test]
+async fn attempts_that_all_hang_end_in_one_deadline_exceeded_naming_the_attempts() {
+    let (addr, log) = raw_server(|_| Answer::Hang).await;
+    let metrics = Metrics::new();
+    let policy = RetryPolicy::builder()
+        .max_attempts(5)
+        .attempt_timeout(ms(150))
+        .initial_backoff(ms(10))
+        .max_backoff(ms(10))
+        .build()
+        .unwrap();
+    let client = sw4rm(addr, heartbeat_layer(400, policy, &metrics));
+    let start = Instant::now();
+    let status = client
+        .registry()
+        .heartbeat(heartbeat_request())
+        .await
+        .unwrap_err();
+    assert!(start.elapsed() >= ms(300), "at least two attempt timeouts");
+    assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+    let d = TimeoutDetails::from_status(&status).expect("details");
+    let attempts = d.attempts().expect("attempts in the details");
+    assert!(attempts >= 2, "{d:?}");
+    assert!(matches!(d.phase(), Phase::Attempt | Phase::Total), "{d:?}");
+    let seen = log.lock().unwrap().clone();
+    assert_eq!(seen.len() as u32, attempts);
+    let timeouts: Vec<Duration> = seen.iter().map(|a| micros(&a.grpc_timeout)).collect();
+    assert!(timeouts.iter().all(|t| *t <= ms(150)), "{timeouts:?}");
+    assert!(timeouts.windows(2).all(|w| w[1] <= w[0]), "{timeouts:?}");
+    assert_eq!(metrics.value("sw4rm_rpc_timeout_total", "Heartbeat"), 1);
+    assert_eq!(metrics.value("sw4rm_rpc_duration_ms", "Heartbeat"), 1);
+    assert_eq!(
+        metrics.value("sw4rm_rpc_retries_total", "Heartbeat"),
+        u64::from(attempts - 1)
+    );
+}
+
+#[tokio::test]
+async fn pushback_replaces_the_backoff_and_a_negative_one_stops() {
+    let (addr, log) = raw_server(|i| {
+        if i == 0 {
+            Answer::Unavailable(Some("250"))
+        } else {
+            Answer::Ok
+        }
+    })
+    .await;
+    let metrics = Metrics::new();
+    let policy = RetryPolicy::builder()
+        .initial_backoff(ms(1))
+        .build()
+        .unwrap();
+    let client = sw4rm(addr, heartbeat_layer(5_000, policy, &metrics));
+    client
+        .registry()
+        .heartbeat(heartbeat_request())
+        .await
+        .expect("answered after the pushback");
+    let seen = log.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2);
+    assert!(
+        seen[1].at - seen[0].at >= ms(250),
+        "waited the server's 250 ms"
+    );
+
+    let (addr, log) = raw_server(|_| Answer::Unavailable(Some("-1"))).await;
+    let client = sw4rm(addr, heartbeat_layer(5_000, policy, &metrics));
+    let status = client
+        .registry()
+        .heartbeat(heartbeat_request())
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::Unavailable);
+    assert_eq!(
+        status.message(),
+        "try again",
+        "the server's status, unchanged"
+    );
+    assert_eq!(
+        log.lock().unwrap().len(),
+        1,
+        "a negative pushback: no retry"
+    );
+}
+
+#[tokio::test]
+async fn an_empty_budget_returns_the_original_error() {
+    let (addr, log) = raw_server(|_| Answer::Unavailable(None)).await;
+    let metrics = Metrics::new();
+    let policy = RetryPolicy::builder()
+        .max_attempts(5)
+        .initial_backoff(ms(1))
+        .build()
+        .unwrap();
+    // 4 tokens: retries while more than 2 are left.
+    let budget = RetryBudget::with_max_tokens(4);
+    let layer = heartbeat_layer(5_000, policy, &metrics).with_retry_budget(budget.clone());
+    let client = sw4rm(addr, layer);
+    for expected_total in [2, 3] {
+        let status = client
+            .registry()
+            .heartbeat(heartbeat_request())
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), Code::Unavailable);
+        assert_eq!(log.lock().unwrap().len(), expected_total);
+    }
+    assert_eq!(budget.tokens(), 1.0);
+    assert_eq!(metrics.value("sw4rm_rpc_retries_total", "Heartbeat"), 1);
+}
+
+#[tokio::test]
+async fn a_mutation_that_reached_the_server_is_not_repeated_unless_marked() {
+    let server = server().await;
+    server
+        .script(
+            "SubmitTask",
+            Script {
+                fail_with: Some(Code::Unavailable),
+                ..Script::default()
+            },
+        )
+        .expect("a known RPC");
+    let profiles = ProfileSet::builder()
+        .without_global()
+        .retry(
+            "task_submit",
+            RetryPolicy::builder()
+                .initial_backoff(ms(1))
+                .build()
+                .unwrap(),
+        )
+        .build()
+        .unwrap();
+    let client = common::connect(&server, TimeoutProfileLayer::new(profiles)).await;
+    let status = client
+        .scheduler()
+        .submit_task(SubmitTaskRequest::default())
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::Unavailable);
+    assert_eq!(server.calls_to("SubmitTask").len(), 1, "sent once");
+
+    // The caller knows this one is safe (an idempotency key, say).
+    let mut req = tonic::Request::new(SubmitTaskRequest::default());
+    CallRetry::idempotent().apply(&mut req);
+    let status = client.scheduler().submit_task(req).await.unwrap_err();
+    assert_eq!(status.code(), Code::Unavailable);
+    assert_eq!(
+        server.calls_to("SubmitTask").len(),
+        1 + 3,
+        "retried up to max attempts"
+    );
+
+    // The same for a route marked idempotent by the client.
+    let profiles = ProfileSet::builder()
+        .without_global()
+        .idempotent("/sw4rm.scheduler.SchedulerService/SubmitTask", true)
+        .retry(
+            "task_submit",
+            RetryPolicy::builder()
+                .max_attempts(2)
+                .initial_backoff(ms(1))
+                .build()
+                .unwrap(),
+        )
+        .build()
+        .unwrap();
+    let client = common::connect(&server, TimeoutProfileLayer::new(profiles)).await;
+    let _ = client
+        .scheduler()
+        .submit_task(SubmitTaskRequest::default())
+        .await;
+    assert_eq!(server.calls_to("SubmitTask").len(), 4 + 2);
+}
+
+#[tokio::test]
+async fn a_request_that_never_reached_a_server_is_retried_even_when_it_mutates() {
+    // A port with nothing listening: every attempt is refused before it is sent.
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap()
+    };
+    let metrics = Metrics::new();
+    let profiles = ProfileSet::builder()
+        .without_global()
+        .retry(
+            "task_submit",
+            RetryPolicy::builder()
+                .initial_backoff(ms(1))
+                .build()
+                .unwrap(),
+        )
+        .build()
+        .unwrap();
+    let layer = TimeoutProfileLayer::new(profiles)
+        .with_meter_provider(&metrics.provider)
+        .without_retry_budget();
+    let client = sw4rm(closed, layer);
+    let status = client
+        .scheduler()
+        .submit_task(SubmitTaskRequest::default())
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    assert_eq!(metrics.value("sw4rm_rpc_retries_total", "SubmitTask"), 2);
+}
+
+#[tokio::test]
+async fn retries_off_sends_once() {
+    let (addr, log) = raw_server(|_| Answer::Unavailable(None)).await;
+    let metrics = Metrics::new();
+    let client = sw4rm(
+        addr,
+        heartbeat_layer(2_000, RetryPolicy::standard(), &metrics).without_retries(),
+    );
+    let status = client
+        .registry()
+        .heartbeat(heartbeat_request())
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::Unavailable);
+    assert_eq!(log.lock().unwrap().len(), 1);
+    let mut req = tonic::Request::new(heartbeat_request());
+    CallRetry::off().apply(&mut req);
+    let client = sw4rm(
+        addr,
+        heartbeat_layer(2_000, RetryPolicy::standard(), &metrics),
+    );
+    let _ = client.registry().heartbeat(req).await;
+    assert_eq!(log.lock().unwrap().len(), 2, "CallRetry::off sends once");
+}
