@@ -60,8 +60,9 @@ pub(crate) struct Retry<S> {
     attempt_deadline: Option<Instant>,
     /// The call's own deadline.
     deadline: Option<Instant>,
-    /// The attempt or backoff timer.
-    timer: Pin<Box<Sleep>>,
+    /// The attempt or backoff timer, created when first needed: a call answered by
+    /// its first attempt without an attempt timeout never makes one.
+    timer: Option<Pin<Box<Sleep>>>,
     armed: bool,
 }
 
@@ -87,7 +88,7 @@ impl<S> Retry<S> {
             timeout,
             attempt_deadline,
             deadline,
-            timer: Box::pin(tokio::time::sleep_until(attempt_deadline.unwrap_or(start))),
+            timer: attempt_deadline.map(|at| Box::pin(tokio::time::sleep_until(at))),
             armed: attempt_deadline.is_some(),
         }
     }
@@ -106,10 +107,10 @@ impl<S> Retry<S> {
 
     /// Polls the attempt timer: ready when the attempt in flight reached its timeout.
     pub(crate) fn poll_attempt(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        if !self.armed {
-            return Poll::Pending;
+        match (&mut self.timer, self.armed) {
+            (Some(timer), true) => timer.as_mut().poll(cx),
+            _ => Poll::Pending,
         }
-        self.timer.as_mut().poll(cx)
     }
 
     /// Whether the attempt in flight has reached its own timeout.
@@ -155,7 +156,7 @@ impl<S> Retry<S> {
         }
         self.attempt += 1;
         self.timeout = timeout;
-        self.timer.as_mut().reset(now + backoff);
+        self.arm(now + backoff);
         self.armed = true;
         Ok(backoff)
     }
@@ -176,7 +177,17 @@ impl<S> Retry<S> {
 
     /// Polls the backoff timer.
     pub(crate) fn poll_backoff(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        self.timer.as_mut().poll(cx)
+        match &mut self.timer {
+            Some(timer) => timer.as_mut().poll(cx),
+            None => Poll::Ready(()),
+        }
+    }
+
+    fn arm(&mut self, at: Instant) {
+        match &mut self.timer {
+            Some(timer) => timer.as_mut().reset(at),
+            None => self.timer = Some(Box::pin(tokio::time::sleep_until(at))),
+        }
     }
 
     /// The next attempt's request (byte-identical body, its own `grpc-timeout`), with
@@ -194,7 +205,7 @@ impl<S> Retry<S> {
             Some(t) => {
                 parts.headers.insert(GRPC_TIMEOUT, grpc_timeout::encode(t));
                 self.attempt_deadline = Some(now + t);
-                self.timer.as_mut().reset(now + t);
+                self.arm(now + t);
                 self.armed = true;
             }
             None => {
@@ -268,6 +279,8 @@ pub(crate) fn classify_error(err: &BoxError) -> Failure {
 pub(crate) fn take_whole(body: &mut tonic::body::Body, limit: usize) -> Option<Bytes> {
     let mut taken = std::mem::take(body);
     let mut cx = Context::from_waker(Waker::noop());
+    // The common case, one data frame then the end, queues nothing.
+    let mut single: Option<Bytes> = None;
     let mut frames: VecDeque<Result<Frame<Bytes>, tonic::Status>> = VecDeque::new();
     let mut size = 0usize;
     let whole = loop {
@@ -275,37 +288,50 @@ pub(crate) fn take_whole(body: &mut tonic::body::Body, limit: usize) -> Option<B
             Poll::Ready(None) => break true,
             Poll::Ready(Some(Ok(frame))) => {
                 let data_len = frame.data_ref().map(Bytes::len);
-                frames.push_back(Ok(frame));
-                match data_len {
-                    Some(n) if size + n <= limit => size += n,
-                    // Trailers, or too large: sent once.
-                    _ => break false,
+                let fits = data_len.is_some_and(|n| size + n <= limit);
+                size += data_len.unwrap_or(0);
+                match (single.take(), frames.is_empty(), fits) {
+                    (None, true, true) => single = frame.into_data().ok(),
+                    (first, _, _) => {
+                        if let Some(b) = first {
+                            frames.push_back(Ok(Frame::data(b)));
+                        }
+                        frames.push_back(Ok(frame));
+                    }
+                }
+                // Trailers, or too large: sent once.
+                if !fits {
+                    break false;
                 }
             }
             Poll::Ready(Some(Err(e))) => {
+                if let Some(b) = single.take() {
+                    frames.push_back(Ok(Frame::data(b)));
+                }
                 frames.push_back(Err(e));
                 break false;
             }
-            Poll::Pending => break false,
+            Poll::Pending => {
+                if let Some(b) = single.take() {
+                    frames.push_back(Ok(Frame::data(b)));
+                }
+                break false;
+            }
         }
     };
+    if whole && frames.is_empty() {
+        let bytes = single.unwrap_or_default();
+        *body = tonic::body::Body::new(Replay::whole(bytes.clone()));
+        return Some(bytes);
+    }
     if whole {
-        let bytes = match frames.len() {
-            1 => frames
-                .pop_front()
-                .and_then(|f| f.ok())
-                .and_then(|f| f.into_data().ok())
-                .unwrap_or_default(),
-            _ => {
-                let mut all = BytesMut::with_capacity(size);
-                for f in frames.into_iter().flatten() {
-                    if let Some(d) = f.data_ref() {
-                        all.extend_from_slice(d);
-                    }
-                }
-                all.freeze()
+        let mut all = BytesMut::with_capacity(size);
+        for f in frames.into_iter().flatten() {
+            if let Some(d) = f.data_ref() {
+                all.extend_from_slice(d);
             }
-        };
+        }
+        let bytes = all.freeze();
         *body = tonic::body::Body::new(Replay::whole(bytes.clone()));
         Some(bytes)
     } else if frames.is_empty() {
@@ -313,6 +339,7 @@ pub(crate) fn take_whole(body: &mut tonic::body::Body, limit: usize) -> Option<B
         None
     } else {
         *body = tonic::body::Body::new(Replay {
+            first: None,
             frames,
             rest: Some(taken),
         });
@@ -322,17 +349,19 @@ pub(crate) fn take_whole(body: &mut tonic::body::Body, limit: usize) -> Option<B
 
 /// A body that yields frames already read, then the rest (if any).
 struct Replay {
+    /// A whole request's one frame (no queue to allocate for it).
+    first: Option<Bytes>,
     frames: VecDeque<Result<Frame<Bytes>, tonic::Status>>,
     rest: Option<tonic::body::Body>,
 }
 
 impl Replay {
     fn whole(bytes: Bytes) -> Self {
-        let mut frames = VecDeque::with_capacity(1);
-        if !bytes.is_empty() {
-            frames.push_back(Ok(Frame::data(bytes)));
+        Replay {
+            first: (!bytes.is_empty()).then_some(bytes),
+            frames: VecDeque::new(),
+            rest: None,
         }
-        Replay { frames, rest: None }
     }
 }
 
@@ -344,6 +373,9 @@ impl Body for Replay {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, tonic::Status>>> {
+        if let Some(bytes) = self.first.take() {
+            return Poll::Ready(Some(Ok(Frame::data(bytes))));
+        }
         if let Some(frame) = self.frames.pop_front() {
             return Poll::Ready(Some(frame));
         }
@@ -354,15 +386,18 @@ impl Body for Replay {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.frames.is_empty() && self.rest.as_ref().is_none_or(Body::is_end_stream)
+        self.first.is_none()
+            && self.frames.is_empty()
+            && self.rest.as_ref().is_none_or(Body::is_end_stream)
     }
 
     fn size_hint(&self) -> SizeHint {
-        let read: u64 = self
-            .frames
-            .iter()
-            .filter_map(|f| f.as_ref().ok()?.data_ref().map(|d| d.len() as u64))
-            .sum();
+        let read: u64 = self.first.as_ref().map_or(0, |b| b.len() as u64)
+            + self
+                .frames
+                .iter()
+                .filter_map(|f| f.as_ref().ok()?.data_ref().map(|d| d.len() as u64))
+                .sum::<u64>();
         match &self.rest {
             None => SizeHint::with_exact(read),
             Some(rest) => {
