@@ -1,7 +1,8 @@
 //! The layer's own cost per unary call, without sockets: the same in-memory inner
 //! service (answers at once with an empty body) called plainly, with the deadline set
 //! by hand as tonic would, and through the layer (metrics off, and on through the
-//! OpenTelemetry SDK), for an exact route, a whole-service route and the fallback.
+//! OpenTelemetry SDK, both with retries on as by default; and with retries and
+//! metrics off), for an exact route, a whole-service route and the fallback.
 //! Each sample is a batch of calls; medians are interleaved across variants.
 
 use std::convert::Infallible;
@@ -67,11 +68,12 @@ where
     }
 }
 
-const NAMES: [&str; 4] = [
+const NAMES: [&str; 5] = [
     "plain",
     "plain_deadline_by_hand",
     "layer_metrics_off",
     "layer_metrics_on",
+    "layer_retries_off",
 ];
 const PATHS: [(&str, &str); 3] = [
     ("exact", "/sw4rm.registry.RegistryService/Heartbeat"),
@@ -95,24 +97,30 @@ fn bench(c: &mut Criterion) {
         .build()
         .expect("profiles");
     let off = TimeoutProfileLayer::new(profiles.clone()).without_metrics();
+    let once = off.clone().without_retries();
     let on = TimeoutProfileLayer::new(profiles).with_meter_provider(&provider);
 
     for (kind, path) in PATHS {
         let run = |variant: usize| {
-            let (mut plain, mut layered_off, mut layered_on) =
-                (Answer, off.layer(Answer), on.layer(Answer));
+            let (mut plain, mut layered_off, mut layered_on, mut layered_once) = (
+                Answer,
+                off.layer(Answer),
+                on.layer(Answer),
+                once.layer(Answer),
+            );
             async move {
                 for _ in 0..BATCH {
                     match variant {
                         0 => drive(&mut plain, request(path, false)).await,
                         1 => drive(&mut plain, request(path, true)).await,
                         2 => drive(&mut layered_off, request(path, false)).await,
-                        _ => drive(&mut layered_on, request(path, false)).await,
+                        3 => drive(&mut layered_on, request(path, false)).await,
+                        _ => drive(&mut layered_once, request(path, false)).await,
                     }
                 }
             }
         };
-        let medians = rt.block_on(interleaved::medians(2_000, &NAMES, run));
+        let medians = rt.block_on(interleaved::medians(1_500, &NAMES, run));
         interleaved::report(
             &format!("{kind} route, batches of {BATCH} calls"),
             &NAMES,
@@ -120,9 +128,10 @@ fn bench(c: &mut Criterion) {
         );
         let per_call = |m: Duration| m.as_nanos() as f64 / BATCH as f64;
         println!(
-            "  layer work per call ({kind}): metrics off {:.0} ns, metrics on {:.0} ns (vs the deadline set by hand)\n",
+            "  layer work per call ({kind}): metrics off {:.0} ns, metrics on {:.0} ns, retries and metrics off {:.0} ns (vs the deadline set by hand)\n",
             per_call(medians[2]) - per_call(medians[1]),
             per_call(medians[3]) - per_call(medians[1]),
+            per_call(medians[4]) - per_call(medians[1]),
         );
 
         let mut group = c.benchmark_group(format!("layer_{kind}"));

@@ -61,6 +61,7 @@ mod config;
 pub mod metrics;
 mod policy;
 pub mod proto;
+pub mod scope;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod timeout;
@@ -80,6 +81,7 @@ pub use config::{
     CONFIG_PATH_VAR, DEFAULT_CONFIG_FILE,
 };
 pub use policy::deadline::Phase;
+pub use policy::inherit::Propagation;
 pub use policy::message::{MessageField, MESSAGE_DEADLINE_MARGIN};
 pub use policy::profile::{
     names, ProfileError, ProfileField, ProfileRule, ProfileViolation, TimeoutProfile,
@@ -88,6 +90,7 @@ pub use policy::profile::{
 pub use policy::retry::{RetryPolicy, RetryPolicyBuilder, RetryPolicyError};
 pub use policy::source::Source;
 pub use policy::streaming::StreamingTimeoutPolicy;
+pub use scope::OperationBudget;
 pub use timeout::{
     BoxError, CallRetry, CallStreamingPolicy, CallTimeout, RetryBudget, TimeoutProfileLayer,
     TimeoutProfileService, ATTEMPTS_HEADER,

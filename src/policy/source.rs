@@ -34,6 +34,11 @@ pub enum Source {
     Message,
     /// A per-call override (`Request::set_timeout` or [`crate::CallTimeout`]).
     PerCall,
+    /// The deadline of the inbound call this call serves, passed on (a cap, never
+    /// raised to a profile's minimum).
+    Inherited,
+    /// What remained of an [`crate::OperationBudget`] (a cap).
+    Budget,
 }
 
 impl Source {
@@ -45,6 +50,8 @@ impl Source {
             Source::Client => "client",
             Source::Message => "message",
             Source::PerCall => "per_call",
+            Source::Inherited => "inherited",
+            Source::Budget => "budget",
         }
     }
 
@@ -67,6 +74,8 @@ impl Source {
             "client" => Source::Client,
             "message" => Source::Message,
             "per_call" => Source::PerCall,
+            "inherited" => Source::Inherited,
+            "budget" => Source::Budget,
             _ => return None,
         })
     }
@@ -93,6 +102,8 @@ mod tests {
             (Source::Client, "client"),
             (Source::Message, "message"),
             (Source::PerCall, "per_call"),
+            (Source::Inherited, "inherited"),
+            (Source::Budget, "budget"),
             (
                 Source::File(Arc::from(Path::new("/etc/sw4rm.toml"))),
                 "global (file /etc/sw4rm.toml)",

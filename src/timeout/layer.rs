@@ -11,6 +11,7 @@ use super::service::TimeoutProfileService;
 use super::shared::{RetrySettings, Shared};
 use crate::config::{ConfigError, ProfileSet};
 use crate::metrics::Instruments;
+use crate::policy::inherit::Propagation;
 
 /// Applies SW4-002 timeout profiles to every call of the service it wraps.
 ///
@@ -84,12 +85,41 @@ impl TimeoutProfileLayer {
     pub fn with_span_level(self, level: tracing::Level) -> Self {
         let shared = &self.shared;
         TimeoutProfileLayer {
-            shared: Arc::new(Shared::new(
-                shared.profiles.clone(),
-                shared.instruments.clone(),
-                level,
-                shared.retry.clone(),
-            )),
+            shared: Arc::new(
+                Shared::new(
+                    shared.profiles.clone(),
+                    shared.instruments.clone(),
+                    level,
+                    shared.retry.clone(),
+                )
+                .with_propagation(shared.propagation),
+            ),
+        }
+    }
+
+    /// How a deadline inherited from the inbound call a task serves is passed on to
+    /// its outgoing calls (default: a 5 ms hop offset, no cap, refused below 1 ms;
+    /// see [`crate::scope`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use sw4rm_timeouts::{Propagation, TimeoutProfileLayer};
+    /// let layer = TimeoutProfileLayer::standard()
+    ///     .with_propagation(Propagation::default().hop_offset(Duration::from_millis(20)));
+    /// # drop(layer);
+    /// ```
+    pub fn with_propagation(self, propagation: Propagation) -> Self {
+        let shared = &self.shared;
+        TimeoutProfileLayer {
+            shared: Arc::new(
+                Shared::new(
+                    shared.profiles.clone(),
+                    shared.instruments.clone(),
+                    shared.span_level,
+                    shared.retry.clone(),
+                )
+                .with_propagation(propagation),
+            ),
         }
     }
 
@@ -98,12 +128,15 @@ impl TimeoutProfileLayer {
         let mut retry = shared.retry.clone();
         f(&mut retry);
         TimeoutProfileLayer {
-            shared: Arc::new(Shared::new(
-                shared.profiles.clone(),
-                shared.instruments.clone(),
-                shared.span_level,
-                retry,
-            )),
+            shared: Arc::new(
+                Shared::new(
+                    shared.profiles.clone(),
+                    shared.instruments.clone(),
+                    shared.span_level,
+                    retry,
+                )
+                .with_propagation(shared.propagation),
+            ),
         }
     }
 

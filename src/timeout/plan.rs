@@ -11,6 +11,7 @@ use super::per_call::{CallRetry, CallStreamingPolicy, CallTimeout};
 use super::retry::RetryPlan;
 use crate::config::{ProfileSet, ResolvedProfile};
 use crate::policy::deadline::{tightest, Cap, Timers};
+use crate::policy::inherit::{inherited, Inherit, Propagation};
 use crate::policy::message::MessageField;
 use crate::policy::profile::ProfileField;
 use crate::policy::resolve::{resolve, Clamp};
@@ -18,6 +19,7 @@ use crate::policy::retry::first_timeout;
 use crate::policy::route::Lookup;
 use crate::policy::source::Source;
 use crate::policy::streaming::{millis, stream_timers};
+use crate::scope::Current;
 use crate::wire::grpc_timeout::{self, GRPC_TIMEOUT};
 
 /// What to do with the request's `grpc-timeout` header.
@@ -45,6 +47,17 @@ impl WireTimeout {
     }
 }
 
+/// What the plan reads besides the request: the layer's settings and the caps of the
+/// scope the call is made in.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Outer {
+    /// Retries at all.
+    pub(crate) retries: bool,
+    /// The scope's caps at the call's start (`None` outside any scope).
+    pub(crate) scope: Option<Current>,
+    pub(crate) propagation: Propagation,
+}
+
 /// The plan for one call.
 #[derive(Debug)]
 pub(crate) struct CallPlan<'a> {
@@ -64,6 +77,11 @@ pub(crate) struct CallPlan<'a> {
     pub(crate) gap_clamped: bool,
     /// How the call is retried; `None`: sent once.
     pub(crate) retry: Option<RetryPlan>,
+    /// Too little of an inherited deadline or a budget is left: fail at once
+    /// without sending.
+    pub(crate) exhausted: bool,
+    /// The budget's paused time, when a budget caps the call.
+    pub(crate) budget_paused: Option<Duration>,
 }
 
 /// Plans one call: route, resolve (per-call > message > profile default, clamped by
@@ -76,7 +94,7 @@ pub(crate) fn plan<'a>(
     path: &'a str,
     extensions: &http::Extensions,
     headers: &HeaderMap,
-    retries: bool,
+    outer: &Outer,
     message: impl FnOnce(MessageField) -> Option<Duration>,
 ) -> Result<CallPlan<'a>, Status> {
     let route = profiles.lookup(path).ok_or_else(|| {
@@ -121,13 +139,36 @@ pub(crate) fn plan<'a>(
     } else {
         (Timers::unary(resolved.deadline), false)
     };
-    // The one rule for every cap: the smallest wins and names itself. Further caps
-    // (an inherited deadline, an operation budget) join here.
-    timers.total = tightest([timers.total]);
+    // The one rule for every cap: the smallest wins and names itself. An inherited
+    // deadline and an operation budget only ever shrink the call's deadline.
+    let scope = outer.scope.unwrap_or_default();
+    let inherited_cap =
+        scope
+            .inherited
+            .map(|remaining| match inherited(remaining, &outer.propagation) {
+                Inherit::Cap(d) => (Cap::new(d, Source::Inherited), false),
+                Inherit::Exhausted(d) => (Cap::new(d, Source::Inherited), true),
+            });
+    let budget_cap = scope
+        .budget
+        .map(|(remaining, _)| (Cap::new(remaining, Source::Budget), remaining.is_zero()));
+    let exhausted =
+        inherited_cap.as_ref().is_some_and(|c| c.1) || budget_cap.as_ref().is_some_and(|c| c.1);
+    timers.total = tightest([
+        timers.total,
+        inherited_cap.map(|c| c.0),
+        budget_cap.map(|c| c.0),
+    ]);
+    let budget_paused = match &timers.total {
+        Some(cap) if cap.source == Source::Budget => scope.budget.map(|(_, paused)| paused),
+        _ => None,
+    };
 
     // Retries (SW4-002 §5.2): the deadline above covers every attempt; an attempt
     // timeout below it is one more cap, on the first attempt only.
-    let retry = retries.then(|| retry_plan(profile, extensions, route.idempotent, &timers));
+    let retry = outer
+        .retries
+        .then(|| retry_plan(profile, extensions, route.idempotent, &timers));
     let retry = retry.flatten();
     let attempt = retry.as_ref().and_then(|r| r.first.as_ref());
 
@@ -149,6 +190,8 @@ pub(crate) fn plan<'a>(
         clamp: resolved.clamp,
         gap_clamped,
         retry,
+        exhausted,
+        budget_paused,
     })
 }
 
@@ -415,7 +458,10 @@ mod tests {
             if let Some(p) = row.stream_policy {
                 ext.insert(CallStreamingPolicy(p));
             }
-            let p = plan(&set, row.path, &ext, &headers, false, |_| row.message).unwrap();
+            let p = plan(&set, row.path, &ext, &headers, &Outer::default(), |_| {
+                row.message
+            })
+            .unwrap();
             let deadline = p.timers.total.clone().map(|c| (c.limit, c.source));
             assert_eq!(deadline, row.deadline, "{}: deadline", row.name);
             p.wire.clone().apply(&mut headers);
@@ -445,7 +491,7 @@ mod tests {
             STREAM,
             &Default::default(),
             &HeaderMap::new(),
-            false,
+            &Outer::default(),
             |_| None,
         )
         .unwrap();
@@ -462,9 +508,14 @@ mod tests {
         let set = profiles();
         let mut headers = HeaderMap::new();
         headers.insert(GRPC_TIMEOUT, HeaderValue::from_static("5x"));
-        let err = plan(&set, WAIT, &Default::default(), &headers, false, |_| {
-            panic!("read")
-        })
+        let err = plan(
+            &set,
+            WAIT,
+            &Default::default(),
+            &headers,
+            &Outer::default(),
+            |_| panic!("read"),
+        )
         .unwrap_err();
         assert_eq!(err.code(), tonic::Code::InvalidArgument);
         assert!(
@@ -478,7 +529,7 @@ mod tests {
             "/nope",
             &Default::default(),
             &HeaderMap::new(),
-            false,
+            &Outer::default(),
             |_| None,
         )
         .unwrap_err();

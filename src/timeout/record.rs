@@ -35,6 +35,8 @@ pub(crate) struct CallRecord {
     /// Attempts made, and the attempt timeout in force, under a retry policy.
     attempts: Option<u32>,
     attempt: Option<Cap>,
+    /// The budget's paused time, when a budget caps the call.
+    paused: Option<std::time::Duration>,
 }
 
 impl CallRecord {
@@ -57,6 +59,7 @@ impl CallRecord {
             state: State::Open,
             attempts: None,
             attempt: None,
+            paused: plan.budget_paused,
         }
     }
 
@@ -173,6 +176,7 @@ impl CallRecord {
             detected_by,
             attempts: self.attempts,
             attempt_timeout_ms: self.attempt.as_ref().map(|c| millis(c.limit)),
+            budget_paused_ms: self.paused.map(millis),
         };
         if self.state == State::Open {
             self.state = State::Ended;

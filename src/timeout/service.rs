@@ -8,13 +8,15 @@ use tokio::time::Instant;
 use tower_service::Service;
 
 use super::future::ResponseFuture;
-use super::plan::{plan, CallPlan};
+use super::plan::{plan, CallPlan, Outer};
 use super::record::CallRecord;
 use super::retry::{take_whole, Retry};
 use super::shared::Shared;
 use super::BoxError;
 use crate::config::ProfileSet;
+use crate::policy::deadline::Phase;
 use crate::policy::streaming::millis;
+use crate::wire::details::DetectedBy;
 use crate::wire::message_field;
 
 /// The service produced by [`super::TimeoutProfileLayer`].
@@ -81,7 +83,11 @@ where
             path,
             &parts.extensions,
             &parts.headers,
-            shared.retry.on,
+            &Outer {
+                retries: shared.retry.on,
+                scope: crate::scope::current(start),
+                propagation: shared.propagation,
+            },
             |field| message_field::peek(&mut body, field),
         );
         let mut planned = match planned {
@@ -94,7 +100,14 @@ where
         planned.take_wire().apply(&mut parts.headers);
         let retry_plan = planned.retry.take();
         let deadline = planned.timers.total.as_ref().map(|c| start + c.limit);
+        let exhausted = planned.exhausted;
         let mut call = CallRecord::open(shared.clone(), labels, planned, start, span);
+        if exhausted {
+            // Nothing (or less than the floor) is left of the inherited deadline or
+            // the budget: fail at once, without sending.
+            let status = call.timed_out(Phase::Total, 0, DetectedBy::Client);
+            return ResponseFuture::failed(status);
+        }
         // Retries need the whole request kept for replay; a body that is not all
         // there yet (client streaming) or too large is sent once.
         let retry = retry_plan.and_then(|plan| {

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use super::budget::RetryBudget;
 use super::retry::DEFAULT_REPLAY_LIMIT;
+use crate::policy::inherit::Propagation;
 
 use arc_swap::ArcSwap;
 use opentelemetry::KeyValue;
@@ -67,6 +68,8 @@ pub(crate) struct Shared {
     pub(crate) instruments: Option<Instruments>,
     pub(crate) span_level: tracing::Level,
     pub(crate) retry: RetrySettings,
+    /// How inherited deadlines are passed on.
+    pub(crate) propagation: Propagation,
     /// Aligned with the exact routes of `profiles`.
     exact: Vec<Arc<Labels>>,
     /// Service-route and fallback paths seen so far.
@@ -95,6 +98,7 @@ impl Shared {
             instruments,
             span_level,
             retry,
+            propagation: Propagation::default(),
             exact,
             others: ArcSwap::from_pointee(PathMap::default()),
         }
@@ -108,6 +112,13 @@ impl Shared {
             self.span_level,
             self.retry.clone(),
         )
+        .with_propagation(self.propagation)
+    }
+
+    /// The same, passing inherited deadlines on this way.
+    pub(crate) fn with_propagation(mut self, propagation: Propagation) -> Self {
+        self.propagation = propagation;
+        self
     }
 
     /// The labels of a routed path. Paths outside the exact routes are built on

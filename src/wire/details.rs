@@ -83,6 +83,7 @@ pub struct TimeoutDetails {
     pub(crate) detected_by: DetectedBy,
     pub(crate) attempts: Option<u32>,
     pub(crate) attempt_timeout_ms: Option<u64>,
+    pub(crate) budget_paused_ms: Option<u64>,
 }
 
 impl TimeoutDetails {
@@ -142,6 +143,12 @@ impl TimeoutDetails {
     pub fn attempt_timeout_ms(&self) -> Option<u64> {
         self.attempt_timeout_ms
     }
+
+    /// When an operation budget was the cap: the time it had been paused when the
+    /// call started, in ms.
+    pub fn budget_paused_ms(&self) -> Option<u64> {
+        self.budget_paused_ms
+    }
 }
 
 impl TimeoutDetails {
@@ -170,6 +177,9 @@ impl TimeoutDetails {
         }
         if let Some(ms) = self.attempt_timeout_ms {
             metadata.insert("attempt_timeout_ms".to_owned(), ms.to_string());
+        }
+        if let Some(ms) = self.budget_paused_ms {
+            metadata.insert("budget_paused_ms".to_owned(), ms.to_string());
         }
         let details = ErrorDetails::with_error_info(TIMEOUT_REASON, TIMEOUT_DOMAIN, metadata);
         Status::with_error_details(Code::DeadlineExceeded, self.to_string(), details)
@@ -206,6 +216,7 @@ impl TimeoutDetails {
                 .unwrap_or(DetectedBy::Client),
             attempts: m.get("attempts").and_then(|v| v.parse().ok()),
             attempt_timeout_ms: num("attempt_timeout_ms"),
+            budget_paused_ms: num("budget_paused_ms"),
         })
     }
 }
@@ -271,6 +282,7 @@ mod tests {
             detected_by: DetectedBy::Client,
             attempts: None,
             attempt_timeout_ms: None,
+            budget_paused_ms: None,
         };
         let status = d.to_status();
         assert_eq!(

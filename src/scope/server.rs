@@ -1,0 +1,218 @@
+//! [`InboundDeadlineLayer`]: the server side of deadline propagation, for tonic
+//! servers (`Server::builder().layer(InboundDeadlineLayer::new())`). It reads the
+//! inbound `grpc-timeout`, gives the handler the deadline (a request extension, and
+//! the scope its outgoing calls see), and answers `DEADLINE_EXCEEDED` itself when
+//! the deadline passes, dropping the handler.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use pin_project_lite::pin_project;
+use tokio::time::{Instant, Sleep};
+use tonic::{Code, Status};
+use tower_layer::Layer;
+use tower_service::Service;
+
+use super::task::{with_deadline, Scoped};
+use crate::wire::grpc_timeout::{self, GRPC_TIMEOUT};
+
+/// The deadline of an inbound call, as a request extension for the handler.
+///
+/// ```
+/// # async fn handler(request: tonic::Request<()>) {
+/// use sw4rm_timeouts::scope::InboundDeadline;
+/// if let Some(d) = request.extensions().get::<InboundDeadline>() {
+///     println!("the caller gave {:?}; {:?} left", d.received(), d.remaining());
+/// }
+/// # }
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InboundDeadline {
+    at: Instant,
+    received: Duration,
+}
+
+impl InboundDeadline {
+    /// When the inbound call's deadline passes.
+    pub fn at(&self) -> Instant {
+        self.at
+    }
+
+    /// The `grpc-timeout` the call arrived with.
+    pub fn received(&self) -> Duration {
+        self.received
+    }
+
+    /// Time left now.
+    pub fn remaining(&self) -> Duration {
+        self.at.saturating_duration_since(Instant::now())
+    }
+}
+
+/// A tower layer for tonic servers: inbound deadlines for handlers and their
+/// outgoing calls (see the [module](crate::scope) for what flows by itself).
+///
+/// ```no_run
+/// # use sw4rm_timeouts::proto::sw4rm::registry::registry_service_server::{RegistryService, RegistryServiceServer};
+/// # async fn serve(svc: impl RegistryService) -> Result<(), Box<dyn std::error::Error>> {
+/// use sw4rm_timeouts::scope::InboundDeadlineLayer;
+/// tonic::transport::Server::builder()
+///     .layer(InboundDeadlineLayer::new())
+///     .add_service(RegistryServiceServer::new(svc))
+///     .serve("127.0.0.1:50051".parse()?)
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct InboundDeadlineLayer {
+    _private: (),
+}
+
+impl InboundDeadlineLayer {
+    /// The layer.
+    pub fn new() -> Self {
+        InboundDeadlineLayer::default()
+    }
+}
+
+impl<S> Layer<S> for InboundDeadlineLayer {
+    type Service = InboundDeadlineService<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        InboundDeadlineService { inner }
+    }
+}
+
+/// The service of [`InboundDeadlineLayer`].
+#[derive(Clone, Debug)]
+pub struct InboundDeadlineService<S> {
+    inner: S,
+}
+
+impl<S, ReqBody, ResBody> Service<http::Request<ReqBody>> for InboundDeadlineService<S>
+where
+    S: Service<http::Request<ReqBody>, Response = http::Response<ResBody>>,
+    ResBody: Default,
+{
+    type Response = http::Response<ResBody>;
+    type Error = S::Error;
+    type Future = InboundDeadlineFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: http::Request<ReqBody>) -> Self::Future {
+        let received = match req.headers().get(GRPC_TIMEOUT) {
+            None => None,
+            Some(v) => match grpc_timeout::parse(v.as_bytes()) {
+                Ok(d) => Some(d),
+                Err(e) => {
+                    return InboundDeadlineFuture {
+                        state: State::Answer {
+                            status: Some(Status::invalid_argument(e.to_string())),
+                        },
+                    }
+                }
+            },
+        };
+        let Some(received) = received else {
+            return InboundDeadlineFuture {
+                state: State::Unbounded {
+                    inner: self.inner.call(req),
+                },
+            };
+        };
+        // An absurdly long deadline is as good as none (and must not overflow).
+        let Some(at) = Instant::now().checked_add(received) else {
+            return InboundDeadlineFuture {
+                state: State::Unbounded {
+                    inner: self.inner.call(req),
+                },
+            };
+        };
+        req.extensions_mut()
+            .insert(InboundDeadline { at, received });
+        InboundDeadlineFuture {
+            state: State::Bounded {
+                inner: with_deadline(at, self.inner.call(req)),
+                sleep: tokio::time::sleep_until(at),
+                at,
+            },
+        }
+    }
+}
+
+pin_project! {
+    /// Response future of [`InboundDeadlineService`].
+    #[derive(Debug)]
+    pub struct InboundDeadlineFuture<F> {
+        #[pin]
+        state: State<F>,
+    }
+}
+
+pin_project! {
+    #[project = Proj]
+    #[derive(Debug)]
+    enum State<F> {
+        // No inbound deadline: the handler as it is.
+        Unbounded { #[pin] inner: F },
+        // The handler inside its deadline's scope, racing the deadline.
+        Bounded { #[pin] inner: Scoped<F>, #[pin] sleep: Sleep, at: Instant },
+        // Answered without the handler (a malformed `grpc-timeout`).
+        Answer { status: Option<Status> },
+    }
+}
+
+impl<F, B, E> Future for InboundDeadlineFuture<F>
+where
+    F: Future<Output = Result<http::Response<B>, E>>,
+    B: Default,
+{
+    type Output = Result<http::Response<B>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().state.project() {
+            Proj::Unbounded { inner } => inner.poll(cx),
+            Proj::Bounded { inner, sleep, at } => {
+                if let Poll::Ready(out) = inner.poll(cx) {
+                    // tonic's own timer on the same deadline answers CANCELLED: at or
+                    // after the deadline, say what happened.
+                    return Poll::Ready(out.map(|r| deadline_answer(r, *at)));
+                }
+                match sleep.poll(cx) {
+                    Poll::Ready(()) => Poll::Ready(Ok(exceeded(*at).into_http())),
+                    Poll::Pending => Poll::Pending,
+                }
+            }
+            Proj::Answer { status } => Poll::Ready(Ok(status
+                .take()
+                .unwrap_or_else(|| Status::internal("polled after completion"))
+                .into_http())),
+        }
+    }
+}
+
+fn exceeded(_at: Instant) -> Status {
+    Status::new(
+        Code::DeadlineExceeded,
+        "the inbound call's deadline passed before the handler answered",
+    )
+}
+
+/// A trailers-only `CANCELLED` (tonic's timer) at or after the deadline becomes
+/// `DEADLINE_EXCEEDED`.
+fn deadline_answer<B: Default>(response: http::Response<B>, at: Instant) -> http::Response<B> {
+    let cancelled = response
+        .headers()
+        .get("grpc-status")
+        .is_some_and(|v| v.as_bytes() == b"1");
+    if cancelled && Instant::now() >= at {
+        exceeded(at).into_http()
+    } else {
+        response
+    }
+}

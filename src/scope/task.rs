@@ -1,0 +1,114 @@
+//! The scope a task runs in: an inherited deadline and an operation budget, kept in
+//! a tokio task-local so that calls made anywhere in the task's own async flow see
+//! them without being passed anything.
+
+use std::future::Future;
+
+use tokio::time::Instant;
+
+use super::budget::OperationBudget;
+
+/// What a task's outgoing calls are capped by (opaque: see [`carry`], [`detach`],
+/// [`with_deadline`] and [`OperationBudget::run`]).
+#[derive(Clone, Debug, Default)]
+pub struct Scope {
+    pub(crate) deadline: Option<Instant>,
+    pub(crate) budget: Option<OperationBudget>,
+}
+
+tokio::task_local! {
+    static SCOPE: Scope;
+}
+
+/// A future running inside a scope (see [`carry`], [`detach`], [`with_deadline`] and
+/// [`OperationBudget::run`]).
+pub type Scoped<F> = tokio::task::futures::TaskLocalFuture<Scope, F>;
+
+/// The caps a call planned now sees.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Current {
+    /// Time left before the inherited deadline.
+    pub(crate) inherited: Option<std::time::Duration>,
+    /// What remains of the budget and the time it has been paused, unless it is
+    /// paused now (a call made during a pause is not capped by the budget).
+    pub(crate) budget: Option<(std::time::Duration, std::time::Duration)>,
+}
+
+/// The caps of the current task's scope, at `now`; `None` outside any scope (the
+/// common case costs one task-local lookup).
+pub(crate) fn current(now: Instant) -> Option<Current> {
+    SCOPE
+        .try_with(|s| {
+            if s.deadline.is_none() && s.budget.is_none() {
+                return None;
+            }
+            Some(Current {
+                inherited: s.deadline.map(|d| d.saturating_duration_since(now)),
+                budget: s.budget.as_ref().and_then(|b| b.cap_at(now)),
+            })
+        })
+        .ok()
+        .flatten()
+}
+
+fn scope_now() -> Scope {
+    SCOPE.try_with(Scope::clone).unwrap_or_default()
+}
+
+/// The inherited deadline of the current task, if it serves an inbound call with one
+/// (or runs inside [`with_deadline`]).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use tokio::time::{Duration, Instant};
+/// assert_eq!(sw4rm_timeouts::scope::current_deadline(), None);
+/// let at = Instant::now() + Duration::from_secs(3);
+/// let seen = sw4rm_timeouts::scope::with_deadline(at, async {
+///     sw4rm_timeouts::scope::current_deadline()
+/// }).await;
+/// assert_eq!(seen, Some(at));
+/// # }
+/// ```
+pub fn current_deadline() -> Option<Instant> {
+    SCOPE.try_with(|s| s.deadline).ok().flatten()
+}
+
+/// Runs `future` with outgoing calls capped by `deadline` (the earlier of it and a
+/// deadline already in scope). The server layer does this for every handler.
+pub fn with_deadline<F: Future>(deadline: Instant, future: F) -> Scoped<F> {
+    let mut scope = scope_now();
+    scope.deadline = Some(scope.deadline.map_or(deadline, |d| d.min(deadline)));
+    SCOPE.scope(scope, future)
+}
+
+/// Takes the current scope (inherited deadline and budget) along with `future`, for
+/// work handed to another task:
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use tokio::time::{Duration, Instant};
+/// use sw4rm_timeouts::scope;
+/// let at = Instant::now() + Duration::from_secs(3);
+/// scope::with_deadline(at, async move {
+///     let job = tokio::spawn(scope::carry(async { scope::current_deadline() }));
+///     assert_eq!(job.await.unwrap(), Some(at));
+///     // Without `carry` a spawned task starts outside any scope.
+///     assert_eq!(tokio::spawn(async { scope::current_deadline() }).await.unwrap(), None);
+/// }).await;
+/// # }
+/// ```
+pub fn carry<F: Future>(future: F) -> Scoped<F> {
+    SCOPE.scope(scope_now(), future)
+}
+
+/// Runs `future` outside any scope: no inherited deadline, no budget (work that must
+/// outlive the inbound call, such as cleanup or an audit record).
+pub fn detach<F: Future>(future: F) -> Scoped<F> {
+    SCOPE.scope(Scope::default(), future)
+}
+
+pub(crate) fn with_budget<F: Future>(budget: OperationBudget, future: F) -> Scoped<F> {
+    let mut scope = scope_now();
+    scope.budget = Some(budget);
+    SCOPE.scope(scope, future)
+}
