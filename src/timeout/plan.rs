@@ -318,6 +318,97 @@ mod tests {
     }
 
     #[test]
+    fn scope_caps_only_shrink_and_name_themselves() {
+        let set = profiles();
+        // Heartbeat: 5 s default, 1 s minimum.
+        struct Row {
+            name: &'static str,
+            inherited: Option<Duration>,
+            budget: Option<Duration>,
+            total: (Duration, Source),
+            exhausted: bool,
+        }
+        let rows = [
+            Row {
+                name: "no scope: the profile",
+                inherited: None,
+                budget: None,
+                total: (ms(5_000), Source::Standard),
+                exhausted: false,
+            },
+            Row {
+                name: "inherited, less the 5 ms hop offset",
+                inherited: Some(ms(2_000)),
+                budget: None,
+                total: (ms(1_995), Source::Inherited),
+                exhausted: false,
+            },
+            Row {
+                name: "below the profile minimum: not raised",
+                inherited: Some(ms(300)),
+                budget: None,
+                total: (ms(295), Source::Inherited),
+                exhausted: false,
+            },
+            Row {
+                name: "larger than the profile: the profile",
+                inherited: Some(ms(60_000)),
+                budget: None,
+                total: (ms(5_000), Source::Standard),
+                exhausted: false,
+            },
+            Row {
+                name: "budget smaller than inherited",
+                inherited: Some(ms(3_000)),
+                budget: Some(ms(1_000)),
+                total: (ms(1_000), Source::Budget),
+                exhausted: false,
+            },
+            Row {
+                name: "nothing inherited left",
+                inherited: Some(ms(2)),
+                budget: None,
+                total: (ms(0), Source::Inherited),
+                exhausted: true,
+            },
+            Row {
+                name: "budget spent",
+                inherited: None,
+                budget: Some(ms(0)),
+                total: (ms(0), Source::Budget),
+                exhausted: true,
+            },
+        ];
+        for row in rows {
+            let outer = Outer {
+                scope: Some(Current {
+                    inherited: row.inherited,
+                    budget: row.budget.map(|b| (b, ms(7))),
+                }),
+                ..Outer::default()
+            };
+            let p = plan(
+                &set,
+                HEARTBEAT,
+                &Default::default(),
+                &HeaderMap::new(),
+                &outer,
+                |_| None,
+            )
+            .unwrap();
+            let total = p.timers.total.clone().map(|c| (c.limit, c.source));
+            assert_eq!(total, Some(row.total.clone()), "{}", row.name);
+            assert_eq!(p.exhausted, row.exhausted, "{}", row.name);
+            assert_eq!(
+                p.budget_paused,
+                (row.total.1 == Source::Budget).then_some(ms(7)),
+                "{}",
+                row.name
+            );
+        }
+    }
+
+    #[test]
     fn plan_table() {
         let rows = [
             Row {
