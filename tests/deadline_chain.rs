@@ -19,10 +19,12 @@ use sw4rm_timeouts::scope::{self, InboundDeadline, InboundDeadlineLayer};
 use sw4rm_timeouts::testing::{Outcome, Script, TestServer};
 use sw4rm_timeouts::wire::grpc_timeout;
 use sw4rm_timeouts::{
-    OperationBudget, ProfileSet, Source, Sw4rm, TimeoutDetails, TimeoutProfileLayer,
+    OperationBudget, ProfileSet, Propagation, Source, Sw4rm, TimeoutDetails, TimeoutProfileLayer,
 };
 use tokio::time::Instant;
 use tonic::{Code, Request, Response, Status};
+
+const HOP: Duration = Duration::from_millis(200);
 
 fn ms(v: u64) -> Duration {
     Duration::from_millis(v)
@@ -37,6 +39,7 @@ fn wire(header: &str) -> Duration {
 struct Seen {
     received: Mutex<Option<Duration>>,
     sent_after: Mutex<Option<Duration>>,
+    downstream: Mutex<Option<Status>>,
     dropped: AtomicBool,
 }
 
@@ -47,7 +50,7 @@ impl Drop for DropFlag {
     }
 }
 
-/// The middle agent: its Heartbeat works 100 ms, then asks the Scheduler.
+/// The middle agent: its Heartbeat works 100 ms, asks the Scheduler, then hangs.
 struct Middle {
     downstream: Sw4rm,
     seen: Arc<Seen>,
@@ -72,10 +75,15 @@ impl RegistryService for Middle {
         *self.seen.received.lock().unwrap() = inbound.map(|d| d.received());
         tokio::time::sleep(ms(100)).await;
         *self.seen.sent_after.lock().unwrap() = Some(start.elapsed());
-        self.downstream
+        let result = self
+            .downstream
             .scheduler()
             .get_task_status(GetTaskStatusRequest::default())
-            .await?;
+            .await;
+        *self.seen.downstream.lock().unwrap() = result.err();
+        // Whatever the answer, this handler never ends by itself: only the inbound
+        // deadline can end it.
+        std::future::pending::<()>().await;
         Ok(Response::new(HeartbeatResponse::default()))
     }
 
@@ -89,7 +97,11 @@ impl RegistryService for Middle {
 
 /// Starts the middle hop on loopback, calling `last`.
 async fn middle(last: &TestServer) -> (String, Arc<Seen>) {
-    let downstream = common::connect(last, TimeoutProfileLayer::standard()).await;
+    // A generous hop offset: the middle's own call ends well before its caller's
+    // deadline, whatever the load.
+    let layer =
+        TimeoutProfileLayer::standard().with_propagation(Propagation::default().hop_offset(HOP));
+    let downstream = common::connect(last, layer).await;
     let seen = Arc::new(Seen::default());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
@@ -149,9 +161,19 @@ async fn a_three_hop_chain_passes_the_first_deadline_on_and_drops_the_middle() {
         .expect("the middle called on");
     assert!(spent >= ms(100));
     assert!(
-        sent <= ms(800) - spent,
+        sent <= ms(800) - spent - HOP,
         "last hop got {sent:?}, but {spent:?} of 800 ms were already spent"
     );
+
+    // The middle's own call failed at the inherited cap, naming it.
+    let downstream = seen
+        .downstream
+        .lock()
+        .unwrap()
+        .clone()
+        .expect("the call ended");
+    let d = TimeoutDetails::from_status(&downstream).expect("details");
+    assert_eq!(d.source(), &Source::Inherited);
 
     // When the first deadline passed the middle handler was dropped, and so was its
     // call to the last server.
