@@ -97,6 +97,12 @@ pub use timeout::{
 };
 pub use wire::details::{DetectedBy, TimeoutDetails, TIMEOUT_DOMAIN, TIMEOUT_REASON};
 
+// The versions the generated clients are built with: name these instead of adding
+// your own `tonic` / `prost` dependency, and mismatched versions cannot happen.
+pub use prost;
+pub use prost_types;
+pub use tonic;
+
 /// The README's code, compiled as a doctest so it cannot drift from the API.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

@@ -65,6 +65,22 @@ impl<B> TimeoutBody<B> {
     }
 }
 
+impl<B> Default for TimeoutBody<B> {
+    /// An empty body, watching nothing: what tonic's `InterceptedService` answers with
+    /// when an interceptor rejects a call before it reaches the layer.
+    ///
+    /// ```
+    /// use http_body::Body;
+    /// let body = sw4rm_timeouts::TimeoutBody::<tonic::body::Body>::default();
+    /// assert!(body.is_end_stream());
+    /// ```
+    fn default() -> Self {
+        TimeoutBody {
+            state: State::Ended,
+        }
+    }
+}
+
 fn progress(call: &CallRecord, messages: &MessageCounter, last: Option<Instant>) -> Progress {
     Progress {
         messages: messages.complete,
