@@ -71,7 +71,7 @@ impl<B> Default for TimeoutBody<B> {
     ///
     /// ```
     /// use http_body::Body;
-    /// let body = sw4rm_timeouts::TimeoutBody::<tonic::body::Body>::default();
+    /// let body = sw4rm_timeouts::timeout::TimeoutBody::<tonic::body::Body>::default();
     /// assert!(body.is_end_stream());
     /// ```
     fn default() -> Self {
