@@ -6,11 +6,12 @@ mod common;
 
 use std::time::Duration;
 
-use common::{connect, server, Metrics, WAIT};
+use common::{capture_events, connect, server, Metrics, WAIT};
 use sw4rm_timeouts::proto::sw4rm::{handoff, negotiation_room as nr, registry, tool};
 use sw4rm_timeouts::testing::{Outcome, Script};
 use sw4rm_timeouts::{
-    DetectedBy, Phase, ProfileSet, Sw4rm, TimeoutDetails, TimeoutProfile, TimeoutProfileLayer,
+    DetectedBy, Phase, ProfileSet, Source, Sw4rm, TimeoutDetails, TimeoutProfile,
+    TimeoutProfileLayer,
 };
 use tonic::Code;
 use tower::ServiceBuilder;
@@ -120,12 +121,8 @@ async fn the_layer_alone_times_out_and_the_server_sees_the_cancel() {
     );
 }
 
-/// tonic's Channel enforces the header itself and reports `Cancelled`; the layer
-/// turns that into DEADLINE_EXCEEDED with details, counted once. The peer is a TCP
-/// listener that never answers, so tonic's timer is the only one that can fire
-/// before the layer's.
-#[tokio::test]
-async fn tonic_transport_timer_is_reported_as_deadline_exceeded() {
+/// A peer that accepts TCP and never answers.
+async fn silent_peer() -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let silent = tokio::spawn(async move {
@@ -134,6 +131,15 @@ async fn tonic_transport_timer_is_reported_as_deadline_exceeded() {
             held.push(socket);
         }
     });
+    (addr, silent)
+}
+
+/// A shorter deadline written below the layer: tonic's channel enforces it and
+/// reports `Cancelled`. The layer reports the truth — a transport timeout after
+/// 50 ms, not "the 300 ms deadline exceeded after 50 ms" — counted once.
+#[tokio::test]
+async fn a_shorter_transport_deadline_below_the_layer_is_reported_as_itself() {
+    let (addr, silent) = silent_peer().await;
     let metrics = Metrics::new();
     let shorten = |mut req: http::Request<tonic::body::Body>| {
         req.headers_mut()
@@ -148,20 +154,70 @@ async fn tonic_transport_timer_is_reported_as_deadline_exceeded() {
         .map_request(shorten)
         .service(channel);
     let mut client = registry::registry_service_client::RegistryServiceClient::new(svc);
+    let (events, _guard) = capture_events();
     let status = client
         .heartbeat(registry::HeartbeatRequest::default())
         .await
         .unwrap_err();
     assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
     let d = TimeoutDetails::from_status(&status).expect("details");
-    assert_heartbeat_details(&d, DetectedBy::Transport);
-    assert!(
-        d.elapsed_ms() >= 50,
-        "tonic's 50 ms timer fired (detected_by = transport), not before it: {}",
-        d.elapsed_ms()
+    assert_eq!(
+        (d.detected_by(), d.source(), d.phase()),
+        (DetectedBy::Transport, &Source::Transport, Phase::Total)
     );
+    assert!(d.elapsed_ms() >= 50, "{}", d.elapsed_ms());
+    assert!(d.elapsed_ms() < 300, "it was not our 300 ms deadline");
+    assert_eq!(
+        d.configured_timeout_ms(),
+        d.elapsed_ms(),
+        "what fired, and when"
+    );
+    assert!(!status.message().contains("300 ms"), "{}", status.message());
     assert_eq!(metrics.value("sw4rm_rpc_timeout_total", "Heartbeat"), 1);
     assert_eq!(metrics.value("sw4rm_rpc_duration_ms", "Heartbeat"), 1);
+    assert_eq!(
+        events.with_message("caps every profile").len(),
+        1,
+        "warned once"
+    );
+    let _ = client
+        .heartbeat(registry::HeartbeatRequest::default())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        events.with_message("caps every profile").len(),
+        1,
+        "only once"
+    );
+    silent.abort();
+}
+
+/// `Endpoint::timeout` caps every profile the same way, infinite calls included.
+#[tokio::test]
+async fn endpoint_timeout_is_reported_as_itself_even_for_an_infinite_call() {
+    let (addr, silent) = silent_peer().await;
+    let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .timeout(Duration::from_millis(100));
+    let sw4rm = sw4rm_timeouts::Sw4rm::builder(endpoint)
+        .layer(TimeoutProfileLayer::standard().without_metrics())
+        .connect_lazy();
+    let mut req = tonic::Request::new(
+        sw4rm_timeouts::proto::sw4rm::negotiation_room::WaitForDecisionRequest::default(),
+    );
+    sw4rm_timeouts::CallTimeout::Infinite.apply(&mut req);
+    let status = sw4rm
+        .negotiation_room()
+        .wait_for_decision(req)
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+    let d = TimeoutDetails::from_status(&status).expect("details");
+    assert_eq!(d.source(), &Source::Transport);
+    assert!(
+        d.configured_timeout_ms() >= 100,
+        "not \"a deadline of 0 ms\""
+    );
     silent.abort();
 }
 

@@ -39,6 +39,10 @@ pub enum Source {
     Inherited,
     /// What remained of an [`crate::OperationBudget`] (a cap).
     Budget,
+    /// A shorter deadline below the layer that tonic enforced (`Endpoint::timeout`, or
+    /// a `grpc-timeout` written under the layer); its value is not known, the time
+    /// it fired is.
+    Transport,
 }
 
 impl Source {
@@ -52,6 +56,7 @@ impl Source {
             Source::PerCall => "per_call",
             Source::Inherited => "inherited",
             Source::Budget => "budget",
+            Source::Transport => "transport",
         }
     }
 
@@ -76,6 +81,7 @@ impl Source {
             "per_call" => Source::PerCall,
             "inherited" => Source::Inherited,
             "budget" => Source::Budget,
+            "transport" => Source::Transport,
             _ => return None,
         })
     }
@@ -104,6 +110,7 @@ mod tests {
             (Source::PerCall, "per_call"),
             (Source::Inherited, "inherited"),
             (Source::Budget, "budget"),
+            (Source::Transport, "transport"),
             (
                 Source::File(Arc::from(Path::new("/etc/sw4rm.toml"))),
                 "global (file /etc/sw4rm.toml)",

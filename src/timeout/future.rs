@@ -9,7 +9,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use pin_project_lite::pin_project;
-use tokio::time::Sleep;
+use tokio::time::{Instant, Sleep};
 use tonic::Status;
 use tower_service::Service;
 
@@ -136,13 +136,16 @@ where
                             let err: BoxError = err.into();
                             // tonic's timer on a retried attempt's own deadline.
                             let attempt = retry.as_ref().is_some_and(|r| r.attempt_expired());
+                            let transport = is_transport_timeout(&*err) && !attempt;
                             match first {
                                 // tonic's own timer on the same deadline won the race.
-                                Some((_, phase)) if is_transport_timeout(&*err) && !attempt => {
+                                Some((at, phase)) if transport && Instant::now() >= at => {
                                     Step::Fail(
                                         call.timed_out(phase, 0, DetectedBy::Transport).into(),
                                     )
                                 }
+                                // A shorter deadline below the layer fired first.
+                                _ if transport => Step::Fail(call.transport_capped().into()),
                                 _ => failed_attempt(retry, call, err),
                             }
                         }

@@ -3,6 +3,7 @@
 //! counter, the `warn!` and the status) exactly once: when the call finishes, times
 //! out, or is dropped by the caller.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use tokio::time::Instant;
@@ -12,6 +13,7 @@ use super::plan::CallPlan;
 use super::shared::{Labels, Shared};
 use crate::policy::deadline::{Cap, Phase, Progress, Timers};
 use crate::policy::route::ProfileId;
+use crate::policy::source::Source;
 use crate::policy::streaming::millis;
 use crate::wire::details::{DetectedBy, TimeoutDetails};
 
@@ -164,6 +166,45 @@ impl CallRecord {
             Some(cap) => (cap.limit, cap.source.clone()),
             None => (Default::default(), profile.default_source().clone()),
         };
+        self.end_with(phase, configured, source, messages, detected_by)
+    }
+
+    /// tonic's transport timer fired before any deadline of ours: a shorter deadline
+    /// set below the layer (`Endpoint::timeout`, or a `grpc-timeout` written under
+    /// it). Reported as what it is, with the time it fired, and warned about once
+    /// per layer: it caps every profile.
+    pub(crate) fn transport_capped(&mut self) -> Status {
+        let elapsed = self.start.elapsed();
+        if !self.shared.transport_warned.swap(true, Ordering::Relaxed) {
+            self.span.in_scope(|| {
+                tracing::warn!(
+                    service = %self.labels.service,
+                    method = %self.labels.method,
+                    elapsed_ms = millis(elapsed),
+                    "SW4RM call ended by a transport timeout shorter than its profile: \
+                     tonic's Endpoint::timeout (or a grpc-timeout set below the layer) \
+                     caps every profile; leave it unset and let the profiles decide"
+                )
+            });
+        }
+        self.end_with(
+            Phase::Total,
+            elapsed,
+            Source::Transport,
+            0,
+            DetectedBy::Transport,
+        )
+    }
+
+    fn end_with(
+        &mut self,
+        phase: Phase,
+        configured: std::time::Duration,
+        source: Source,
+        messages: u64,
+        detected_by: DetectedBy,
+    ) -> Status {
+        let profile = self.shared.profiles.get(self.profile);
         let details = TimeoutDetails {
             profile_name: profile.profile.name.to_string(),
             configured_timeout_ms: millis(configured),

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use super::budget::RetryBudget;
@@ -70,6 +71,8 @@ pub(crate) struct Shared {
     pub(crate) retry: RetrySettings,
     /// How inherited deadlines are passed on.
     pub(crate) propagation: Propagation,
+    /// Whether a transport timeout shorter than the profiles was warned about.
+    pub(crate) transport_warned: AtomicBool,
     /// Aligned with the exact routes of `profiles`.
     exact: Vec<Arc<Labels>>,
     /// Service-route and fallback paths seen so far.
@@ -99,6 +102,7 @@ impl Shared {
             span_level,
             retry,
             propagation: Propagation::default(),
+            transport_warned: AtomicBool::new(false),
             exact,
             others: ArcSwap::from_pointee(PathMap::default()),
         }
