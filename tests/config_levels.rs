@@ -509,3 +509,62 @@ fn retry_settings_at_every_level_with_their_sources() {
         "global (env sw4rm_profiles__heartbeat__retry__max_backoff_ms)"
     );
 }
+
+#[test]
+fn a_misspelt_profile_in_the_builder_gets_a_suggestion() {
+    let err = ProfileSet::builder()
+        .without_global()
+        .max_timeout_ms("heartbaet", 10_000)
+        .build()
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("(did you mean `heartbeat`?)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_apps_own_file_section_and_env_compose() {
+    use sw4rm_timeouts::GlobalConfig;
+    let app = "[agent]\nname = \"planner\"\n[agent.timeouts.profiles.heartbeat]\nmax_timeout_ms = 9000\ndefault_timeout_ms = 4000\n";
+    let file = GlobalConfig::from_toml_section(app, "agent.timeouts", "agent.toml").unwrap();
+    let env = GlobalConfig::from_env_vars([("SW4RM_PROFILES__HEARTBEAT__MAX_TIMEOUT_MS", "12000")])
+        .unwrap();
+    let set = ProfileSet::builder()
+        .global(file.merged_with(env))
+        .build()
+        .unwrap();
+    let hb = set.resolved("heartbeat").unwrap();
+    assert_eq!(
+        (hb.profile().default_timeout_ms, hb.profile().max_timeout_ms),
+        (4_000, 12_000)
+    );
+    assert_eq!(
+        hb.source_of(sw4rm_timeouts::ProfileField::Default)
+            .to_string(),
+        "global (file agent.toml)"
+    );
+    assert_eq!(
+        hb.source_of(sw4rm_timeouts::ProfileField::Max).to_string(),
+        "global (env SW4RM_PROFILES__HEARTBEAT__MAX_TIMEOUT_MS)"
+    );
+    // A missing section is no settings, not an error.
+    let none = GlobalConfig::from_toml_section(app, "agent.nothing", "agent.toml").unwrap();
+    assert_eq!(none, GlobalConfig::empty());
+}
+
+#[test]
+fn an_explicit_file_with_the_environment_over_it() {
+    Jail::expect_with(|j| {
+        j.create_file(
+            "deploy.toml",
+            "[profiles.heartbeat]\nmax_timeout_ms = 9000\nmin_timeout_ms = 2000\n",
+        )?;
+        j.set_env("SW4RM_PROFILES__HEARTBEAT__MAX_TIMEOUT_MS", "12000");
+        let global = sw4rm_timeouts::GlobalConfig::from_file_and_env("deploy.toml").unwrap();
+        let set = ProfileSet::builder().global(global).build().unwrap();
+        let hb = set.profile("heartbeat").unwrap();
+        assert_eq!((hb.min_timeout_ms, hb.max_timeout_ms), (2_000, 12_000));
+        Ok(())
+    });
+}

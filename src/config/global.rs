@@ -137,6 +137,85 @@ impl GlobalConfig {
         finish(config, issues)
     }
 
+    /// Reads the TOML file at `path` — the one your application chose — and the
+    /// `SW4RM_*` environment over it (environment wins, field by field).
+    ///
+    /// ```no_run
+    /// let global = sw4rm_timeouts::GlobalConfig::from_file_and_env("/etc/agent/timeouts.toml")?;
+    /// # Ok::<(), sw4rm_timeouts::ConfigError>(())
+    /// ```
+    pub fn from_file_and_env(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
+        let mut issues = Vec::new();
+        let mut config = GlobalConfig::empty();
+        config.read_file(path.as_ref(), &mut issues);
+        config.read_env(&mut issues);
+        finish(config, issues)
+    }
+
+    /// Reads our table from a section of a larger TOML document (your application's
+    /// own configuration file): `section` is a dotted key path such as
+    /// `"agent.timeouts"`; `name` stands for the file in messages. A missing section
+    /// is no settings.
+    ///
+    /// ```
+    /// use sw4rm_timeouts::{GlobalConfig, ProfileSet};
+    /// let app = r#"
+    /// [agent]
+    /// name = "planner"
+    /// [agent.timeouts.profiles.heartbeat]
+    /// max_timeout_ms = 9000
+    /// "#;
+    /// let global = GlobalConfig::from_toml_section(app, "agent.timeouts", "agent.toml")?;
+    /// let set = ProfileSet::builder().global(global).build()?;
+    /// assert_eq!(set.profile("heartbeat").unwrap().max_timeout_ms, 9_000);
+    ///
+    /// let bad = GlobalConfig::from_toml_section("[agent.timeouts]\nprofils = 1\n", "agent.timeouts", "agent.toml");
+    /// assert!(bad.unwrap_err().to_string().contains("did you mean `profiles`"));
+    /// # Ok::<(), sw4rm_timeouts::ConfigError>(())
+    /// ```
+    pub fn from_toml_section(
+        toml: &str,
+        section: &str,
+        name: impl AsRef<Path>,
+    ) -> Result<Self, ConfigError> {
+        let mut issues = Vec::new();
+        let mut config = GlobalConfig::empty();
+        let name = name.as_ref();
+        let data = Toml::string(toml).data().map(|mut map| {
+            let mut dict = map.remove(&Profile::Default).unwrap_or_default();
+            for key in section.split('.').filter(|k| !k.is_empty()) {
+                dict = match dict.remove(key) {
+                    Some(figment::value::Value::Dict(_, inner)) => inner,
+                    _ => Dict::new(),
+                };
+            }
+            let mut out = figment::value::Map::new();
+            out.insert(Profile::Default, dict);
+            out
+        });
+        config.read_data(data, name, &mut issues);
+        finish(config, issues)
+    }
+
+    /// Lays `over` on top of this configuration, field by field (`over` wins), as
+    /// the environment lies over the file.
+    ///
+    /// ```
+    /// use sw4rm_timeouts::{GlobalConfig, ProfileSet};
+    /// let file = GlobalConfig::from_toml_str("[profiles.heartbeat]\nmax_timeout_ms = 9000\n", "a.toml")?;
+    /// let env = GlobalConfig::from_env_vars([("SW4RM_PROFILES__HEARTBEAT__MAX_TIMEOUT_MS", "12000")])?;
+    /// let set = ProfileSet::builder().global(file.merged_with(env)).build()?;
+    /// assert_eq!(set.profile("heartbeat").unwrap().max_timeout_ms, 12_000);
+    /// # Ok::<(), sw4rm_timeouts::ConfigError>(())
+    /// ```
+    pub fn merged_with(mut self, over: GlobalConfig) -> Self {
+        self.overrides.merge(&over.overrides);
+        if over.file.is_some() {
+            self.file = over.file;
+        }
+        self
+    }
+
     /// Reads only the `SW4RM_*` environment.
     pub fn from_env() -> Result<Self, ConfigError> {
         let mut issues = Vec::new();

@@ -157,8 +157,15 @@ fn resolve_profile(
                     key: key(name, field),
                     value: String::new(),
                     rule: format!(
-                        "profile `{name}` is not a standard profile, so it must set {}",
-                        field.key()
+                        "profile `{name}` is not a standard profile, so it must set {}{}",
+                        field.key(),
+                        crate::config::hint(
+                            name,
+                            STANDARD_PROFILES
+                                .iter()
+                                .chain(std::iter::once(&UNIVERSAL_PROFILE))
+                                .map(|p| p.name.as_ref())
+                        )
                     ),
                     source: new_profile_source.clone(),
                 })
