@@ -8,8 +8,6 @@
 
 use std::time::Duration;
 
-use opentelemetry_sdk::metrics::SdkMeterProvider;
-use prometheus::{Encoder, TextEncoder};
 use sw4rm_timeouts::proto::sw4rm::registry::HeartbeatRequest;
 use sw4rm_timeouts::proto::sw4rm::tool::ToolCall;
 use sw4rm_timeouts::testing::{Script, TestServer};
@@ -23,10 +21,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         None => None,
     };
 
-    // The exact SW4-002 names: no `_total` doubling, no unit suffix, no scope labels.
+    // The exact SW4-002 names: no `_total` doubling, no unit suffix, no scope labels,
+    // on a provider and registry of their own (the application's metrics keep theirs).
     let registry = prometheus::Registry::new();
-    let exporter = sw4rm_timeouts::metrics::prometheus_exporter(registry.clone())?;
-    let provider = SdkMeterProvider::builder().with_reader(exporter).build();
+    let provider = sw4rm_timeouts::metrics::prometheus_provider(registry.clone())?;
 
     let server = TestServer::start().await?;
     let layer = TimeoutProfileLayer::new(ProfileSet::standard()).with_meter_provider(&provider);
@@ -57,14 +55,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let (mut socket, _) = listener.accept().await?;
         let mut request = [0u8; 1024];
         let _ = socket.read(&mut request).await?;
-        let mut body = Vec::new();
-        TextEncoder::new().encode(&registry.gather(), &mut body)?;
+        let body = sw4rm_timeouts::metrics::render(&[&registry]);
         let head = format!(
             "HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
             body.len()
         );
         socket.write_all(head.as_bytes()).await?;
-        socket.write_all(&body).await?;
+        socket.write_all(body.as_bytes()).await?;
         served += 1;
     }
     Ok(())

@@ -103,6 +103,10 @@ impl Instruments {
 /// no `_total` doubling, no unit suffix, no scope or target labels, so the only
 /// labels are `profile`, `service` and `method` (feature `prometheus`).
 ///
+/// These settings apply to every metric recorded through a provider reading from
+/// this exporter: use it (or [`prometheus_provider`]) for the SW4RM layer only, and
+/// keep your application's metrics on a provider of their own.
+///
 /// ```
 /// use opentelemetry_sdk::metrics::SdkMeterProvider;
 /// use sw4rm_timeouts::{ProfileSet, TimeoutProfileLayer};
@@ -123,6 +127,54 @@ pub fn prometheus_exporter(
         .without_target_info()
         .scope_info_enabled(false)
         .build()
+}
+
+/// A meter provider for the SW4RM metrics only, exporting to `registry` with the
+/// exact names (see [`prometheus_exporter`]). Give it to
+/// [`crate::TimeoutProfileLayer::with_meter_provider`] and keep your application's
+/// own metrics on your own provider, exporter and registry, so that their names keep
+/// Prometheus' usual unit and `_total` suffixes: the suffix-free settings apply to
+/// our metrics only. (Two OpenTelemetry exporters cannot share one `Registry`.)
+/// Then serve [`render`]`(&[&ours, &yours])` on `/metrics` (feature `prometheus`).
+///
+/// ```
+/// use sw4rm_timeouts::{metrics, ProfileSet, TimeoutProfileLayer};
+/// let sw4rm_registry = prometheus::Registry::new();
+/// let provider = metrics::prometheus_provider(sw4rm_registry.clone()).unwrap();
+/// let layer = TimeoutProfileLayer::new(ProfileSet::standard()).with_meter_provider(&provider);
+/// let app_registry = prometheus::Registry::new(); // your own metrics
+/// let text = metrics::render(&[&sw4rm_registry, &app_registry]); // a /metrics body
+/// # drop((layer, text));
+/// ```
+#[cfg(feature = "prometheus")]
+pub fn prometheus_provider(
+    registry: prometheus::Registry,
+) -> Result<opentelemetry_sdk::metrics::SdkMeterProvider, opentelemetry_sdk::error::OTelSdkError> {
+    let exporter = prometheus_exporter(registry)?;
+    Ok(opentelemetry_sdk::metrics::SdkMeterProvider::builder()
+        .with_reader(exporter)
+        .build())
+}
+
+/// The Prometheus text exposition of everything in these registries (the body of a
+/// `/metrics` response, content type [`prometheus::TEXT_FORMAT`]); a metric family
+/// that cannot be encoded is left out rather than failing the scrape
+/// (feature `prometheus`).
+#[cfg(feature = "prometheus")]
+pub fn render(registries: &[&prometheus::Registry]) -> String {
+    use prometheus::Encoder;
+    let encoder = prometheus::TextEncoder::new();
+    let mut out = Vec::new();
+    for family in registries.iter().flat_map(|r| r.gather()) {
+        let mut one = Vec::new();
+        if encoder
+            .encode(std::slice::from_ref(&family), &mut one)
+            .is_ok()
+        {
+            out.extend_from_slice(&one);
+        }
+    }
+    String::from_utf8(out).unwrap_or_default()
 }
 
 /// The attribute set of one RPC.

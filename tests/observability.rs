@@ -269,3 +269,38 @@ async fn unknown_paths_are_logged_once_and_measured() {
     );
     assert_eq!(server.calls().len(), 0);
 }
+
+#[tokio::test]
+async fn the_apps_own_metrics_keep_their_names_beside_ours() {
+    use opentelemetry::metrics::MeterProvider;
+    let registry = prometheus::Registry::new();
+    let ours = sw4rm_timeouts::metrics::prometheus_provider(registry.clone()).unwrap();
+    // The application's own provider, with the exporter's default naming.
+    let app_registry = prometheus::Registry::new();
+    let app_exporter = opentelemetry_prometheus::exporter()
+        .with_registry(app_registry.clone())
+        .without_target_info()
+        .build()
+        .unwrap();
+    let app = SdkMeterProvider::builder()
+        .with_reader(app_exporter)
+        .build();
+    let jobs = app.meter("app").u64_counter("jobs").with_unit("ms").build();
+    jobs.add(1, &[]);
+    mixed_calls(TimeoutProfileLayer::new(profiles()).with_meter_provider(&ours)).await;
+
+    let text = sw4rm_timeouts::metrics::render(&[&registry, &app_registry]);
+    assert!(
+        text.contains("# TYPE sw4rm_rpc_timeout_total counter"),
+        "{text}"
+    );
+    assert!(
+        text.contains("# TYPE sw4rm_rpc_duration_ms histogram"),
+        "{text}"
+    );
+    assert!(
+        text.contains("# TYPE jobs_milliseconds_total counter"),
+        "{text}"
+    );
+    assert!(!text.contains("_total_total"), "{text}");
+}
