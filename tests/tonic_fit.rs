@@ -27,8 +27,17 @@ async fn an_interceptor_over_the_layer_builds_and_runs() {
     let mut client = RegistryServiceClient::with_interceptor(sw4rm.channel(), auth);
     client.heartbeat(HeartbeatRequest::default()).await.unwrap();
     assert_eq!(seen.load(Ordering::SeqCst), 1);
-    // The layer still planned the call: the profile's deadline is on the wire.
-    assert_eq!(server.calls()[0].grpc_timeout.as_deref(), Some("5000000u"));
+    // The layer still planned the call: the profile's deadline is on the wire, and
+    // the interceptor's metadata reached the server.
+    let call = &server.calls()[0];
+    assert_eq!(call.grpc_timeout.as_deref(), Some("5000000u"));
+    assert_eq!(call.deadline, Some(std::time::Duration::from_secs(5)));
+    assert!(
+        call.metadata
+            .contains(&("authorization".to_owned(), "Bearer agent-7".to_owned())),
+        "{:?}",
+        call.metadata
+    );
 
     // An interceptor that rejects: the call never reaches the layer or the server,
     // and the caller gets the interceptor's status.
@@ -57,4 +66,42 @@ fn re_exports_name_the_generated_clients_types() {
         seconds: 1,
         nanos: 0,
     };
+}
+
+#[tokio::test]
+async fn the_test_server_answers_as_scripted() {
+    use std::time::Duration;
+    use sw4rm_timeouts::proto::sw4rm::registry::HeartbeatResponse;
+    use sw4rm_timeouts::testing::Script;
+    let server = server().await;
+    let answer = HeartbeatResponse { ok: true };
+    server
+        .script(
+            "Heartbeat",
+            Script::slow_first(1, Duration::from_millis(300)).respond_with(&answer),
+        )
+        .unwrap();
+    let sw4rm = common::connect(&server, TimeoutProfileLayer::standard()).await;
+    let start = tokio::time::Instant::now();
+    let got = sw4rm
+        .registry()
+        .heartbeat(HeartbeatRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(got, answer);
+    assert!(
+        start.elapsed() >= Duration::from_millis(300),
+        "the first is slow"
+    );
+    let got = sw4rm
+        .registry()
+        .heartbeat(HeartbeatRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        got, answer,
+        "the rest answer at once, with the same message"
+    );
 }

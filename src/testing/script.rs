@@ -12,6 +12,12 @@ pub struct Script {
     /// With `fail_with`: fail only the first this many calls of the RPC, then answer
     /// (`None`: fail every call).
     pub fail_first: Option<usize>,
+    /// With `latency`: wait only in the first this many calls of the RPC, then
+    /// answer at once (`None`: every call waits).
+    pub slow_first: Option<usize>,
+    /// The response message, encoded (`None`: the default message). Set it with
+    /// [`Script::respond_with`].
+    pub response: Option<bytes::Bytes>,
     /// Pacing of a server-streaming response.
     pub stream: StreamScript,
 }
@@ -38,6 +44,43 @@ impl Script {
             fail_first: Some(n),
             ..Script::default()
         }
+    }
+
+    /// A unary script whose first `n` calls wait `latency`, the rest answer at once.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use sw4rm_timeouts::testing::Script;
+    /// let warming_up = Script::slow_first(1, Duration::from_secs(3));
+    /// assert_eq!(warming_up.slow_first, Some(1));
+    /// ```
+    pub fn slow_first(n: usize, latency: Duration) -> Self {
+        Script {
+            latency,
+            slow_first: Some(n),
+            ..Script::default()
+        }
+    }
+
+    /// Answers with this message (of the RPC's response type) instead of the
+    /// default one. A message of another type decodes as far as the fields match.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use sw4rm_timeouts::proto::sw4rm::registry::{HeartbeatRequest, HeartbeatResponse};
+    /// use sw4rm_timeouts::testing::{Script, TestServer};
+    /// use sw4rm_timeouts::{ProfileSet, Sw4rm, TimeoutProfileLayer};
+    /// let server = TestServer::start().await?;
+    /// let answer = HeartbeatResponse { ok: true };
+    /// server.script("Heartbeat", Script::default().respond_with(&answer))?;
+    /// let sw4rm = Sw4rm::connect_with(server.url(), TimeoutProfileLayer::new(ProfileSet::standard())).await?;
+    /// let got = sw4rm.registry().heartbeat(HeartbeatRequest::default()).await?.into_inner();
+    /// assert_eq!(got, answer);
+    /// # Ok(()) }
+    /// ```
+    pub fn respond_with(mut self, message: &impl prost::Message) -> Self {
+        self.response = Some(message.encode_to_vec().into());
+        self
     }
 
     /// A streaming script.
@@ -98,6 +141,11 @@ pub struct CallRecord {
     pub path: &'static str,
     /// The `grpc-timeout` header as received, if any.
     pub grpc_timeout: Option<String>,
+    /// The deadline it carried (`None` without a header, or a malformed one).
+    pub deadline: Option<Duration>,
+    /// The request's ASCII metadata (custom headers such as `authorization`), in
+    /// the order received; gRPC's own headers are left out.
+    pub metadata: Vec<(String, String)>,
     /// How it ended.
     pub outcome: Outcome,
     /// Stream messages sent.

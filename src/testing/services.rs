@@ -19,23 +19,29 @@ pub(crate) struct Embedded {
 }
 
 impl Embedded {
-    async fn unary<Req, Resp: Default>(
+    async fn unary<Req, Resp: Default + prost::Message>(
         &self,
         req: Request<Req>,
         path: &'static str,
     ) -> Result<Response<Resp>, Status> {
         let guard = self.state.begin(path, req.metadata());
         let script = self.state.script(path);
-        if !script.latency.is_zero() {
+        let nth = guard.nth_of_path();
+        if !script.latency.is_zero() && script.slow_first.is_none_or(|n| nth < n) {
             tokio::time::sleep(script.latency).await;
         }
-        let nth = guard.nth_of_path();
         guard.finish();
         match script.fail_with {
             Some(code) if script.fail_first.is_none_or(|n| nth < n) => {
                 Err(Status::new(code, format!("scripted failure of {path}")))
             }
-            _ => Ok(Response::new(Resp::default())),
+            _ => {
+                let message = script
+                    .response
+                    .and_then(|bytes| Resp::decode(bytes).ok())
+                    .unwrap_or_default();
+                Ok(Response::new(message))
+            }
         }
     }
 }

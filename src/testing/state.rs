@@ -41,6 +41,21 @@ impl State {
             .get("grpc-timeout")
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
+        let deadline = grpc_timeout
+            .as_deref()
+            .and_then(|t| crate::wire::grpc_timeout::parse(t.as_bytes()).ok());
+        let custom = metadata
+            .iter()
+            .filter_map(|entry| match entry {
+                tonic::metadata::KeyAndValueRef::Ascii(k, v) => {
+                    Some((k.as_str().to_owned(), v.to_str().ok()?.to_owned()))
+                }
+                tonic::metadata::KeyAndValueRef::Binary(..) => None,
+            })
+            .filter(|(k, _)| {
+                !k.starts_with("grpc-") && k != "te" && k != "content-type" && k != "user-agent"
+            })
+            .collect();
         let id = {
             let mut calls = lock(&self.calls);
             let id = calls.len();
@@ -48,6 +63,8 @@ impl State {
                 id,
                 path,
                 grpc_timeout,
+                deadline,
+                metadata: custom,
                 outcome: Outcome::Running,
                 messages_sent: 0,
             });
