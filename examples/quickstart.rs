@@ -11,12 +11,23 @@ use sw4rm_timeouts::{CallTimeout, ProfileSet, Sw4rm, TimeoutDetails, TimeoutProf
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    // Clamp and timeout warnings are tracing events: print them.
+    // Clamp and timeout warnings are tracing events: print them, one short line each
+    // (the span's fields are not repeated), coloured only on a terminal.
+    use std::io::IsTerminal;
     tracing_subscriber::fmt()
         .without_time()
         .with_target(false)
+        .with_ansi(std::io::stdout().is_terminal())
         .compact()
+        .with_span_events(tracing_subscriber::fmt::format::FmtSpan::NONE)
+        .fmt_fields(tracing_subscriber::fmt::format::DefaultFields::new())
         .init();
+
+    println!(
+        "SW4RM is an open protocol for swarms of cooperating agents (registry, scheduler,\n\
+         negotiation, handoff, tools) over gRPC. Its extension SW4-002 gives every RPC a\n\
+         timeout profile; this SDK applies it to each call and puts it on the wire.\n"
+    );
 
     let server = TestServer::start().await?;
     println!("Embedded SW4RM server on {}\n", server.url());
@@ -32,19 +43,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .registry()
         .heartbeat(HeartbeatRequest::default())
         .await?;
-    println!(
-        "   server received grpc-timeout = {}\n",
-        last_deadline(&server)
-    );
+    println!("   server received deadline: {}\n", last_deadline(&server));
 
     println!("2. Heartbeat with a 200 ms override: below heartbeat's 1 s minimum, so clamped.");
     let mut req = tonic::Request::new(HeartbeatRequest::default());
     req.set_timeout(Duration::from_millis(200));
     sw4rm.registry().heartbeat(req).await?;
-    println!(
-        "   server received grpc-timeout = {}\n",
-        last_deadline(&server)
-    );
+    println!("   server received deadline: {}\n", last_deadline(&server));
 
     println!("3. WaitForDecision with an infinite timeout: negotiation_vote allows it.");
     server.script(
@@ -55,7 +60,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     CallTimeout::Infinite.apply(&mut req);
     sw4rm.negotiation_room().wait_for_decision(req).await?;
     println!(
-        "   server received grpc-timeout = {} (no deadline), answered after 1.5 s\n",
+        "   server received deadline: {}, and answered after 1.5 s\n",
         last_deadline(&server)
     );
 
@@ -71,22 +76,41 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Err(status) => status,
     };
     println!("   status:  {:?}: {}", status.code(), status.message());
-    let details = TimeoutDetails::from_status(&status).ok_or("no timeout details")?;
-    println!("   details: {details:#?}");
+    let d = TimeoutDetails::from_status(&status).ok_or("no timeout details")?;
+    println!(
+        "   details: profile {}, configured {} ms (from {}), elapsed {} ms, phase {}, detected by {}",
+        d.profile_name(),
+        d.configured_timeout_ms(),
+        d.source(),
+        d.elapsed_ms(),
+        d.phase().as_str(),
+        d.detected_by().as_str()
+    );
     let cancelled = server
         .wait_for_end(server.calls().len() - 1, Duration::from_secs(5))
         .await;
-    println!(
-        "   server saw the call end as: {:?}",
-        cancelled.map(|c| c.outcome)
-    );
+    match cancelled {
+        Some(call) => println!("   server saw the call end as: {:?}", call.outcome),
+        None => println!("   server did not see the call end"),
+    }
     Ok(())
 }
 
+/// The deadline the server received, readable: `5 s (grpc-timeout 5000000u)`.
 fn last_deadline(server: &TestServer) -> String {
-    server
-        .calls()
-        .last()
-        .and_then(|c| c.grpc_timeout.clone())
-        .unwrap_or_else(|| "(none)".into())
+    let Some(call) = server.calls().pop() else {
+        return "no call".into();
+    };
+    match (call.deadline, call.grpc_timeout) {
+        (Some(d), Some(raw)) => format!("{} (grpc-timeout {raw})", readable(d)),
+        _ => "none".into(),
+    }
+}
+
+fn readable(d: Duration) -> String {
+    if d.subsec_millis() == 0 && d.as_secs() > 0 {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{} ms", d.as_millis())
+    }
 }

@@ -11,7 +11,12 @@
 //! 5. enforces it locally (unary and streaming), cancelling the HTTP/2 stream,
 //! 6. answers a timeout with `DEADLINE_EXCEEDED` and a `google.rpc.ErrorInfo`
 //!    ([`TimeoutDetails`]),
-//! 7. records `sw4rm_rpc_timeout_total` and `sw4rm_rpc_duration_ms`.
+//! 7. records `sw4rm_rpc_timeout_total` and `sw4rm_rpc_duration_ms`,
+//!
+//! and beyond one call: retries inside the call's one deadline (SW4-002 §5.2,
+//! [`RetryPolicy`]), deadlines inherited from the inbound call an agent serves and
+//! operation budgets that pause while a human decides ([`scope`]). [`guide`] shows
+//! how it fits ordinary tonic code (interceptors, TLS, `Endpoint::timeout`).
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -58,6 +63,7 @@
 // `wire` and `policy`; `config` and `wire` use `policy`; `policy` uses nothing.
 mod clients;
 mod config;
+pub mod guide;
 pub mod metrics;
 mod policy;
 pub mod proto;

@@ -6,7 +6,7 @@
 //! tasks or leave it) → `server.rs` (the tower layer for tonic servers that reads the
 //! inbound `grpc-timeout`, opens the scope for the handler and enforces it) →
 //! `budget.rs` (the operation budget and its pause guard). The arithmetic is in
-//! [`crate::policy`] (`inherit.rs`); the client layer reads the scope when it plans a
+//! `policy/inherit.rs`; the client layer reads the scope when it plans a
 //! call.
 //!
 //! What flows by itself: everything the handler (or the future given to

@@ -1,7 +1,7 @@
 //! Retries inside one deadline (SW4-002 §5.2), carried out for the response future:
 //! the request kept for replay, the attempt and backoff timer, what an attempt's end
 //! means for retrying, and the retry budget. The decisions themselves are the pure
-//! rules of [`crate::policy::retry`].
+//! rules of `policy/retry.rs`.
 //!
 //! Only what happens before the response headers reach the caller is retried: a
 //! trailers-only answer (a gRPC error status), a transport error, or an attempt

@@ -1,0 +1,86 @@
+//! # Using it with tonic
+//!
+//! Everything here is ordinary tonic: the layer is a tower layer over a `Channel`,
+//! the clients are tonic-generated, and `sw4rm_timeouts::tonic` is the tonic they
+//! were generated with (name it instead of your own `tonic` dependency, and the
+//! versions cannot drift apart; the same for `prost` and `prost_types`).
+//!
+//! ## Connecting: your own `Endpoint`
+//!
+//! [`crate::Sw4rm::builder`] takes a tonic `Endpoint`, so TLS, keep-alive, origin,
+//! user agent and lazy connecting are set as tonic users set them; the builder adds a
+//! connect timeout and the HTTP/2 settings a client that cancels calls at their
+//! deadline needs ([`crate::cancel_safe`]):
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use sw4rm_timeouts::{ProfileSet, Sw4rm, TimeoutProfileLayer};
+//! use sw4rm_timeouts::tonic::transport::Endpoint;
+//! let endpoint = Endpoint::from_static("http://scheduler.swarm.internal:50051")
+//!     .http2_keep_alive_interval(Duration::from_secs(30))
+//!     .user_agent("planner-agent/1.4")?;
+//! // TLS: `endpoint.tls_config(ClientTlsConfig::new()...)` with tonic's TLS feature.
+//! let sw4rm = Sw4rm::builder(endpoint)
+//!     .layer(TimeoutProfileLayer::new(ProfileSet::from_global()?))
+//!     .connect_lazy(); // calls made before the connection is up still end at their deadlines
+//! # drop(sw4rm); Ok(()) }
+//! ```
+//!
+//! `Sw4rm::connect(url)` is the one-line version; it reads the global configuration
+//! (`SW4RM_CONFIG` or `./sw4rm.toml`, and `SW4RM_*`).
+//!
+//! ## Interceptors and auth
+//!
+//! Put an interceptor above the layer with the generated client's own
+//! `with_interceptor`; the layer still plans every call:
+//!
+//! ```no_run
+//! # async fn demo(sw4rm: sw4rm_timeouts::Sw4rm) -> Result<(), sw4rm_timeouts::tonic::Status> {
+//! use sw4rm_timeouts::proto::sw4rm::registry::registry_service_client::RegistryServiceClient;
+//! use sw4rm_timeouts::proto::sw4rm::registry::HeartbeatRequest;
+//! use sw4rm_timeouts::tonic::{Request, Status};
+//! let auth = |mut req: Request<()>| -> Result<Request<()>, Status> {
+//!     req.metadata_mut().insert("authorization", "Bearer agent-token".parse().map_err(|_| Status::internal("token"))?);
+//!     Ok(req)
+//! };
+//! let mut registry = RegistryServiceClient::with_interceptor(sw4rm.channel(), auth);
+//! registry.heartbeat(HeartbeatRequest::default()).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! Any other tower layer goes under the timeout layer with
+//! `ServiceBuilder::new().layer(TimeoutProfileLayer::...).layer(yours).service(channel)`.
+//!
+//! ## `Endpoint::timeout`
+//!
+//! tonic enforces `Endpoint::timeout` below the layer on every call, so it caps
+//! every profile — a `WaitForDecision` allowed to wait for minutes included. Leave it
+//! unset. If it fires first, the caller gets `DEADLINE_EXCEEDED` saying so
+//! (`source` = `transport`, with the time it fired), and the layer warns once.
+//!
+//! ## Three timers, and `detected_by`
+//!
+//! Every call with a deadline has three timers on the same instant: the layer's, the
+//! one tonic's channel arms for the `grpc-timeout` header it sends, and the server's.
+//! Whichever notices first, the caller gets the same `DEADLINE_EXCEEDED` with the same
+//! details, counted once; `detected_by` (`client`, `transport` or `server`) says
+//! which it was. A server's own `DEADLINE_EXCEEDED` *before* our deadline (its
+//! downstream call timed out) is the server's answer and reaches the caller unchanged.
+//!
+//! ## What is cheap
+//!
+//! Cloning a [`crate::Sw4rm`] or making a generated client per call is a handle
+//! clone (an `Arc` and tonic's channel handle): do it freely. Each call clones the
+//! inner channel handle once. Build one [`crate::TimeoutProfileLayer`] (it holds the
+//! resolved profile table, the metrics instruments and the retry budget) and share it.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use sw4rm_timeouts::{ProfileSet, Sw4rm, TimeoutProfileLayer};
+//! let server = sw4rm_timeouts::testing::TestServer::start().await?;
+//! let sw4rm = Sw4rm::connect_with(server.url(), TimeoutProfileLayer::new(ProfileSet::standard())).await?;
+//! let per_task = sw4rm.clone(); // same connection, same layer
+//! per_task.registry().heartbeat(sw4rm_timeouts::proto::sw4rm::registry::HeartbeatRequest::default()).await?;
+//! # Ok(()) }
+//! ```
