@@ -12,8 +12,9 @@ use crate::proto::sw4rm::negotiation_room::negotiation_room_service_client::Nego
 use crate::proto::sw4rm::registry::registry_service_client::RegistryServiceClient;
 use crate::proto::sw4rm::scheduler::scheduler_service_client::SchedulerServiceClient;
 use crate::proto::sw4rm::tool::tool_service_client::ToolServiceClient;
-use crate::timeout::{TimeoutProfileLayer, TimeoutProfileService};
+use crate::timeout::{BoxError, TimeoutProfileLayer, TimeoutProfileService};
 use tower_layer::Layer;
+use tower_service::Service;
 
 /// The channel type under every client: a tonic `Channel` wrapped by the layer.
 pub type Sw4rmChannel = TimeoutProfileService<Channel>;
@@ -225,9 +226,87 @@ impl Sw4rmBuilder {
 /// sw4rm.negotiation_room().wait_for_decision(wait).await?;
 /// # Ok(()) }
 /// ```
+///
+/// `Sw4rm` is generic over the service under the layer (a tonic `Channel` unless
+/// said otherwise), so it can carry an interceptor or any tower stack of yours:
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use sw4rm_timeouts::proto::sw4rm::registry::HeartbeatRequest;
+/// use sw4rm_timeouts::tonic::service::interceptor::InterceptedService;
+/// use sw4rm_timeouts::{ProfileSet, Sw4rm, TimeoutProfileLayer};
+/// # let server = sw4rm_timeouts::testing::TestServer::start().await?;
+/// let channel = sw4rm_timeouts::tonic::transport::Endpoint::from_shared(server.url())?.connect().await?;
+/// let auth = |mut req: tonic::Request<()>| {
+///     req.metadata_mut().insert("authorization", tonic::metadata::MetadataValue::from_static("Bearer agent-7"));
+///     Ok(req)
+/// };
+/// let sw4rm = Sw4rm::with_service(
+///     InterceptedService::new(channel, auth),
+///     TimeoutProfileLayer::new(ProfileSet::standard()),
+/// );
+/// sw4rm.registry().heartbeat(HeartbeatRequest::default()).await?;
+/// assert!(server.calls()[0].metadata.iter().any(|(k, _)| k == "authorization"));
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Debug)]
-pub struct Sw4rm {
-    channel: Sw4rmChannel,
+pub struct Sw4rm<S = Channel> {
+    channel: TimeoutProfileService<S>,
+}
+
+impl<S> Sw4rm<S> {
+    /// Wraps any service (an intercepted channel, your own tower stack over a
+    /// channel) with this layer.
+    pub fn with_service(inner: S, layer: TimeoutProfileLayer) -> Self {
+        Sw4rm {
+            channel: layer.layer(inner),
+        }
+    }
+
+    /// The profile table in use.
+    pub fn profiles(&self) -> &ProfileSet {
+        self.channel.profiles()
+    }
+}
+
+impl<S: Clone> Sw4rm<S> {
+    /// The layered service, for other generated clients (e.g. upstream services).
+    pub fn channel(&self) -> TimeoutProfileService<S> {
+        self.channel.clone()
+    }
+}
+
+impl<S, B> Sw4rm<S>
+where
+    S: Service<http::Request<tonic::body::Body>, Response = http::Response<B>> + Clone,
+    S::Error: Into<BoxError>,
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<BoxError> + Send,
+{
+    /// `sw4rm.registry.RegistryService`.
+    pub fn registry(&self) -> RegistryServiceClient<TimeoutProfileService<S>> {
+        RegistryServiceClient::new(self.channel())
+    }
+
+    /// `sw4rm.scheduler.SchedulerService`.
+    pub fn scheduler(&self) -> SchedulerServiceClient<TimeoutProfileService<S>> {
+        SchedulerServiceClient::new(self.channel())
+    }
+
+    /// `sw4rm.negotiation_room.NegotiationRoomService`.
+    pub fn negotiation_room(&self) -> NegotiationRoomServiceClient<TimeoutProfileService<S>> {
+        NegotiationRoomServiceClient::new(self.channel())
+    }
+
+    /// `sw4rm.handoff.HandoffService`.
+    pub fn handoff(&self) -> HandoffServiceClient<TimeoutProfileService<S>> {
+        HandoffServiceClient::new(self.channel())
+    }
+
+    /// `sw4rm.tool.ToolService`.
+    pub fn tool(&self) -> ToolServiceClient<TimeoutProfileService<S>> {
+        ToolServiceClient::new(self.channel())
+    }
 }
 
 impl Sw4rm {
@@ -273,48 +352,11 @@ impl Sw4rm {
 
     /// Wraps an existing channel with this layer.
     pub fn with_layer(channel: Channel, layer: TimeoutProfileLayer) -> Self {
-        Sw4rm {
-            channel: layer.layer(channel),
-        }
+        Sw4rm::with_service(channel, layer)
     }
 
     /// Wraps an existing channel with these profiles.
     pub fn with_profiles(channel: Channel, profiles: ProfileSet) -> Self {
         Sw4rm::with_layer(channel, TimeoutProfileLayer::new(profiles))
-    }
-
-    /// The layered channel, for other generated clients (e.g. upstream services).
-    pub fn channel(&self) -> Sw4rmChannel {
-        self.channel.clone()
-    }
-
-    /// The profile table in use.
-    pub fn profiles(&self) -> &ProfileSet {
-        self.channel.profiles()
-    }
-
-    /// `sw4rm.registry.RegistryService`.
-    pub fn registry(&self) -> RegistryServiceClient<Sw4rmChannel> {
-        RegistryServiceClient::new(self.channel())
-    }
-
-    /// `sw4rm.scheduler.SchedulerService`.
-    pub fn scheduler(&self) -> SchedulerServiceClient<Sw4rmChannel> {
-        SchedulerServiceClient::new(self.channel())
-    }
-
-    /// `sw4rm.negotiation_room.NegotiationRoomService`.
-    pub fn negotiation_room(&self) -> NegotiationRoomServiceClient<Sw4rmChannel> {
-        NegotiationRoomServiceClient::new(self.channel())
-    }
-
-    /// `sw4rm.handoff.HandoffService`.
-    pub fn handoff(&self) -> HandoffServiceClient<Sw4rmChannel> {
-        HandoffServiceClient::new(self.channel())
-    }
-
-    /// `sw4rm.tool.ToolService`.
-    pub fn tool(&self) -> ToolServiceClient<Sw4rmChannel> {
-        ToolServiceClient::new(self.channel())
     }
 }
