@@ -1,5 +1,5 @@
 //! Compiles `proto/*.proto` with protox (pure Rust, no system `protoc`) and generates
-//! prost messages plus tonic clients and servers.
+//! prost messages plus tonic clients, and servers behind the `server` feature.
 
 use std::path::Path;
 
@@ -22,6 +22,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)
+        // Servers only with the `server` feature: most agents only call SW4RM.
+        .server_mod_attribute(".", "#[cfg(feature = \"server\")]")
         .emit_rerun_if_changed(false)
         .compile_fds(fds)?;
     Ok(())
