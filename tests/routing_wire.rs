@@ -1,5 +1,6 @@
 //! Every one of the 26 RPCs reaches the server with its profile's default as the
-//! `grpc-timeout` header (real HTTP/2 over loopback).
+//! `grpc-timeout` header (real HTTP/2 over loopback), and the RPCs of the other
+//! upstream SW4RM services are routed to theirs.
 
 mod common;
 
@@ -85,6 +86,190 @@ const EXPECTED: [(&str, &str); 26] = [
     ("/sw4rm.tool.ToolService/Cancel", "message_route"),
 ];
 
+/// The other upstream services (SW4RM 0.6.0), written out independently: path,
+/// profile, idempotent.
+const UPSTREAM: [(&str, &str, bool); 29] = [
+    (
+        "/sw4rm.scheduler.SchedulerPolicyService/SetNegotiationPolicy",
+        "task_submit",
+        true,
+    ),
+    (
+        "/sw4rm.scheduler.SchedulerPolicyService/GetNegotiationPolicy",
+        "workflow_status",
+        true,
+    ),
+    (
+        "/sw4rm.scheduler.SchedulerPolicyService/SetPolicyProfiles",
+        "task_submit",
+        true,
+    ),
+    (
+        "/sw4rm.scheduler.SchedulerPolicyService/ListPolicyProfiles",
+        "workflow_status",
+        true,
+    ),
+    (
+        "/sw4rm.scheduler.SchedulerPolicyService/GetEffectivePolicy",
+        "workflow_status",
+        true,
+    ),
+    (
+        "/sw4rm.scheduler.SchedulerPolicyService/SubmitEvaluation",
+        "negotiation_vote",
+        false,
+    ),
+    (
+        "/sw4rm.scheduler.SchedulerPolicyService/HitlAction",
+        "message_route",
+        false,
+    ),
+    (
+        "/sw4rm.negotiation.NegotiationService/Open",
+        "negotiation_open",
+        false,
+    ),
+    (
+        "/sw4rm.negotiation.NegotiationService/Propose",
+        "negotiation_open",
+        false,
+    ),
+    (
+        "/sw4rm.negotiation.NegotiationService/Counter",
+        "negotiation_open",
+        false,
+    ),
+    (
+        "/sw4rm.negotiation.NegotiationService/Evaluate",
+        "negotiation_vote",
+        false,
+    ),
+    (
+        "/sw4rm.negotiation.NegotiationService/Decide",
+        "negotiation_decision",
+        false,
+    ),
+    (
+        "/sw4rm.negotiation.NegotiationService/Abort",
+        "negotiation_decision",
+        true,
+    ),
+    (
+        "/sw4rm.router.RouterService/SendMessage",
+        "message_route",
+        false,
+    ),
+    ("/sw4rm.hitl.HitlService/Decide", "hitl_escalate", false),
+    (
+        "/sw4rm.worktree.WorktreeService/Bind",
+        "registration",
+        false,
+    ),
+    (
+        "/sw4rm.worktree.WorktreeService/Unbind",
+        "registration",
+        true,
+    ),
+    (
+        "/sw4rm.worktree.WorktreeService/RequestSwitch",
+        "message_route",
+        false,
+    ),
+    (
+        "/sw4rm.worktree.WorktreeService/ApproveSwitch",
+        "message_route",
+        false,
+    ),
+    (
+        "/sw4rm.worktree.WorktreeService/RejectSwitch",
+        "message_route",
+        false,
+    ),
+    (
+        "/sw4rm.worktree.WorktreeService/Status",
+        "workflow_status",
+        true,
+    ),
+    (
+        "/sw4rm.activity.ActivityService/AppendArtifact",
+        "task_submit",
+        false,
+    ),
+    (
+        "/sw4rm.activity.ActivityService/ListArtifacts",
+        "workflow_status",
+        true,
+    ),
+    (
+        "/sw4rm.connector.ConnectorService/RegisterProvider",
+        "registration",
+        false,
+    ),
+    (
+        "/sw4rm.connector.ConnectorService/DescribeTools",
+        "message_route",
+        true,
+    ),
+    (
+        "/sw4rm.logging.LoggingService/Ingest",
+        "message_route",
+        false,
+    ),
+    (
+        "/sw4rm.reasoning.ReasoningProxy/CheckParallelism",
+        "tool_call",
+        true,
+    ),
+    (
+        "/sw4rm.reasoning.ReasoningProxy/EvaluateDebate",
+        "tool_call",
+        true,
+    ),
+    (
+        "/sw4rm.reasoning.ReasoningProxy/Summarize",
+        "tool_call",
+        true,
+    ),
+];
+
+#[test]
+fn the_other_upstream_services_are_routed() {
+    let set = standard();
+    for (path, profile, idempotent) in UPSTREAM {
+        assert_eq!(set.profile_for_path(path).name, profile, "{path}");
+        assert_eq!(set.is_idempotent(path), idempotent, "{path}");
+    }
+    // Still outside the table: the long-lived inbound stream (see the README).
+    assert_eq!(
+        set.profile_for_path("/sw4rm.router.RouterService/StreamIncoming")
+            .name,
+        "universal"
+    );
+}
+
+/// Under a client generated from the upstream protos the layer sends the profile's
+/// default: HITL's `Decide` waits for a human for up to 300 s by default.
+#[tokio::test]
+async fn an_upstream_rpc_goes_out_with_its_profile() {
+    use tower::{Layer, Service, ServiceExt};
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let seen2 = seen.clone();
+    let inner = tower::service_fn(move |req: http::Request<tonic::body::Body>| {
+        *seen2.lock().unwrap() = req
+            .headers()
+            .get("grpc-timeout")
+            .map(|v| v.to_str().unwrap().to_owned());
+        async { Ok::<_, std::convert::Infallible>(http::Response::new(tonic::body::Body::empty())) }
+    });
+    let mut svc = TimeoutProfileLayer::new(standard()).layer(inner);
+    let req = http::Request::builder()
+        .uri("http://agent/sw4rm.hitl.HitlService/Decide")
+        .body(tonic::body::Body::empty())
+        .unwrap();
+    svc.ready().await.unwrap().call(req).await.unwrap();
+    assert_eq!(seen.lock().unwrap().as_deref(), Some("300000m"));
+}
+
 /// The spec's default of each profile as gRPC writes it (finest unit of ≤ 8 digits).
 fn wire(profile: &str) -> &'static str {
     match profile {
@@ -99,7 +284,7 @@ fn wire(profile: &str) -> &'static str {
 
 #[test]
 fn routing_table_matches_the_design() {
-    assert_eq!(STANDARD_ROUTES.len(), EXPECTED.len());
+    assert_eq!(STANDARD_ROUTES.len(), EXPECTED.len() + UPSTREAM.len());
     let set = standard();
     for (path, profile) in EXPECTED {
         assert_eq!(set.profile_for_path(path).name, profile, "{path}");

@@ -48,7 +48,10 @@ const fn with_field(mut route: StandardRoute, field: MessageField) -> StandardRo
 }
 
 /// Every RPC of Registry, Scheduler, NegotiationRoom, Handoff and Tool with its
-/// SW4-002 profile (spec §3, extended to the upstream RPCs the spec does not list).
+/// SW4-002 profile (spec §3, extended to the upstream RPCs the spec does not list),
+/// then the unary RPCs of the other upstream SW4RM services (SchedulerPolicy,
+/// Negotiation, Router, HITL, Worktree, Activity, Connector, Logging, Reasoning).
+/// `RouterService/StreamIncoming` is not routed: see the README.
 pub const STANDARD_ROUTES: &[StandardRoute] = &[
     r(
         "/sw4rm.registry.RegistryService/RegisterAgent",
@@ -160,6 +163,115 @@ pub const STANDARD_ROUTES: &[StandardRoute] = &[
         idempotent: false,
     },
     idempotent(r("/sw4rm.tool.ToolService/Cancel", names::MESSAGE_ROUTE)),
+    // The other services of upstream SW4RM 0.6.0 (no clients here; the layer routes
+    // them under any client generated from the upstream protos).
+    idempotent(r(
+        "/sw4rm.scheduler.SchedulerPolicyService/SetNegotiationPolicy",
+        names::TASK_SUBMIT,
+    )),
+    idempotent(r(
+        "/sw4rm.scheduler.SchedulerPolicyService/GetNegotiationPolicy",
+        names::WORKFLOW_STATUS,
+    )),
+    idempotent(r(
+        "/sw4rm.scheduler.SchedulerPolicyService/SetPolicyProfiles",
+        names::TASK_SUBMIT,
+    )),
+    idempotent(r(
+        "/sw4rm.scheduler.SchedulerPolicyService/ListPolicyProfiles",
+        names::WORKFLOW_STATUS,
+    )),
+    idempotent(r(
+        "/sw4rm.scheduler.SchedulerPolicyService/GetEffectivePolicy",
+        names::WORKFLOW_STATUS,
+    )),
+    r(
+        "/sw4rm.scheduler.SchedulerPolicyService/SubmitEvaluation",
+        names::NEGOTIATION_VOTE,
+    ),
+    r(
+        "/sw4rm.scheduler.SchedulerPolicyService/HitlAction",
+        names::MESSAGE_ROUTE,
+    ),
+    r(
+        "/sw4rm.negotiation.NegotiationService/Open",
+        names::NEGOTIATION_OPEN,
+    ),
+    r(
+        "/sw4rm.negotiation.NegotiationService/Propose",
+        names::NEGOTIATION_OPEN,
+    ),
+    r(
+        "/sw4rm.negotiation.NegotiationService/Counter",
+        names::NEGOTIATION_OPEN,
+    ),
+    r(
+        "/sw4rm.negotiation.NegotiationService/Evaluate",
+        names::NEGOTIATION_VOTE,
+    ),
+    r(
+        "/sw4rm.negotiation.NegotiationService/Decide",
+        names::NEGOTIATION_DECISION,
+    ),
+    idempotent(r(
+        "/sw4rm.negotiation.NegotiationService/Abort",
+        names::NEGOTIATION_DECISION,
+    )),
+    r(
+        "/sw4rm.router.RouterService/SendMessage",
+        names::MESSAGE_ROUTE,
+    ),
+    r("/sw4rm.hitl.HitlService/Decide", names::HITL_ESCALATE),
+    r("/sw4rm.worktree.WorktreeService/Bind", names::REGISTRATION),
+    idempotent(r(
+        "/sw4rm.worktree.WorktreeService/Unbind",
+        names::REGISTRATION,
+    )),
+    r(
+        "/sw4rm.worktree.WorktreeService/RequestSwitch",
+        names::MESSAGE_ROUTE,
+    ),
+    r(
+        "/sw4rm.worktree.WorktreeService/ApproveSwitch",
+        names::MESSAGE_ROUTE,
+    ),
+    r(
+        "/sw4rm.worktree.WorktreeService/RejectSwitch",
+        names::MESSAGE_ROUTE,
+    ),
+    idempotent(r(
+        "/sw4rm.worktree.WorktreeService/Status",
+        names::WORKFLOW_STATUS,
+    )),
+    r(
+        "/sw4rm.activity.ActivityService/AppendArtifact",
+        names::TASK_SUBMIT,
+    ),
+    idempotent(r(
+        "/sw4rm.activity.ActivityService/ListArtifacts",
+        names::WORKFLOW_STATUS,
+    )),
+    r(
+        "/sw4rm.connector.ConnectorService/RegisterProvider",
+        names::REGISTRATION,
+    ),
+    idempotent(r(
+        "/sw4rm.connector.ConnectorService/DescribeTools",
+        names::MESSAGE_ROUTE,
+    )),
+    r("/sw4rm.logging.LoggingService/Ingest", names::MESSAGE_ROUTE),
+    idempotent(r(
+        "/sw4rm.reasoning.ReasoningProxy/CheckParallelism",
+        names::TOOL_CALL,
+    )),
+    idempotent(r(
+        "/sw4rm.reasoning.ReasoningProxy/EvaluateDebate",
+        names::TOOL_CALL,
+    )),
+    idempotent(r(
+        "/sw4rm.reasoning.ReasoningProxy/Summarize",
+        names::TOOL_CALL,
+    )),
 ];
 
 /// Splits `/package.Service/Method` into service and method; `None` when the path is
