@@ -47,6 +47,8 @@ enum Answer {
 #[derive(Clone, Debug)]
 struct Attempt {
     grpc_timeout: Option<String>,
+    /// Request headers other than the pseudo-headers, by name.
+    header_names: Vec<String>,
     body: Bytes,
     at: Instant,
     reset: bool,
@@ -88,6 +90,11 @@ fn serve(
             .headers()
             .get("grpc-timeout")
             .map(|v| v.to_str().unwrap().to_owned());
+        let header_names = request
+            .headers()
+            .keys()
+            .map(|k| k.as_str().to_owned())
+            .collect();
         let mut body = request.into_body();
         let mut bytes = BytesMut::new();
         while let Some(Ok(data)) = body.data().await {
@@ -98,6 +105,7 @@ fn serve(
             let mut log = log.lock().unwrap();
             log.push(Attempt {
                 grpc_timeout,
+                header_names,
                 body: bytes.freeze(),
                 at: Instant::now(),
                 reset: false,
@@ -214,6 +222,12 @@ async fn unavailable_twice_then_answered_inside_one_deadline() {
     framed.extend_from_slice(&encoded);
     for a in &attempts {
         assert_eq!(a.body, framed, "replayed body");
+        // The same head as tonic sends: no content-length on a gRPC request.
+        assert!(
+            !a.header_names.iter().any(|h| h == "content-length"),
+            "{:?}",
+            a.header_names
+        );
     }
     // Each attempt's deadline is what remains of the one deadline: never more than
     // the previous one, and all inside the first.

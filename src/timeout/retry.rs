@@ -392,24 +392,18 @@ impl Body for Replay {
     }
 
     fn size_hint(&self) -> SizeHint {
+        // Never exact: hyper would add a `content-length` header to the request,
+        // which a gRPC request as tonic sends it does not carry.
         let read: u64 = self.first.as_ref().map_or(0, |b| b.len() as u64)
             + self
                 .frames
                 .iter()
                 .filter_map(|f| f.as_ref().ok()?.data_ref().map(|d| d.len() as u64))
                 .sum::<u64>();
-        match &self.rest {
-            None => SizeHint::with_exact(read),
-            Some(rest) => {
-                let h = rest.size_hint();
-                let mut out = SizeHint::new();
-                out.set_lower(h.lower() + read);
-                if let Some(upper) = h.upper() {
-                    out.set_upper(upper + read);
-                }
-                out
-            }
-        }
+        let rest = self.rest.as_ref().map_or(0, |r| r.size_hint().lower());
+        let mut hint = SizeHint::new();
+        hint.set_lower(read + rest);
+        hint
     }
 }
 
