@@ -84,7 +84,7 @@ pub use clients::{
 };
 pub use config::{
     ConfigError, ConfigIssue, GlobalConfig, ProfileSet, ProfileSetBuilder, ResolvedProfile,
-    CONFIG_PATH_VAR, DEFAULT_CONFIG_FILE,
+    ServiceConfigMode, CONFIG_PATH_VAR, DEFAULT_CONFIG_FILE,
 };
 pub use policy::deadline::Phase;
 pub use policy::inherit::Propagation;

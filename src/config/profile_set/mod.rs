@@ -4,12 +4,14 @@
 mod build;
 mod builder;
 mod explain;
+mod service_config;
 
 use std::collections::HashMap;
 
 use http::HeaderValue;
 
 pub use builder::ProfileSetBuilder;
+pub use service_config::ServiceConfigMode;
 
 use crate::config::ConfigError;
 use crate::policy::profile::{ProfileField, TimeoutProfile};
