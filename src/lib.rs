@@ -84,7 +84,7 @@ pub use clients::{
 };
 pub use config::{
     ConfigError, ConfigIssue, GlobalConfig, ProfileSet, ProfileSetBuilder, ResolvedProfile,
-    ServiceConfigMode, CONFIG_PATH_VAR, DEFAULT_CONFIG_FILE,
+    RouteEntry, ServiceConfigMode, CONFIG_PATH_VAR, DEFAULT_CONFIG_FILE,
 };
 pub use policy::deadline::Phase;
 pub use policy::inherit::Propagation;

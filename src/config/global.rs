@@ -230,6 +230,15 @@ impl GlobalConfig {
     }
 
     fn read_file(&mut self, path: &Path, issues: &mut Vec<ConfigIssue>) {
+        if !path.is_file() {
+            issues.push(ConfigIssue {
+                key: String::new(),
+                value: String::new(),
+                rule: "no such file".into(),
+                source: Source::File(Arc::from(path)),
+            });
+            return;
+        }
         self.file = Some(path.to_path_buf());
         self.read_data(Toml::file_exact(path).data(), path, issues);
     }

@@ -15,7 +15,9 @@ mod walk;
 
 pub use error::{ConfigError, ConfigIssue};
 pub use global::{GlobalConfig, CONFIG_PATH_VAR, DEFAULT_CONFIG_FILE};
-pub use profile_set::{ProfileSet, ProfileSetBuilder, ResolvedProfile, ServiceConfigMode};
+pub use profile_set::{
+    ProfileSet, ProfileSetBuilder, ResolvedProfile, RouteEntry, ServiceConfigMode,
+};
 
 pub(crate) use error::hint;
 pub(crate) use overrides::{Field, Overrides, RouteSetting, Sourced};

@@ -85,6 +85,22 @@ impl ResolvedProfile {
     }
 }
 
+/// One route of a [`ProfileSet`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RouteEntry<'a> {
+    /// `/package.Service/Method`, or `/package.Service/*` for a whole service.
+    pub pattern: String,
+    /// The profile's name.
+    pub profile: &'a str,
+    /// Watched with the streaming timers.
+    pub streaming: bool,
+    /// Retried after any retryable failure.
+    pub idempotent: bool,
+    /// Where the route came from.
+    pub source: &'a Source,
+}
+
 /// The effective timeout configuration: profiles, routes and the fallback.
 ///
 /// Build it once (from the standard table, the global configuration and client
@@ -164,6 +180,35 @@ impl ProfileSet {
     /// ```
     pub fn is_idempotent(&self, path: &str) -> bool {
         self.lookup(path).is_some_and(|l| l.idempotent)
+    }
+
+    /// Every route, exact paths first (in table order), then whole services (by name),
+    /// each with its profile and where it came from.
+    ///
+    /// ```
+    /// let set = sw4rm_timeouts::ProfileSet::standard();
+    /// let hb = set.routes().find(|r| r.pattern.ends_with("/Heartbeat")).unwrap();
+    /// assert_eq!((hb.profile, hb.idempotent), ("heartbeat", true));
+    /// ```
+    pub fn routes(&self) -> impl Iterator<Item = RouteEntry<'_>> {
+        let exact = self
+            .routes
+            .exact
+            .iter()
+            .map(|(path, r)| (path.to_string(), r));
+        let mut services: Vec<_> = self
+            .routes
+            .services()
+            .map(|(s, r)| (format!("/{s}/*"), r))
+            .collect();
+        services.sort_by(|a, b| a.0.cmp(&b.0));
+        exact.chain(services).map(move |(pattern, r)| RouteEntry {
+            pattern,
+            profile: &self.profiles[r.profile].profile.name,
+            streaming: r.streaming,
+            idempotent: r.idempotent,
+            source: &r.source,
+        })
     }
 
     /// The fallback profile for paths outside the routing table.
