@@ -145,3 +145,42 @@ async fn no_retry_when_the_backoff_would_leave_less_than_the_profile_minimum() {
     // A backoff above 50 ms leaves less than 250 ms: most calls stop after one attempt.
     assert!(once > 0);
 }
+
+/// A server's pushback is peer input: one longer than any profile allows (here the
+/// largest a header can say, on a call without any deadline) ends the retries; it
+/// neither waits for ever nor overflows the clock.
+#[tokio::test(start_paused = true)]
+async fn an_absurd_pushback_ends_the_retries() {
+    let calls = Calls::default();
+    let calls2 = calls.clone();
+    let inner = tower::service_fn(move |_req: http::Request<tonic::body::Body>| {
+        calls2.lock().unwrap().push((Instant::now(), None));
+        async move {
+            let mut response = http::Response::new(tonic::body::Body::empty());
+            let h = response.headers_mut();
+            h.insert(
+                "content-type",
+                http::HeaderValue::from_static("application/grpc"),
+            );
+            h.insert("grpc-status", http::HeaderValue::from_static("14"));
+            h.insert(
+                "grpc-retry-pushback-ms",
+                http::HeaderValue::from_static("18446744073709551615"),
+            );
+            Ok::<_, Infallible>(response)
+        }
+    });
+    let layer = TimeoutProfileLayer::new(ProfileSet::standard())
+        .without_metrics()
+        .without_retry_budget();
+    let mut svc = ServiceBuilder::new().layer(layer).service(inner);
+    let mut req = http::Request::builder()
+        .uri("http://sw4rm.test/sw4rm.negotiation_room.NegotiationRoomService/WaitForDecision")
+        .body(tonic::body::Body::empty())
+        .unwrap();
+    req.extensions_mut()
+        .insert(sw4rm_timeouts::CallTimeout::Infinite);
+    let response = svc.ready().await.unwrap().call(req).await.unwrap();
+    assert_eq!(response.headers()["grpc-status"], "14");
+    assert_eq!(calls.lock().unwrap().len(), 1);
+}

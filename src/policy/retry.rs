@@ -365,6 +365,10 @@ impl Pushback {
     }
 }
 
+/// The longest pushback honoured (the longest SW4-002 maximum, 1 h); a longer one
+/// means "do not retry".
+pub(crate) const MAX_PUSHBACK: Duration = Duration::from_secs(3_600);
+
 /// Why a failed attempt is the call's last.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Stop {
@@ -462,6 +466,8 @@ pub(crate) fn decide(policy: &RetryPolicy, f: Failed) -> Decision {
         return Decision::Stop(Stop::Attempts);
     }
     let backoff = match f.pushback {
+        // Longer than any SW4-002 profile allows a call to take: as good as "never".
+        Pushback::After(d) if d > MAX_PUSHBACK => return Decision::Stop(Stop::Pushback),
         Pushback::Stop => return Decision::Stop(Stop::Pushback),
         Pushback::After(d) => d,
         Pushback::None => policy.backoff(f.attempt, f.jitter),
@@ -650,6 +656,15 @@ mod tests {
                 name: "pushback that says stop",
                 failed: Failed {
                     pushback: Pushback::Stop,
+                    ..base
+                },
+                want: Decision::Stop(Stop::Pushback),
+            },
+            Row {
+                name: "a pushback longer than any profile: do not retry",
+                failed: Failed {
+                    pushback: Pushback::After(Duration::from_millis(u64::MAX)),
+                    remaining: None,
                     ..base
                 },
                 want: Decision::Stop(Stop::Pushback),

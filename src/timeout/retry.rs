@@ -154,9 +154,14 @@ impl<S> Retry<S> {
                 return Err(Stop::Budget);
             }
         }
+        // A server's pushback is peer input: one past any representable instant ends
+        // the retries instead of the process.
+        let Some(resume) = now.checked_add(backoff) else {
+            return Err(Stop::Pushback);
+        };
         self.attempt += 1;
         self.timeout = timeout;
-        self.arm(now + backoff);
+        self.arm(resume);
         self.armed = true;
         Ok(backoff)
     }
