@@ -216,7 +216,9 @@ impl RetryPolicy {
 
     /// Full jitter: `random(0, ceiling)`, with `jitter` uniform in `[0, 1)`.
     pub(crate) fn backoff(&self, retry: u32, jitter: f64) -> Duration {
-        self.backoff_ceiling(retry).mul_f64(jitter.clamp(0.0, 1.0))
+        let ceiling = self.backoff_ceiling(retry);
+        Duration::try_from_secs_f64(ceiling.as_secs_f64() * jitter.clamp(0.0, 1.0))
+            .map_or(ceiling, |d| d.min(ceiling))
     }
 }
 
@@ -287,6 +289,26 @@ impl RetryPolicyBuilder {
     pub fn build(self) -> Result<RetryPolicy, RetryPolicyError> {
         let (policy, violations) = self.policy.with_fields(self.policy.fields(), 0);
         let mut violations = violations;
+        let too_long = [
+            (
+                ProfileField::RetryInitialBackoff,
+                Some(self.policy.initial_backoff),
+            ),
+            (ProfileField::RetryMaxBackoff, Some(self.policy.max_backoff)),
+            (
+                ProfileField::RetryAttemptTimeout,
+                self.policy.attempt_timeout,
+            ),
+        ];
+        for (field, value) in too_long {
+            if let Some(d) = value.filter(|d| d.as_millis() > u128::from(u32::MAX)) {
+                violations.push(ProfileViolation {
+                    field,
+                    value: u64::try_from(d.as_millis()).unwrap_or(u64::MAX),
+                    rule: ProfileRule::NotWholeMillis,
+                });
+            }
+        }
         if self.policy.attempt_timeout == Some(Duration::ZERO) {
             violations.push(ProfileViolation {
                 field: ProfileField::RetryAttemptTimeout,
@@ -769,6 +791,22 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.violations[0].rule, ProfileRule::MaxBackoffBelowInitial);
         assert!(RetryPolicy::builder().max_attempts(6).build().is_err());
+        let err = RetryPolicy::builder()
+            .max_backoff(Duration::MAX)
+            .attempt_timeout(Duration::MAX)
+            .build()
+            .unwrap_err();
+        let got: Vec<_> = err.violations.iter().map(|v| (v.field, v.rule)).collect();
+        assert_eq!(
+            got,
+            [
+                (ProfileField::RetryMaxBackoff, ProfileRule::NotWholeMillis),
+                (
+                    ProfileField::RetryAttemptTimeout,
+                    ProfileRule::NotWholeMillis
+                ),
+            ]
+        );
         assert!(RetryPolicy::builder().max_attempts(5).build().is_ok());
         assert!(!RetryPolicy::off().is_on());
     }

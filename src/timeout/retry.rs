@@ -77,7 +77,8 @@ impl<S> Retry<S> {
         deadline: Option<Instant>,
     ) -> Self {
         let timeout = plan.first.as_ref().map(|c| c.limit);
-        let attempt_deadline = timeout.map(|t| start + t);
+        // An attempt timeout past any representable instant is no attempt timeout.
+        let attempt_deadline = timeout.and_then(|t| start.checked_add(t));
         Retry {
             svc: None,
             parts,
@@ -206,11 +207,11 @@ impl<S> Retry<S> {
             let remaining = deadline.saturating_duration_since(now);
             self.timeout = Some(self.timeout.map_or(remaining, |t| t.min(remaining)));
         }
-        match self.timeout {
-            Some(t) => {
+        match self.timeout.and_then(|t| Some((t, now.checked_add(t)?))) {
+            Some((t, at)) => {
                 parts.headers.insert(GRPC_TIMEOUT, grpc_timeout::encode(t));
-                self.attempt_deadline = Some(now + t);
-                self.arm(now + t);
+                self.attempt_deadline = Some(at);
+                self.arm(at);
                 self.armed = true;
             }
             None => {
