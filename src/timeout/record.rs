@@ -166,7 +166,8 @@ impl CallRecord {
             Some(cap) => (cap.limit, cap.source.clone()),
             None => (Default::default(), profile.default_source().clone()),
         };
-        self.end_with(phase, configured, source, messages, detected_by)
+        let elapsed = self.start.elapsed();
+        self.end_with(phase, configured, elapsed, source, messages, detected_by)
     }
 
     /// tonic's transport timer fired before any deadline of ours: a shorter deadline
@@ -187,8 +188,10 @@ impl CallRecord {
                 )
             });
         }
+        // What fired is known only by when: the configured value is that instant.
         self.end_with(
             Phase::Total,
+            elapsed,
             elapsed,
             Source::Transport,
             0,
@@ -200,6 +203,7 @@ impl CallRecord {
         &mut self,
         phase: Phase,
         configured: std::time::Duration,
+        elapsed: std::time::Duration,
         source: Source,
         messages: u64,
         detected_by: DetectedBy,
@@ -208,7 +212,7 @@ impl CallRecord {
         let details = TimeoutDetails {
             profile_name: profile.profile.name.to_string(),
             configured_timeout_ms: millis(configured),
-            elapsed_ms: millis(self.start.elapsed()),
+            elapsed_ms: millis(elapsed),
             service: self.labels.service.to_string(),
             method: self.labels.method.to_string(),
             source,
