@@ -59,10 +59,45 @@ impl CallTimeout {
 /// CallStreamingPolicy(StreamingTimeoutPolicy { message_gap_timeout_ms: 500, ..Default::default() }).apply(&mut req);
 /// assert!(req.extensions().get::<CallStreamingPolicy>().is_some());
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+///
+/// The same with `Duration`s (values beyond `u32::MAX` ms saturate). The total is the
+/// call's timeout and is clamped into the profile's bounds like any per-call value
+/// (SW4-002 §2.2); the initial and gap timers are idle limits and are not:
+///
+/// ```
+/// use std::time::Duration;
+/// use sw4rm_timeouts::CallStreamingPolicy;
+/// let p = CallStreamingPolicy::default()
+///     .message_gap(Duration::from_millis(500))
+///     .total(Duration::from_secs(600));
+/// assert_eq!((p.0.message_gap_timeout_ms, p.0.total_timeout_ms), (500, 600_000));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CallStreamingPolicy(pub StreamingTimeoutPolicy);
 
+fn saturating_ms(d: Duration) -> u32 {
+    u32::try_from(d.as_millis()).unwrap_or(u32::MAX)
+}
+
 impl CallStreamingPolicy {
+    /// Time to the first complete message (zero: the profile's).
+    pub fn initial(mut self, d: Duration) -> Self {
+        self.0.initial_timeout_ms = saturating_ms(d);
+        self
+    }
+
+    /// Longest silence between complete messages (zero: the profile's).
+    pub fn message_gap(mut self, d: Duration) -> Self {
+        self.0.message_gap_timeout_ms = saturating_ms(d);
+        self
+    }
+
+    /// Cap on the whole stream, sent as `grpc-timeout` (zero: the profile's).
+    pub fn total(mut self, d: Duration) -> Self {
+        self.0.total_timeout_ms = saturating_ms(d);
+        self
+    }
+
     /// Attaches this policy to a request.
     pub fn apply<T>(self, request: &mut tonic::Request<T>) {
         request.extensions_mut().insert(self);

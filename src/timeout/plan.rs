@@ -14,7 +14,7 @@ use crate::policy::deadline::{tightest, Cap, Timers};
 use crate::policy::inherit::{inherited, Inherit, Propagation};
 use crate::policy::message::MessageField;
 use crate::policy::profile::ProfileField;
-use crate::policy::resolve::{resolve, Clamp};
+use crate::policy::resolve::{apply_override, resolve, Clamp};
 use crate::policy::retry::first_timeout;
 use crate::policy::route::Lookup;
 use crate::policy::source::Source;
@@ -129,7 +129,7 @@ pub(crate) fn plan<'a>(
 
     let call_policy = extensions.get::<CallStreamingPolicy>().map(|p| p.0);
     let streaming = route.streaming || call_policy.is_some();
-    let (mut timers, gap_clamped) = if streaming {
+    let (mut timers, mut gap_clamped) = if streaming {
         let st = stream_timers(
             resolved.deadline.as_ref(),
             profile.sourced_streaming(),
@@ -139,6 +139,27 @@ pub(crate) fn plan<'a>(
     } else {
         (Timers::unary(resolved.deadline), false)
     };
+    // A per-call stream total is a per-call timeout like any other: clamped into the
+    // profile's bounds (SW4-002 §2.2). The initial and gap timers are idle limits, not
+    // the call's deadline, and are left as asked.
+    let mut clamp = resolved.clamp;
+    let call_total = call_policy.map_or(0, |p| p.total_timeout_ms);
+    if streaming && call_total > 0 {
+        let requested = Duration::from_millis(u64::from(call_total));
+        if let (Some(effective), Some(bound)) = apply_override(&profile.profile, requested) {
+            timers.total = Some(Cap::new(effective, Source::PerCall));
+            if let Some(gap) = timers.gap.as_mut().filter(|g| g.limit > effective) {
+                *gap = Cap::new(effective, Source::PerCall);
+                gap_clamped = true;
+            }
+            clamp = clamp.or(Some(Clamp {
+                requested,
+                effective: Some(effective),
+                bound,
+                requested_by: Source::PerCall,
+            }));
+        }
+    }
     // The one rule for every cap: the smallest wins and names itself. An inherited
     // deadline and an operation budget only ever shrink the call's deadline.
     let scope = outer.scope.unwrap_or_default();
@@ -187,7 +208,7 @@ pub(crate) fn plan<'a>(
         streaming,
         timers,
         wire,
-        clamp: resolved.clamp,
+        clamp,
         gap_clamped,
         retry,
         exhausted,
@@ -315,6 +336,38 @@ mod tests {
             .route("/acme.Batch/*", "workflow_status")
             .build()
             .unwrap()
+    }
+
+    #[test]
+    fn a_per_call_stream_total_is_clamped_like_any_per_call_timeout() {
+        let set = ProfileSet::standard();
+        // tool_call: 1 s to 1 h.
+        let rows = [
+            (7_200_000, ms(3_600_000), Some(Bound::Max)),
+            (10, ms(1_000), Some(Bound::Min)),
+            (60_000, ms(60_000), None),
+        ];
+        for (total, want, bound) in rows {
+            let mut ext = http::Extensions::new();
+            ext.insert(CallStreamingPolicy(StreamingTimeoutPolicy {
+                initial_timeout_ms: 0,
+                message_gap_timeout_ms: 5_000,
+                total_timeout_ms: total,
+            }));
+            let p = plan(
+                &set,
+                STREAM,
+                &ext,
+                &HeaderMap::new(),
+                &Outer::default(),
+                |_| None,
+            )
+            .unwrap();
+            let t = p.timers.total.clone().unwrap();
+            assert_eq!((t.limit, t.source), (want, Source::PerCall), "{total}");
+            assert_eq!(p.clamp.map(|c| c.bound), bound, "{total}");
+            assert!(p.timers.gap.unwrap().limit <= want, "gap within the total");
+        }
     }
 
     #[test]
