@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{capture_events, connect, server, Metrics, WAIT};
+use common::{capture_events, connect, server, standard, Metrics, WAIT};
 use sw4rm_timeouts::proto::sw4rm::{handoff, negotiation_room as nr, registry, tool};
 use sw4rm_timeouts::testing::{Outcome, Script};
 use sw4rm_timeouts::{
@@ -136,7 +136,7 @@ async fn silent_peer() -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
 
 /// A shorter deadline written below the layer: tonic's channel enforces it and
 /// reports `Cancelled`. The layer reports the truth — a transport timeout after
-/// 50 ms, not "the 300 ms deadline exceeded after 50 ms" — counted once.
+/// 50 ms, not "the 5000 ms deadline exceeded after 50 ms" — counted once.
 #[tokio::test]
 async fn a_shorter_transport_deadline_below_the_layer_is_reported_as_itself() {
     let (addr, silent) = silent_peer().await;
@@ -150,7 +150,7 @@ async fn a_shorter_transport_deadline_below_the_layer_is_reported_as_itself() {
         .unwrap()
         .connect_lazy();
     let svc = ServiceBuilder::new()
-        .layer(TimeoutProfileLayer::new(fast_heartbeat()).with_meter_provider(&metrics.provider))
+        .layer(TimeoutProfileLayer::new(standard()).with_meter_provider(&metrics.provider))
         .map_request(shorten)
         .service(channel);
     let mut client = registry::registry_service_client::RegistryServiceClient::new(svc);
@@ -165,14 +165,19 @@ async fn a_shorter_transport_deadline_below_the_layer_is_reported_as_itself() {
         (d.detected_by(), d.source(), d.phase()),
         (DetectedBy::Transport, &Source::Transport, Phase::Total)
     );
+    // The heartbeat profile's own 5 s deadline is 100 times later: `source` says
+    // which fired (no upper time bound needed).
     assert!(d.elapsed_ms() >= 50, "{}", d.elapsed_ms());
-    assert!(d.elapsed_ms() < 300, "it was not our 300 ms deadline");
     assert_eq!(
         d.configured_timeout_ms(),
         d.elapsed_ms(),
         "what fired, and when"
     );
-    assert!(!status.message().contains("300 ms"), "{}", status.message());
+    assert!(
+        !status.message().contains("5000 ms"),
+        "{}",
+        status.message()
+    );
     assert_eq!(metrics.value("sw4rm_rpc_timeout_total", "Heartbeat"), 1);
     assert_eq!(metrics.value("sw4rm_rpc_duration_ms", "Heartbeat"), 1);
     assert_eq!(
