@@ -8,15 +8,13 @@
 //! timeout. Once headers are delivered the call is committed, so a server stream is
 //! never retried after its first message.
 
-use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http::HeaderValue;
-use http_body::{Body, Frame, SizeHint};
 use tokio::time::{Instant, Sleep};
 
 use super::budget::RetryBudget;
@@ -24,6 +22,7 @@ use super::BoxError;
 use crate::policy::deadline::Cap;
 use crate::policy::retry::{decide, Decision, Failed, Failure, Pushback, RetryPolicy, Stop};
 use crate::wire::grpc_timeout::{self, GRPC_TIMEOUT};
+use crate::wire::replay::Replay;
 
 type Request = http::Request<tonic::body::Body>;
 
@@ -278,141 +277,6 @@ pub(crate) fn classify_error(err: &BoxError) -> Failure {
     Failure::Code(14)
 }
 
-/// Takes the whole request body if it is already there (a unary request from a
-/// generated client is) and at most `limit` bytes: the body is replaced by a replay
-/// of the same bytes. Otherwise the body is put back untouched (what was read is
-/// replayed first) and `None` says the call is sent once.
-pub(crate) fn take_whole(body: &mut tonic::body::Body, limit: usize) -> Option<Bytes> {
-    let mut taken = std::mem::take(body);
-    let mut cx = Context::from_waker(Waker::noop());
-    // The common case, one data frame then the end, queues nothing.
-    let mut single: Option<Bytes> = None;
-    let mut frames: VecDeque<Result<Frame<Bytes>, tonic::Status>> = VecDeque::new();
-    let mut size = 0usize;
-    let whole = loop {
-        match Pin::new(&mut taken).poll_frame(&mut cx) {
-            Poll::Ready(None) => break true,
-            Poll::Ready(Some(Ok(frame))) => {
-                let data_len = frame.data_ref().map(Bytes::len);
-                let fits = data_len.is_some_and(|n| size + n <= limit);
-                size += data_len.unwrap_or(0);
-                match (single.take(), frames.is_empty(), fits) {
-                    (None, true, true) => single = frame.into_data().ok(),
-                    (first, _, _) => {
-                        if let Some(b) = first {
-                            frames.push_back(Ok(Frame::data(b)));
-                        }
-                        frames.push_back(Ok(frame));
-                    }
-                }
-                // Trailers, or too large: sent once.
-                if !fits {
-                    break false;
-                }
-            }
-            Poll::Ready(Some(Err(e))) => {
-                if let Some(b) = single.take() {
-                    frames.push_back(Ok(Frame::data(b)));
-                }
-                frames.push_back(Err(e));
-                break false;
-            }
-            Poll::Pending => {
-                if let Some(b) = single.take() {
-                    frames.push_back(Ok(Frame::data(b)));
-                }
-                break false;
-            }
-        }
-    };
-    if whole && frames.is_empty() {
-        let bytes = single.unwrap_or_default();
-        *body = tonic::body::Body::new(Replay::whole(bytes.clone()));
-        return Some(bytes);
-    }
-    if whole {
-        let mut all = BytesMut::with_capacity(size);
-        for f in frames.into_iter().flatten() {
-            if let Some(d) = f.data_ref() {
-                all.extend_from_slice(d);
-            }
-        }
-        let bytes = all.freeze();
-        *body = tonic::body::Body::new(Replay::whole(bytes.clone()));
-        Some(bytes)
-    } else if frames.is_empty() {
-        *body = taken;
-        None
-    } else {
-        *body = tonic::body::Body::new(Replay {
-            first: None,
-            frames,
-            rest: Some(taken),
-        });
-        None
-    }
-}
-
-/// A body that yields frames already read, then the rest (if any).
-struct Replay {
-    /// A whole request's one frame (no queue to allocate for it).
-    first: Option<Bytes>,
-    frames: VecDeque<Result<Frame<Bytes>, tonic::Status>>,
-    rest: Option<tonic::body::Body>,
-}
-
-impl Replay {
-    fn whole(bytes: Bytes) -> Self {
-        Replay {
-            first: (!bytes.is_empty()).then_some(bytes),
-            frames: VecDeque::new(),
-            rest: None,
-        }
-    }
-}
-
-impl Body for Replay {
-    type Data = Bytes;
-    type Error = tonic::Status;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, tonic::Status>>> {
-        if let Some(bytes) = self.first.take() {
-            return Poll::Ready(Some(Ok(Frame::data(bytes))));
-        }
-        if let Some(frame) = self.frames.pop_front() {
-            return Poll::Ready(Some(frame));
-        }
-        match self.rest.as_mut() {
-            Some(rest) => Pin::new(rest).poll_frame(cx),
-            None => Poll::Ready(None),
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.first.is_none()
-            && self.frames.is_empty()
-            && self.rest.as_ref().is_none_or(Body::is_end_stream)
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        // Never exact: hyper would add a `content-length` header to the request,
-        // which a gRPC request as tonic sends it does not carry.
-        let read: u64 = self.first.as_ref().map_or(0, |b| b.len() as u64)
-            + self
-                .frames
-                .iter()
-                .filter_map(|f| f.as_ref().ok()?.data_ref().map(|d| d.len() as u64))
-                .sum::<u64>();
-        let rest = self.rest.as_ref().map_or(0, |r| r.size_hint().lower());
-        let mut hint = SizeHint::new();
-        hint.set_lower(read + rest);
-        hint
-    }
-}
-
 /// Uniform in `[0, 1)`: a per-thread xorshift seeded from the standard library's
 /// random hasher keys (no dependency, no lock).
 fn jitter() -> f64 {
@@ -470,26 +334,5 @@ mod tests {
         assert_eq!(classify_error(&stream), Failure::NotSent);
         let reset: BoxError = Box::new(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
         assert_eq!(classify_error(&reset), Failure::Code(14));
-    }
-
-    #[tokio::test]
-    async fn a_unary_body_is_taken_whole_and_replayed_byte_identical() {
-        let bytes = Bytes::from_static(b"\x00\x00\x00\x00\x03abc");
-        let mut body = tonic::body::Body::new(Replay::whole(bytes.clone()));
-        let taken = take_whole(&mut body, 1024).expect("whole");
-        assert_eq!(taken, bytes);
-        let again = http_body_util::BodyExt::collect(body)
-            .await
-            .unwrap()
-            .to_bytes();
-        assert_eq!(again, bytes);
-        // Too large: sent once, and still whole.
-        let mut body = tonic::body::Body::new(Replay::whole(bytes.clone()));
-        assert_eq!(take_whole(&mut body, 4), None);
-        let again = http_body_util::BodyExt::collect(body)
-            .await
-            .unwrap()
-            .to_bytes();
-        assert_eq!(again, bytes);
     }
 }

@@ -10,7 +10,7 @@ use tower_service::Service;
 use super::future::ResponseFuture;
 use super::plan::{plan, CallPlan, Outer};
 use super::record::CallRecord;
-use super::retry::{take_whole, Retry};
+use super::retry::Retry;
 use super::shared::Shared;
 use super::BoxError;
 use crate::config::ProfileSet;
@@ -18,6 +18,7 @@ use crate::policy::deadline::Phase;
 use crate::policy::streaming::millis;
 use crate::wire::details::DetectedBy;
 use crate::wire::message_field;
+use crate::wire::replay::take_whole;
 
 /// The service produced by [`super::TimeoutProfileLayer`].
 #[derive(Clone, Debug)]

@@ -6,10 +6,10 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body::{Body, Frame, SizeHint};
+use http_body::Body;
 
 use super::framing;
+use super::replay::Replay;
 use crate::policy::message::MessageField;
 
 impl MessageField {
@@ -53,10 +53,7 @@ pub(crate) fn peek(body: &mut tonic::body::Body, field: MessageField) -> Option<
                 .ok()
                 .and_then(|f| f.data_ref())
                 .and_then(|d| field.read_framed(d));
-            *body = tonic::body::Body::new(Replay {
-                first: Some(first),
-                rest: taken,
-            });
+            *body = tonic::body::Body::new(Replay::prefixed(first, taken));
             found
         }
         // Not ready (or empty): put it back untouched; the next poll registers a waker.
@@ -64,43 +61,6 @@ pub(crate) fn peek(body: &mut tonic::body::Body, field: MessageField) -> Option<
             *body = taken;
             None
         }
-    }
-}
-
-/// A body that yields one already-read frame, then the rest.
-struct Replay {
-    first: Option<Result<Frame<Bytes>, tonic::Status>>,
-    rest: tonic::body::Body,
-}
-
-impl Body for Replay {
-    type Data = Bytes;
-    type Error = tonic::Status;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, tonic::Status>>> {
-        match self.first.take() {
-            Some(first) => Poll::Ready(Some(first)),
-            None => Pin::new(&mut self.rest).poll_frame(cx),
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.first.is_none() && self.rest.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        let mut hint = self.rest.size_hint();
-        if let Some(Ok(frame)) = &self.first {
-            let n = frame.data_ref().map_or(0, |d| d.len() as u64);
-            hint.set_lower(hint.lower().saturating_add(n));
-            if let Some(upper) = hint.upper() {
-                hint.set_upper(upper.saturating_add(n));
-            }
-        }
-        hint
     }
 }
 

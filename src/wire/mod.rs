@@ -2,11 +2,12 @@
 //! message framing, timeout fields inside request messages, the timeout details
 //! (`google.rpc.ErrorInfo`) and what a peer's status says.
 //!
-//! Reading order: `grpc_timeout.rs` → `details.rs`; `framing.rs` and
-//! `message_field.rs` for the body; `status.rs` for classifying answers.
+//! Reading order: `grpc_timeout.rs` → `details.rs`; `framing.rs`,
+//! `message_field.rs` and `replay.rs` for the body; `status.rs` for classifying answers.
 
 pub(crate) mod details;
 pub(crate) mod framing;
 pub mod grpc_timeout;
 pub(crate) mod message_field;
+pub(crate) mod replay;
 pub(crate) mod status;

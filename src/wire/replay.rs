@@ -1,0 +1,198 @@
+//! [`Replay`]: a request body put back together after the layer read some of it
+//! (to peek at a message's timeout field, or to keep a whole request for retries):
+//! the frames already read, then the rest of the original body, if any; and
+//! [`take_whole`], which reads a request that is already all there.
+
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+
+use bytes::{Bytes, BytesMut};
+use http_body::{Body, Frame, SizeHint};
+
+type Item = Result<Frame<Bytes>, tonic::Status>;
+
+/// Frames already read (the first inline, so one frame allocates no queue), then the
+/// rest.
+pub(crate) struct Replay {
+    first: Option<Item>,
+    more: VecDeque<Item>,
+    rest: Option<tonic::body::Body>,
+}
+
+impl Replay {
+    /// One frame already read, then the rest of the body.
+    pub(crate) fn prefixed(first: Item, rest: tonic::body::Body) -> Self {
+        Replay {
+            first: Some(first),
+            more: VecDeque::new(),
+            rest: Some(rest),
+        }
+    }
+
+    /// Several frames already read, then the rest of the body.
+    pub(crate) fn frames(mut read: VecDeque<Item>, rest: tonic::body::Body) -> Self {
+        Replay {
+            first: read.pop_front(),
+            more: read,
+            rest: Some(rest),
+        }
+    }
+
+    /// A whole body from its bytes.
+    pub(crate) fn whole(bytes: Bytes) -> Self {
+        Replay {
+            first: (!bytes.is_empty()).then(|| Ok(Frame::data(bytes))),
+            more: VecDeque::new(),
+            rest: None,
+        }
+    }
+}
+
+impl Body for Replay {
+    type Data = Bytes;
+    type Error = tonic::Status;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Item>> {
+        if let Some(frame) = self.first.take().or_else(|| self.more.pop_front()) {
+            return Poll::Ready(Some(frame));
+        }
+        match self.rest.as_mut() {
+            Some(rest) => Pin::new(rest).poll_frame(cx),
+            None => Poll::Ready(None),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.first.is_none()
+            && self.more.is_empty()
+            && self.rest.as_ref().is_none_or(Body::is_end_stream)
+    }
+
+    /// Never exact: hyper would add a `content-length` header to the request, which
+    /// a gRPC request as tonic sends it does not carry.
+    fn size_hint(&self) -> SizeHint {
+        let read: u64 = self
+            .first
+            .iter()
+            .chain(&self.more)
+            .filter_map(|f| f.as_ref().ok()?.data_ref().map(|d| d.len() as u64))
+            .sum();
+        let rest = self.rest.as_ref().map_or(0, |r| r.size_hint().lower());
+        let mut hint = SizeHint::new();
+        hint.set_lower(read.saturating_add(rest));
+        hint
+    }
+}
+
+/// Takes the whole request body if it is already there (a unary request from a
+/// generated client is) and at most `limit` bytes: the body is replaced by a replay
+/// of the same bytes. Otherwise the body is put back untouched (what was read is
+/// replayed first) and `None` says the call is sent once.
+pub(crate) fn take_whole(body: &mut tonic::body::Body, limit: usize) -> Option<Bytes> {
+    let mut taken = std::mem::take(body);
+    let mut cx = Context::from_waker(Waker::noop());
+    // The common case, one data frame then the end, queues nothing.
+    let mut single: Option<Bytes> = None;
+    let mut frames: VecDeque<Result<Frame<Bytes>, tonic::Status>> = VecDeque::new();
+    let mut size = 0usize;
+    let whole = loop {
+        match Pin::new(&mut taken).poll_frame(&mut cx) {
+            Poll::Ready(None) => break true,
+            Poll::Ready(Some(Ok(frame))) => {
+                let data_len = frame.data_ref().map(Bytes::len);
+                let fits = data_len.is_some_and(|n| size + n <= limit);
+                size += data_len.unwrap_or(0);
+                match (single.take(), frames.is_empty(), fits) {
+                    (None, true, true) => single = frame.into_data().ok(),
+                    (first, _, _) => {
+                        if let Some(b) = first {
+                            frames.push_back(Ok(Frame::data(b)));
+                        }
+                        frames.push_back(Ok(frame));
+                    }
+                }
+                // Trailers, or too large: sent once.
+                if !fits {
+                    break false;
+                }
+            }
+            Poll::Ready(Some(Err(e))) => {
+                if let Some(b) = single.take() {
+                    frames.push_back(Ok(Frame::data(b)));
+                }
+                frames.push_back(Err(e));
+                break false;
+            }
+            Poll::Pending => {
+                if let Some(b) = single.take() {
+                    frames.push_back(Ok(Frame::data(b)));
+                }
+                break false;
+            }
+        }
+    };
+    if whole && frames.is_empty() {
+        let bytes = single.unwrap_or_default();
+        *body = tonic::body::Body::new(Replay::whole(bytes.clone()));
+        return Some(bytes);
+    }
+    if whole {
+        let mut all = BytesMut::with_capacity(size);
+        for f in frames.into_iter().flatten() {
+            if let Some(d) = f.data_ref() {
+                all.extend_from_slice(d);
+            }
+        }
+        let bytes = all.freeze();
+        *body = tonic::body::Body::new(Replay::whole(bytes.clone()));
+        Some(bytes)
+    } else if frames.is_empty() {
+        *body = taken;
+        None
+    } else {
+        *body = tonic::body::Body::new(Replay::frames(frames, taken));
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+
+    #[tokio::test]
+    async fn frames_come_back_in_order_then_the_rest() {
+        let rest = tonic::body::Body::new(Replay::whole(Bytes::from_static(b"c")));
+        let mut read = VecDeque::new();
+        read.push_back(Ok(Frame::data(Bytes::from_static(b"a"))));
+        read.push_back(Ok(Frame::data(Bytes::from_static(b"b"))));
+        let body = Replay::frames(read, rest);
+        assert_eq!(body.size_hint().exact(), None, "never exact");
+        assert_eq!(body.size_hint().lower(), 2);
+        let all = body.collect().await.unwrap().to_bytes();
+        assert_eq!(all, Bytes::from_static(b"abc"));
+        assert!(Replay::whole(Bytes::new()).is_end_stream());
+    }
+
+    #[tokio::test]
+    async fn a_unary_body_is_taken_whole_and_replayed_byte_identical() {
+        let bytes = Bytes::from_static(b"\x00\x00\x00\x00\x03abc");
+        let mut body = tonic::body::Body::new(Replay::whole(bytes.clone()));
+        let taken = take_whole(&mut body, 1024).expect("whole");
+        assert_eq!(taken, bytes);
+        let again = http_body_util::BodyExt::collect(body)
+            .await
+            .unwrap()
+            .to_bytes();
+        assert_eq!(again, bytes);
+        // Too large: sent once, and still whole.
+        let mut body = tonic::body::Body::new(Replay::whole(bytes.clone()));
+        assert_eq!(take_whole(&mut body, 4), None);
+        let again = http_body_util::BodyExt::collect(body)
+            .await
+            .unwrap()
+            .to_bytes();
+        assert_eq!(again, bytes);
+    }
+}
