@@ -8,7 +8,7 @@ use tower_layer::Layer;
 
 use super::budget::RetryBudget;
 use super::service::TimeoutProfileService;
-use super::shared::{RetrySettings, Shared};
+use super::shared::{RetrySettings, Settings, Shared};
 use crate::config::{ConfigError, ProfileSet};
 use crate::metrics::Instruments;
 use crate::policy::inherit::Propagation;
@@ -42,9 +42,12 @@ impl TimeoutProfileLayer {
         TimeoutProfileLayer {
             shared: Arc::new(Shared::new(
                 profiles,
-                Some(Instruments::from_global()),
-                tracing::Level::DEBUG,
-                RetrySettings::default(),
+                Settings {
+                    instruments: Some(Instruments::from_global()),
+                    span_level: tracing::Level::DEBUG,
+                    retry: RetrySettings::default(),
+                    propagation: Propagation::default(),
+                },
             )),
         }
     }
@@ -63,16 +66,12 @@ impl TimeoutProfileLayer {
     /// Records metrics to this meter provider instead of the global one.
     pub fn with_meter_provider(self, provider: &impl MeterProvider) -> Self {
         let instruments = Some(Instruments::from_provider(provider));
-        TimeoutProfileLayer {
-            shared: Arc::new(self.shared.with_instruments(instruments)),
-        }
+        self.with_settings(|s| s.instruments = instruments)
     }
 
     /// Records no metrics at all (tracing events stay).
     pub fn without_metrics(self) -> Self {
-        TimeoutProfileLayer {
-            shared: Arc::new(self.shared.with_instruments(None)),
-        }
+        self.with_settings(|s| s.instruments = None)
     }
 
     /// The level of the per-RPC `sw4rm_rpc` span (default DEBUG).
@@ -83,18 +82,7 @@ impl TimeoutProfileLayer {
     /// # drop(layer);
     /// ```
     pub fn with_span_level(self, level: tracing::Level) -> Self {
-        let shared = &self.shared;
-        TimeoutProfileLayer {
-            shared: Arc::new(
-                Shared::new(
-                    shared.profiles.clone(),
-                    shared.instruments.clone(),
-                    level,
-                    shared.retry.clone(),
-                )
-                .with_propagation(shared.propagation),
-            ),
-        }
+        self.with_settings(|s| s.span_level = level)
     }
 
     /// How a deadline inherited from the inbound call a task serves is passed on to
@@ -109,34 +97,15 @@ impl TimeoutProfileLayer {
     /// # drop(layer);
     /// ```
     pub fn with_propagation(self, propagation: Propagation) -> Self {
-        let shared = &self.shared;
-        TimeoutProfileLayer {
-            shared: Arc::new(
-                Shared::new(
-                    shared.profiles.clone(),
-                    shared.instruments.clone(),
-                    shared.span_level,
-                    shared.retry.clone(),
-                )
-                .with_propagation(propagation),
-            ),
-        }
+        self.with_settings(|s| s.propagation = propagation)
     }
 
-    fn with_retry_settings(self, f: impl FnOnce(&mut RetrySettings)) -> Self {
-        let shared = &self.shared;
-        let mut retry = shared.retry.clone();
-        f(&mut retry);
+    /// The same table with settings changed by `f`.
+    fn with_settings(&self, f: impl FnOnce(&mut Settings)) -> Self {
+        let mut settings = self.shared.settings();
+        f(&mut settings);
         TimeoutProfileLayer {
-            shared: Arc::new(
-                Shared::new(
-                    shared.profiles.clone(),
-                    shared.instruments.clone(),
-                    shared.span_level,
-                    retry,
-                )
-                .with_propagation(shared.propagation),
-            ),
+            shared: Arc::new(Shared::new(self.shared.profiles.clone(), settings)),
         }
     }
 
@@ -147,26 +116,26 @@ impl TimeoutProfileLayer {
     /// # drop(layer);
     /// ```
     pub fn without_retries(self) -> Self {
-        self.with_retry_settings(|r| r.on = false)
+        self.with_settings(|s| s.retry.on = false)
     }
 
     /// Shares this retry budget among the layer's calls (default: a bucket of 10
     /// tokens, ratio 0.1, per layer). Give the same budget to several layers to
     /// share it among them.
     pub fn with_retry_budget(self, budget: RetryBudget) -> Self {
-        self.with_retry_settings(|r| r.budget = Some(budget))
+        self.with_settings(|s| s.retry.budget = Some(budget))
     }
 
     /// Retries without a budget: only each call's policy limits them.
     pub fn without_retry_budget(self) -> Self {
-        self.with_retry_settings(|r| r.budget = None)
+        self.with_settings(|s| s.retry.budget = None)
     }
 
     /// The largest request body kept for replaying a call (default 64 KiB). A
     /// larger request, or one still streaming when the call starts (client
     /// streaming), is sent once.
     pub fn with_replay_limit(self, bytes: usize) -> Self {
-        self.with_retry_settings(|r| r.replay_limit = bytes)
+        self.with_settings(|s| s.retry.replay_limit = bytes)
     }
 
     /// The profile table in use.

@@ -63,6 +63,15 @@ impl Default for RetrySettings {
     }
 }
 
+/// What a layer is configured with besides its profile table.
+#[derive(Clone, Debug)]
+pub(crate) struct Settings {
+    pub(crate) instruments: Option<Instruments>,
+    pub(crate) span_level: tracing::Level,
+    pub(crate) retry: RetrySettings,
+    pub(crate) propagation: Propagation,
+}
+
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) profiles: ProfileSet,
@@ -80,12 +89,13 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub(crate) fn new(
-        profiles: ProfileSet,
-        instruments: Option<Instruments>,
-        span_level: tracing::Level,
-        retry: RetrySettings,
-    ) -> Self {
+    pub(crate) fn new(profiles: ProfileSet, settings: Settings) -> Self {
+        let Settings {
+            instruments,
+            span_level,
+            retry,
+            propagation,
+        } = settings;
         let exact = profiles
             .routes
             .exact
@@ -101,28 +111,21 @@ impl Shared {
             instruments,
             span_level,
             retry,
-            propagation: Propagation::default(),
+            propagation,
             transport_warned: AtomicBool::new(false),
             exact,
             others: ArcSwap::from_pointee(PathMap::default()),
         }
     }
 
-    /// The same table and span level, other instruments.
-    pub(crate) fn with_instruments(&self, instruments: Option<Instruments>) -> Self {
-        Shared::new(
-            self.profiles.clone(),
-            instruments,
-            self.span_level,
-            self.retry.clone(),
-        )
-        .with_propagation(self.propagation)
-    }
-
-    /// The same, passing inherited deadlines on this way.
-    pub(crate) fn with_propagation(mut self, propagation: Propagation) -> Self {
-        self.propagation = propagation;
-        self
+    /// The settings this was built with, to build a variant.
+    pub(crate) fn settings(&self) -> Settings {
+        Settings {
+            instruments: self.instruments.clone(),
+            span_level: self.span_level,
+            retry: self.retry.clone(),
+            propagation: self.propagation,
+        }
     }
 
     /// The labels of a routed path. Paths outside the exact routes are built on

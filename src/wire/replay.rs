@@ -169,7 +169,11 @@ mod tests {
         read.push_back(Ok(Frame::data(Bytes::from_static(b"b"))));
         let body = Replay::frames(read, rest);
         assert_eq!(body.size_hint().exact(), None, "never exact");
-        assert_eq!(body.size_hint().lower(), 3, "read frames and what the rest holds");
+        assert_eq!(
+            body.size_hint().lower(),
+            3,
+            "read frames and what the rest holds"
+        );
         let all = body.collect().await.unwrap().to_bytes();
         assert_eq!(all, Bytes::from_static(b"abc"));
         assert!(Replay::whole(Bytes::new()).is_end_stream());
