@@ -118,6 +118,25 @@ async fn middle(last: &TestServer) -> (String, Arc<Seen>) {
     (url, seen)
 }
 
+async fn heartbeat(client: &Sw4rm) -> Result<Response<HeartbeatResponse>, Status> {
+    client
+        .registry()
+        .heartbeat(HeartbeatRequest::default())
+        .await
+}
+
+/// The embedded server and a client with the standard profiles, metered.
+async fn standard_client() -> (TestServer, Sw4rm, Metrics) {
+    let server = server().await;
+    let metrics = Metrics::new();
+    let client = common::connect(
+        &server,
+        TimeoutProfileLayer::standard().with_meter_provider(&metrics.provider),
+    )
+    .await;
+    (server, client, metrics)
+}
+
 /// Heartbeats get `ms` by default (and may go that low).
 fn heartbeat_in(deadline: u32) -> TimeoutProfileLayer {
     let profiles = ProfileSet::builder()
@@ -138,11 +157,7 @@ async fn a_three_hop_chain_passes_the_first_deadline_on_and_drops_the_middle() {
     let client = Sw4rm::connect_with(url, heartbeat_in(800)).await.unwrap();
 
     let start = Instant::now();
-    let status = client
-        .registry()
-        .heartbeat(HeartbeatRequest::default())
-        .await
-        .unwrap_err();
+    let status = heartbeat(&client).await.unwrap_err();
     assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
     assert!(start.elapsed() >= ms(800));
 
@@ -191,23 +206,10 @@ async fn a_three_hop_chain_passes_the_first_deadline_on_and_drops_the_middle() {
 
 #[tokio::test]
 async fn nothing_left_fails_at_once_without_sending() {
-    let server = server().await;
-    let metrics = Metrics::new();
-    let client = common::connect(
-        &server,
-        TimeoutProfileLayer::standard().with_meter_provider(&metrics.provider),
-    )
-    .await;
+    let (server, client, metrics) = standard_client().await;
     // 3 ms left: less than the 5 ms hop offset.
     let at = Instant::now() + ms(3);
-    let status = scope::with_deadline(at, async {
-        client
-            .registry()
-            .heartbeat(HeartbeatRequest::default())
-            .await
-            .unwrap_err()
-    })
-    .await;
+    let status = scope::with_deadline(at, async { heartbeat(&client).await.unwrap_err() }).await;
     assert_eq!(status.code(), Code::DeadlineExceeded);
     let d = TimeoutDetails::from_status(&status).expect("details");
     assert_eq!(d.source(), &Source::Inherited);
@@ -216,26 +218,17 @@ async fn nothing_left_fails_at_once_without_sending() {
     assert_eq!(metrics.value("sw4rm_rpc_timeout_total", "Heartbeat"), 1);
 
     // Outside the scope the same call goes out with its profile deadline.
-    client
-        .registry()
-        .heartbeat(HeartbeatRequest::default())
-        .await
-        .unwrap();
+    heartbeat(&client).await.unwrap();
     assert_eq!(server.calls()[0].grpc_timeout.as_deref(), Some("5000000u"));
 }
 
 #[tokio::test]
 async fn an_inherited_deadline_is_never_raised_to_a_profiles_minimum() {
-    let server = server().await;
-    let client = common::connect(&server, TimeoutProfileLayer::standard()).await;
+    let (server, client, _metrics) = standard_client().await;
     // 300 ms left; the heartbeat profile's minimum is 1 s.
     let at = Instant::now() + ms(300);
     scope::with_deadline(at, async {
-        client
-            .registry()
-            .heartbeat(HeartbeatRequest::default())
-            .await
-            .unwrap();
+        heartbeat(&client).await.unwrap();
     })
     .await;
     let sent = wire(server.calls()[0].grpc_timeout.as_deref().unwrap());
@@ -244,16 +237,10 @@ async fn an_inherited_deadline_is_never_raised_to_a_profiles_minimum() {
 
 #[tokio::test]
 async fn a_budget_caps_calls_and_names_itself_and_a_paused_budget_does_not() {
-    let server = server().await;
+    let (server, client, metrics) = standard_client().await;
     server
         .script("Heartbeat", Script::latency(Duration::from_secs(30)))
         .expect("a known RPC");
-    let metrics = Metrics::new();
-    let client = common::connect(
-        &server,
-        TimeoutProfileLayer::standard().with_meter_provider(&metrics.provider),
-    )
-    .await;
     let budget = OperationBudget::new(ms(1_500));
     {
         // A human took a while; that time is not charged.
@@ -261,19 +248,14 @@ async fn a_budget_caps_calls_and_names_itself_and_a_paused_budget_does_not() {
         tokio::time::sleep(ms(50)).await;
     }
     let status = budget
-        .run(async {
-            client
-                .registry()
-                .heartbeat(HeartbeatRequest::default())
-                .await
-                .unwrap_err()
-        })
+        .run(async { heartbeat(&client).await.unwrap_err() })
         .await;
     assert_eq!(status.code(), Code::DeadlineExceeded);
     let d = TimeoutDetails::from_status(&status).expect("details");
     assert_eq!(d.source(), &Source::Budget);
     assert!(d.configured_timeout_ms() <= 1_500);
     assert!(d.budget_paused_ms().expect("paused time") >= 50);
+    assert_eq!(metrics.value("sw4rm_rpc_timeout_total", "Heartbeat"), 1);
     let sent = wire(server.calls()[0].grpc_timeout.as_deref().unwrap());
     assert!(sent <= ms(1_500), "{sent:?}");
 
@@ -283,13 +265,7 @@ async fn a_budget_caps_calls_and_names_itself_and_a_paused_budget_does_not() {
         .expect("a known RPC");
     let guard = budget.pause();
     budget
-        .run(async {
-            client
-                .registry()
-                .heartbeat(HeartbeatRequest::default())
-                .await
-                .unwrap()
-        })
+        .run(async { heartbeat(&client).await.unwrap() })
         .await;
     drop(guard);
     assert_eq!(server.calls()[1].grpc_timeout.as_deref(), Some("5000000u"));
@@ -297,18 +273,13 @@ async fn a_budget_caps_calls_and_names_itself_and_a_paused_budget_does_not() {
 
 #[tokio::test]
 async fn the_smallest_of_budget_and_inherited_deadline_wins() {
-    let server = server().await;
-    let client = common::connect(&server, TimeoutProfileLayer::standard()).await;
+    let (server, client, _metrics) = standard_client().await;
     let budget = OperationBudget::new(ms(2_000));
     let at = Instant::now() + ms(4_000);
     scope::with_deadline(
         at,
         budget.run(async {
-            client
-                .registry()
-                .heartbeat(HeartbeatRequest::default())
-                .await
-                .unwrap();
+            heartbeat(&client).await.unwrap();
         }),
     )
     .await;

@@ -57,6 +57,25 @@ fn timeout_details(status: &tonic::Status) -> TimeoutDetails {
     TimeoutDetails::from_status(status).unwrap_or_else(|| panic!("no details in {status:?}"))
 }
 
+/// A `CallStream` that must end in an error: the messages received first, and the
+/// error.
+async fn messages_then_error(sw4rm: &Sw4rm) -> (usize, tonic::Status) {
+    let mut stream = sw4rm
+        .tool()
+        .call_stream(tool::ToolCall::default())
+        .await
+        .unwrap()
+        .into_inner();
+    let mut got = 0;
+    loop {
+        match stream.message().await {
+            Ok(Some(_)) => got += 1,
+            Ok(None) => panic!("these peers never end a stream cleanly"),
+            Err(status) => return (got, status),
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------
 // Raw HTTP/2 servers.
 
@@ -203,20 +222,7 @@ async fn a_stream_reset_after_two_messages_delivers_them_first() {
     })
     .await;
     let sw4rm = lazy(addr, fast());
-    let mut stream = sw4rm
-        .tool()
-        .call_stream(tool::ToolCall::default())
-        .await
-        .unwrap()
-        .into_inner();
-    let mut got = 0;
-    let end = loop {
-        match stream.message().await {
-            Ok(Some(_)) => got += 1,
-            Ok(None) => panic!("the stream cannot end cleanly"),
-            Err(status) => break status,
-        }
-    };
+    let (got, end) = messages_then_error(&sw4rm).await;
     assert_eq!(got, 2);
     assert_ne!(end.code(), Code::DeadlineExceeded, "{end:?}");
 }
@@ -254,20 +260,7 @@ async fn a_byte_trickle_does_not_keep_a_stream_alive() {
         .unwrap();
     let sw4rm = lazy(addr, TimeoutProfileLayer::new(profiles).without_metrics());
     let start = Instant::now();
-    let mut stream = sw4rm
-        .tool()
-        .call_stream(tool::ToolCall::default())
-        .await
-        .unwrap()
-        .into_inner();
-    let mut got = 0;
-    let end = loop {
-        match stream.message().await {
-            Ok(Some(_)) => got += 1,
-            Ok(None) => panic!("the trickle never ends the stream"),
-            Err(status) => break status,
-        }
-    };
+    let (got, end) = messages_then_error(&sw4rm).await;
     let elapsed = start.elapsed();
     assert_eq!(got, 1);
     let d = timeout_details(&end);

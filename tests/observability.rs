@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use common::{call, capture_events, connect, server, Metrics, Opts};
 use opentelemetry_sdk::metrics::SdkMeterProvider;
-use prometheus::{Encoder, TextEncoder};
 use sw4rm_timeouts::testing::Script;
 use sw4rm_timeouts::{ProfileSet, TimeoutProfileLayer};
 
@@ -128,6 +127,16 @@ async fn instruments_count_every_call_and_each_timeout_once() {
     );
 }
 
+/// The two SW4-002 families, under exactly their names.
+fn assert_exact_names(text: &str) {
+    for family in [
+        "# TYPE sw4rm_rpc_timeout_total counter",
+        "# TYPE sw4rm_rpc_duration_ms histogram",
+    ] {
+        assert!(text.contains(family), "{family} in {text}");
+    }
+}
+
 #[tokio::test]
 async fn prometheus_exposition_uses_the_exact_names() {
     let registry = prometheus::Registry::new();
@@ -135,19 +144,8 @@ async fn prometheus_exposition_uses_the_exact_names() {
     let provider = SdkMeterProvider::builder().with_reader(exporter).build();
     mixed_calls(TimeoutProfileLayer::new(profiles()).with_meter_provider(&provider)).await;
 
-    let mut text = Vec::new();
-    TextEncoder::new()
-        .encode(&registry.gather(), &mut text)
-        .unwrap();
-    let text = String::from_utf8(text).unwrap();
-    assert!(
-        text.contains("# TYPE sw4rm_rpc_timeout_total counter"),
-        "{text}"
-    );
-    assert!(
-        text.contains("# TYPE sw4rm_rpc_duration_ms histogram"),
-        "{text}"
-    );
+    let text = sw4rm_timeouts::metrics::render(&[&registry]);
+    assert_exact_names(&text);
     assert!(
         text.contains(
             "sw4rm_rpc_timeout_total{method=\"Heartbeat\",profile=\"heartbeat\",service=\"sw4rm.registry.RegistryService\"} 1"
@@ -290,14 +288,7 @@ async fn the_apps_own_metrics_keep_their_names_beside_ours() {
     mixed_calls(TimeoutProfileLayer::new(profiles()).with_meter_provider(&ours)).await;
 
     let text = sw4rm_timeouts::metrics::render(&[&registry, &app_registry]);
-    assert!(
-        text.contains("# TYPE sw4rm_rpc_timeout_total counter"),
-        "{text}"
-    );
-    assert!(
-        text.contains("# TYPE sw4rm_rpc_duration_ms histogram"),
-        "{text}"
-    );
+    assert_exact_names(&text);
     assert!(
         text.contains("# TYPE jobs_milliseconds_total counter"),
         "{text}"

@@ -19,8 +19,11 @@ fn ms(v: u64) -> Duration {
 
 type Calls = Arc<Mutex<Vec<(Instant, Option<String>)>>>;
 
+/// Answers every attempt with a trailers-only `UNAVAILABLE` (and this pushback),
+/// recording when each came and its `grpc-timeout`.
 fn unavailable(
     calls: Calls,
+    pushback: Option<&'static str>,
 ) -> impl Service<
     http::Request<tonic::body::Body>,
     Response = http::Response<tonic::body::Body>,
@@ -41,6 +44,9 @@ fn unavailable(
                 http::HeaderValue::from_static("application/grpc"),
             );
             h.insert("grpc-status", http::HeaderValue::from_static("14"));
+            if let Some(p) = pushback {
+                h.insert("grpc-retry-pushback-ms", http::HeaderValue::from_static(p));
+            }
             Ok::<_, Infallible>(response)
         }
     })
@@ -78,7 +84,7 @@ async fn backoff_is_full_jitter_under_its_ceiling() {
         let calls = Calls::default();
         let mut svc = ServiceBuilder::new()
             .layer(layer.clone())
-            .service(unavailable(calls.clone()));
+            .service(unavailable(calls.clone(), None));
         let response = svc.ready().await.unwrap().call(request()).await.unwrap();
         assert_eq!(response.headers()["grpc-status"], "14");
         assert_eq!(response.headers()["sw4rm-attempts"], "5");
@@ -131,7 +137,7 @@ async fn no_retry_when_the_backoff_would_leave_less_than_the_profile_minimum() {
         let calls = Calls::default();
         let mut svc = ServiceBuilder::new()
             .layer(layer.clone())
-            .service(unavailable(calls.clone()));
+            .service(unavailable(calls.clone(), None));
         let _ = svc.ready().await.unwrap().call(request()).await.unwrap();
         let calls = calls.lock().unwrap().clone();
         once += usize::from(calls.len() == 1);
@@ -152,24 +158,7 @@ async fn no_retry_when_the_backoff_would_leave_less_than_the_profile_minimum() {
 #[tokio::test(start_paused = true)]
 async fn an_absurd_pushback_ends_the_retries() {
     let calls = Calls::default();
-    let calls2 = calls.clone();
-    let inner = tower::service_fn(move |_req: http::Request<tonic::body::Body>| {
-        calls2.lock().unwrap().push((Instant::now(), None));
-        async move {
-            let mut response = http::Response::new(tonic::body::Body::empty());
-            let h = response.headers_mut();
-            h.insert(
-                "content-type",
-                http::HeaderValue::from_static("application/grpc"),
-            );
-            h.insert("grpc-status", http::HeaderValue::from_static("14"));
-            h.insert(
-                "grpc-retry-pushback-ms",
-                http::HeaderValue::from_static("18446744073709551615"),
-            );
-            Ok::<_, Infallible>(response)
-        }
-    });
+    let inner = unavailable(calls.clone(), Some("18446744073709551615"));
     let layer = TimeoutProfileLayer::new(ProfileSet::standard())
         .without_metrics()
         .without_retry_budget();

@@ -14,7 +14,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use common::{server, Metrics, WAIT};
 use prost::Message;
-use sw4rm_timeouts::proto::sw4rm::registry::HeartbeatRequest;
+use sw4rm_timeouts::proto::sw4rm::registry::{HeartbeatRequest, HeartbeatResponse};
 use sw4rm_timeouts::proto::sw4rm::scheduler::SubmitTaskRequest;
 use sw4rm_timeouts::testing::Script;
 use sw4rm_timeouts::wire::grpc_timeout;
@@ -165,6 +165,31 @@ fn heartbeat_layer(deadline: u32, policy: RetryPolicy, metrics: &Metrics) -> Tim
     TimeoutProfileLayer::new(profiles).with_meter_provider(&metrics.provider)
 }
 
+/// `attempts` attempts with a short backoff (tests wait on the server, not on it).
+fn quick(attempts: u32, initial_backoff_ms: u64) -> RetryPolicy {
+    RetryPolicy::builder()
+        .max_attempts(attempts)
+        .initial_backoff(ms(initial_backoff_ms))
+        .build()
+        .unwrap()
+}
+
+/// The standard table with this retry policy for `task_submit` (and `SubmitTask`
+/// marked idempotent if asked).
+fn task_submit_with(policy: RetryPolicy, idempotent: bool) -> ProfileSet {
+    let mut builder = ProfileSet::builder()
+        .without_global()
+        .retry("task_submit", policy);
+    if idempotent {
+        builder = builder.idempotent("/sw4rm.scheduler.SchedulerService/SubmitTask", true);
+    }
+    builder.build().unwrap()
+}
+
+async fn heartbeat(client: &Sw4rm) -> Result<tonic::Response<HeartbeatResponse>, tonic::Status> {
+    client.registry().heartbeat(heartbeat_request()).await
+}
+
 fn heartbeat_request() -> HeartbeatRequest {
     HeartbeatRequest {
         agent_id: "agent-7".into(),
@@ -195,17 +220,10 @@ async fn unavailable_twice_then_answered_inside_one_deadline() {
     })
     .await;
     let metrics = Metrics::new();
-    let policy = RetryPolicy::builder()
-        .initial_backoff(ms(20))
-        .build()
-        .unwrap();
+    let policy = quick(3, 20);
     let client = sw4rm(addr, heartbeat_layer(3_000, policy, &metrics));
     let start = Instant::now();
-    let response = client
-        .registry()
-        .heartbeat(heartbeat_request())
-        .await
-        .expect("the third attempt answers");
+    let response = heartbeat(&client).await.expect("the third attempt answers");
     assert_eq!(
         response
             .metadata()
@@ -257,9 +275,7 @@ async fn an_attempt_that_hangs_is_cancelled_at_its_attempt_timeout_and_retried()
         .unwrap();
     let client = sw4rm(addr, heartbeat_layer(5_000, policy, &metrics));
     let start = Instant::now();
-    client
-        .registry()
-        .heartbeat(heartbeat_request())
+    heartbeat(&client)
         .await
         .expect("the second attempt answers");
     assert!(start.elapsed() >= ms(300));
@@ -295,11 +311,7 @@ async fn attempts_that_all_hang_end_in_one_deadline_exceeded_naming_the_attempts
         .unwrap();
     let client = sw4rm(addr, heartbeat_layer(400, policy, &metrics));
     let start = Instant::now();
-    let status = client
-        .registry()
-        .heartbeat(heartbeat_request())
-        .await
-        .unwrap_err();
+    let status = heartbeat(&client).await.unwrap_err();
     assert!(start.elapsed() >= ms(300), "at least two attempt timeouts");
     assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
     let d = TimeoutDetails::from_status(&status).expect("details");
@@ -330,14 +342,9 @@ async fn pushback_replaces_the_backoff_and_a_negative_one_stops() {
     })
     .await;
     let metrics = Metrics::new();
-    let policy = RetryPolicy::builder()
-        .initial_backoff(ms(1))
-        .build()
-        .unwrap();
+    let policy = quick(3, 1);
     let client = sw4rm(addr, heartbeat_layer(5_000, policy, &metrics));
-    client
-        .registry()
-        .heartbeat(heartbeat_request())
+    heartbeat(&client)
         .await
         .expect("answered after the pushback");
     let seen = log.lock().unwrap().clone();
@@ -349,11 +356,7 @@ async fn pushback_replaces_the_backoff_and_a_negative_one_stops() {
 
     let (addr, log) = raw_server(|_| Answer::Unavailable(Some("-1"))).await;
     let client = sw4rm(addr, heartbeat_layer(5_000, policy, &metrics));
-    let status = client
-        .registry()
-        .heartbeat(heartbeat_request())
-        .await
-        .unwrap_err();
+    let status = heartbeat(&client).await.unwrap_err();
     assert_eq!(status.code(), Code::Unavailable);
     assert_eq!(
         status.message(),
@@ -371,21 +374,13 @@ async fn pushback_replaces_the_backoff_and_a_negative_one_stops() {
 async fn an_empty_budget_returns_the_original_error() {
     let (addr, log) = raw_server(|_| Answer::Unavailable(None)).await;
     let metrics = Metrics::new();
-    let policy = RetryPolicy::builder()
-        .max_attempts(5)
-        .initial_backoff(ms(1))
-        .build()
-        .unwrap();
+    let policy = quick(5, 1);
     // 4 tokens: retries while more than 2 are left.
     let budget = RetryBudget::with_max_tokens(4);
     let layer = heartbeat_layer(5_000, policy, &metrics).with_retry_budget(budget.clone());
     let client = sw4rm(addr, layer);
     for expected_total in [2, 3] {
-        let status = client
-            .registry()
-            .heartbeat(heartbeat_request())
-            .await
-            .unwrap_err();
+        let status = heartbeat(&client).await.unwrap_err();
         assert_eq!(status.code(), Code::Unavailable);
         assert_eq!(log.lock().unwrap().len(), expected_total);
     }
@@ -405,17 +400,7 @@ async fn a_mutation_that_reached_the_server_is_not_repeated_unless_marked() {
             },
         )
         .expect("a known RPC");
-    let profiles = ProfileSet::builder()
-        .without_global()
-        .retry(
-            "task_submit",
-            RetryPolicy::builder()
-                .initial_backoff(ms(1))
-                .build()
-                .unwrap(),
-        )
-        .build()
-        .unwrap();
+    let profiles = task_submit_with(quick(3, 1), false);
     let client = common::connect(&server, TimeoutProfileLayer::new(profiles)).await;
     let status = client
         .scheduler()
@@ -437,19 +422,7 @@ async fn a_mutation_that_reached_the_server_is_not_repeated_unless_marked() {
     );
 
     // The same for a route marked idempotent by the client.
-    let profiles = ProfileSet::builder()
-        .without_global()
-        .idempotent("/sw4rm.scheduler.SchedulerService/SubmitTask", true)
-        .retry(
-            "task_submit",
-            RetryPolicy::builder()
-                .max_attempts(2)
-                .initial_backoff(ms(1))
-                .build()
-                .unwrap(),
-        )
-        .build()
-        .unwrap();
+    let profiles = task_submit_with(quick(2, 1), true);
     let client = common::connect(&server, TimeoutProfileLayer::new(profiles)).await;
     let _ = client
         .scheduler()
@@ -466,17 +439,7 @@ async fn a_request_that_never_reached_a_server_is_retried_even_when_it_mutates()
         listener.local_addr().unwrap()
     };
     let metrics = Metrics::new();
-    let profiles = ProfileSet::builder()
-        .without_global()
-        .retry(
-            "task_submit",
-            RetryPolicy::builder()
-                .initial_backoff(ms(1))
-                .build()
-                .unwrap(),
-        )
-        .build()
-        .unwrap();
+    let profiles = task_submit_with(quick(3, 1), false);
     let layer = TimeoutProfileLayer::new(profiles)
         .with_meter_provider(&metrics.provider)
         .without_retry_budget();
@@ -498,11 +461,7 @@ async fn retries_off_sends_once() {
         addr,
         heartbeat_layer(2_000, RetryPolicy::standard(), &metrics).without_retries(),
     );
-    let status = client
-        .registry()
-        .heartbeat(heartbeat_request())
-        .await
-        .unwrap_err();
+    let status = heartbeat(&client).await.unwrap_err();
     assert_eq!(status.code(), Code::Unavailable);
     assert_eq!(log.lock().unwrap().len(), 1);
     let mut req = tonic::Request::new(heartbeat_request());

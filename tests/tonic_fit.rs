@@ -83,25 +83,26 @@ async fn the_test_server_answers_as_scripted() {
         .unwrap();
     let sw4rm = common::connect(&server, TimeoutProfileLayer::standard()).await;
     let start = tokio::time::Instant::now();
-    let got = sw4rm
-        .registry()
-        .heartbeat(HeartbeatRequest::default())
-        .await
-        .unwrap()
-        .into_inner();
+    let got = answer_of(&sw4rm).await;
     assert_eq!(got, answer);
     assert!(
         start.elapsed() >= Duration::from_millis(300),
         "the first is slow"
     );
-    let got = sw4rm
-        .registry()
-        .heartbeat(HeartbeatRequest::default())
-        .await
-        .unwrap()
-        .into_inner();
+    let got = answer_of(&sw4rm).await;
     assert_eq!(
         got, answer,
         "the rest answer at once, with the same message"
     );
+}
+
+async fn answer_of(
+    sw4rm: &sw4rm_timeouts::Sw4rm,
+) -> sw4rm_timeouts::proto::sw4rm::registry::HeartbeatResponse {
+    sw4rm
+        .registry()
+        .heartbeat(HeartbeatRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
 }
