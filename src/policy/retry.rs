@@ -151,56 +151,75 @@ impl RetryPolicy {
             attempt_timeout: (attempt != 0).then(|| ms(attempt)),
             codes: self.codes,
         };
+        let violations = policy.violations(ms(min_timeout_ms));
+        (policy, violations)
+    }
+
+    /// Every bound this policy breaks, each naming its field; an attempt timeout
+    /// must not be below `min_timeout` (the profile's minimum).
+    pub(crate) fn violations(&self, min_timeout: Duration) -> Vec<ProfileViolation> {
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         let mut out = Vec::new();
-        let mut v = |field, value: u32, rule| {
-            out.push(ProfileViolation {
-                field,
-                value: u64::from(value),
-                rule,
-            })
+        let mut v = |field, value: u64, rule| {
+            out.push(ProfileViolation { field, value, rule });
         };
-        if !(1..=Self::MAX_ATTEMPTS).contains(&attempts) {
+        if !(1..=Self::MAX_ATTEMPTS).contains(&self.max_attempts) {
             v(
                 ProfileField::RetryMaxAttempts,
-                attempts,
+                u64::from(self.max_attempts),
                 ProfileRule::AttemptsOutOfRange,
             );
         }
-        if initial == 0 {
+        let durations = [
+            (
+                ProfileField::RetryInitialBackoff,
+                Some(self.initial_backoff),
+            ),
+            (ProfileField::RetryMaxBackoff, Some(self.max_backoff)),
+            (ProfileField::RetryAttemptTimeout, self.attempt_timeout),
+        ];
+        for (field, d) in durations {
+            if let Some(d) = d.filter(|d| d.as_millis() > u128::from(u32::MAX)) {
+                v(field, ms(d), ProfileRule::NotWholeMillis);
+            }
+        }
+        if self.initial_backoff.is_zero() {
             v(
                 ProfileField::RetryInitialBackoff,
-                initial,
+                0,
                 ProfileRule::BackoffIsZero,
             );
         }
-        if max == 0 {
+        if self.max_backoff.is_zero() {
+            v(ProfileField::RetryMaxBackoff, 0, ProfileRule::BackoffIsZero);
+        } else if self.max_backoff < self.initial_backoff {
             v(
                 ProfileField::RetryMaxBackoff,
-                max,
-                ProfileRule::BackoffIsZero,
-            );
-        } else if max < initial {
-            v(
-                ProfileField::RetryMaxBackoff,
-                max,
+                ms(self.max_backoff),
                 ProfileRule::MaxBackoffBelowInitial,
             );
         }
-        if multiplier == 0 {
+        if self.multiplier == 0 {
             v(
                 ProfileField::RetryMultiplier,
-                multiplier,
+                0,
                 ProfileRule::MultiplierIsZero,
             );
         }
-        if attempt != 0 && attempt < min_timeout_ms {
-            v(
+        match self.attempt_timeout {
+            Some(t) if t.is_zero() => v(
                 ProfileField::RetryAttemptTimeout,
-                attempt,
+                0,
+                ProfileRule::AttemptTimeoutIsZero,
+            ),
+            Some(t) if t < min_timeout => v(
+                ProfileField::RetryAttemptTimeout,
+                ms(t),
                 ProfileRule::AttemptTimeoutBelowMin,
-            );
+            ),
+            _ => {}
         }
-        (policy, out)
+        out
     }
 
     /// The backoff ceiling before retry `n` (1 = the first retry):
@@ -287,43 +306,9 @@ impl RetryPolicyBuilder {
 
     /// Checks every bound and returns the policy, or every rule it breaks.
     pub fn build(self) -> Result<RetryPolicy, RetryPolicyError> {
-        let (policy, violations) = self.policy.with_fields(self.policy.fields(), 0);
-        let mut violations = violations;
-        let too_long = [
-            (
-                ProfileField::RetryInitialBackoff,
-                Some(self.policy.initial_backoff),
-            ),
-            (ProfileField::RetryMaxBackoff, Some(self.policy.max_backoff)),
-            (
-                ProfileField::RetryAttemptTimeout,
-                self.policy.attempt_timeout,
-            ),
-        ];
-        for (field, value) in too_long {
-            if let Some(d) = value.filter(|d| d.as_millis() > u128::from(u32::MAX)) {
-                violations.push(ProfileViolation {
-                    field,
-                    value: u64::try_from(d.as_millis()).unwrap_or(u64::MAX),
-                    rule: ProfileRule::NotWholeMillis,
-                });
-            }
-        }
-        if self.policy.attempt_timeout == Some(Duration::ZERO) {
-            violations.push(ProfileViolation {
-                field: ProfileField::RetryAttemptTimeout,
-                value: 0,
-                rule: ProfileRule::AttemptTimeoutIsZero,
-            });
-        }
+        let violations = self.policy.violations(Duration::ZERO);
         if violations.is_empty() {
-            Ok(RetryPolicy {
-                codes: self.policy.codes,
-                attempt_timeout: self.policy.attempt_timeout,
-                initial_backoff: self.policy.initial_backoff,
-                max_backoff: self.policy.max_backoff,
-                ..policy
-            })
+            Ok(self.policy)
         } else {
             Err(RetryPolicyError { violations })
         }

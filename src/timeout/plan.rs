@@ -225,21 +225,23 @@ fn retry_plan(
     timers: &Timers,
 ) -> Option<RetryPlan> {
     let per_call = extensions.get::<CallRetry>();
-    let (policy, source) = match per_call.and_then(CallRetry::retry_policy) {
-        Some(p) => (p, Source::PerCall),
-        None => (
-            profile.retry,
-            profile.sources[ProfileField::RetryAttemptTimeout.index()].clone(),
-        ),
-    };
+    let call_policy = per_call.and_then(CallRetry::retry_policy);
+    let policy = call_policy.unwrap_or(profile.retry);
     if !policy.is_on() {
         return None;
     }
     let deadline = timers.total.as_ref().map(|c| c.limit);
     let min_timeout = profile.profile.min_timeout();
+    // The source is named only when the attempt timeout is a cap of its own.
     let first = first_timeout(&policy, deadline, min_timeout)
         .filter(|t| deadline.is_none_or(|d| *t < d))
-        .map(|t| Cap::new(t, source));
+        .map(|t| {
+            let source = match call_policy {
+                Some(_) => Source::PerCall,
+                None => profile.sources[ProfileField::RetryAttemptTimeout.index()].clone(),
+            };
+            Cap::new(t, source)
+        });
     Some(RetryPlan {
         policy,
         idempotent: per_call

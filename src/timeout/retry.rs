@@ -62,7 +62,6 @@ pub(crate) struct Retry<S> {
     /// The attempt or backoff timer, created when first needed: a call answered by
     /// its first attempt without an attempt timeout never makes one.
     timer: Option<Pin<Box<Sleep>>>,
-    armed: bool,
 }
 
 impl<S> Retry<S> {
@@ -89,7 +88,6 @@ impl<S> Retry<S> {
             attempt_deadline,
             deadline,
             timer: attempt_deadline.map(|at| Box::pin(tokio::time::sleep_until(at))),
-            armed: attempt_deadline.is_some(),
         }
     }
 
@@ -107,8 +105,8 @@ impl<S> Retry<S> {
 
     /// Polls the attempt timer: ready when the attempt in flight reached its timeout.
     pub(crate) fn poll_attempt(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        match (&mut self.timer, self.armed) {
-            (Some(timer), true) => timer.as_mut().poll(cx),
+        match (&mut self.timer, self.attempt_deadline) {
+            (Some(timer), Some(_)) => timer.as_mut().poll(cx),
             _ => Poll::Pending,
         }
     }
@@ -162,7 +160,6 @@ impl<S> Retry<S> {
         self.attempt += 1;
         self.timeout = timeout;
         self.arm(resume);
-        self.armed = true;
         Ok(backoff)
     }
 
@@ -211,12 +208,10 @@ impl<S> Retry<S> {
                 parts.headers.insert(GRPC_TIMEOUT, grpc_timeout::encode(t));
                 self.attempt_deadline = Some(at);
                 self.arm(at);
-                self.armed = true;
             }
             None => {
                 parts.headers.remove(GRPC_TIMEOUT);
                 self.attempt_deadline = None;
-                self.armed = false;
             }
         }
         let body = tonic::body::Body::new(Replay::whole(self.body.clone()));
