@@ -171,9 +171,11 @@ impl<S> Retry<S> {
     }
 
     fn settle(&self, failure: Failure) {
-        // A failure the policy does not retry is still an answer from the server.
-        if matches!(failure, Failure::Code(_)) && !self.plan.policy.retries_code(code_of(failure)) {
-            self.answered();
+        // A status the policy does not retry is still an answer from the server.
+        if let Failure::Code(code) = failure {
+            if !self.plan.policy.retries_code(code) {
+                self.answered();
+            }
         }
     }
 
@@ -225,13 +227,6 @@ impl<S> Retry<S> {
                 .headers_mut()
                 .insert(ATTEMPTS_HEADER, HeaderValue::from(self.attempt));
         }
-    }
-}
-
-fn code_of(failure: Failure) -> i32 {
-    match failure {
-        Failure::Code(c) => c,
-        _ => 0,
     }
 }
 
