@@ -11,6 +11,17 @@ const PROTOS: &[&str] = &[
     "handoff.proto",
     "tool.proto",
     "timeout_profiles.proto",
+    // The other upstream SW4RM services.
+    "policy.proto",
+    "scheduler_policy.proto",
+    "negotiation.proto",
+    "router.proto",
+    "hitl.proto",
+    "worktree.proto",
+    "activity.proto",
+    "connector.proto",
+    "logging.proto",
+    "reasoning.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

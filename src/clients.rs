@@ -1,5 +1,5 @@
 //! [`Sw4rm`]: one connection, the profile layer on top, and a generated tonic client
-//! for each of the five services.
+//! for each of the fifteen services.
 
 use std::fmt;
 use std::time::Duration;
@@ -12,6 +12,8 @@ use crate::proto::sw4rm::negotiation_room::negotiation_room_service_client::Nego
 use crate::proto::sw4rm::registry::registry_service_client::RegistryServiceClient;
 use crate::proto::sw4rm::scheduler::scheduler_service_client::SchedulerServiceClient;
 use crate::proto::sw4rm::tool::tool_service_client::ToolServiceClient;
+use crate::proto::sw4rm::{activity, connector, hitl, logging, negotiation, reasoning, router};
+use crate::proto::sw4rm::{scheduler, worktree};
 use crate::timeout::{BoxError, TimeoutProfileLayer, TimeoutProfileService};
 use tower_layer::Layer;
 use tower_service::Service;
@@ -306,6 +308,74 @@ where
     /// `sw4rm.tool.ToolService`.
     pub fn tool(&self) -> ToolServiceClient<TimeoutProfileService<S>> {
         ToolServiceClient::new(self.channel())
+    }
+
+    /// `sw4rm.scheduler.SchedulerPolicyService` (negotiation policy administration).
+    pub fn scheduler_policy(
+        &self,
+    ) -> scheduler::scheduler_policy_service_client::SchedulerPolicyServiceClient<
+        TimeoutProfileService<S>,
+    > {
+        scheduler::scheduler_policy_service_client::SchedulerPolicyServiceClient::new(
+            self.channel(),
+        )
+    }
+
+    /// `sw4rm.negotiation.NegotiationService` (open, propose, counter, evaluate, decide,
+    /// abort).
+    pub fn negotiation(
+        &self,
+    ) -> negotiation::negotiation_service_client::NegotiationServiceClient<TimeoutProfileService<S>>
+    {
+        negotiation::negotiation_service_client::NegotiationServiceClient::new(self.channel())
+    }
+
+    /// `sw4rm.router.RouterService`. `StreamIncoming` has no standard route: give it one
+    /// with a long-lived streaming policy (see the README's routes section).
+    pub fn router(
+        &self,
+    ) -> router::router_service_client::RouterServiceClient<TimeoutProfileService<S>> {
+        router::router_service_client::RouterServiceClient::new(self.channel())
+    }
+
+    /// `sw4rm.hitl.HitlService` (`Decide` waits for a human: profile `hitl_escalate`).
+    pub fn hitl(&self) -> hitl::hitl_service_client::HitlServiceClient<TimeoutProfileService<S>> {
+        hitl::hitl_service_client::HitlServiceClient::new(self.channel())
+    }
+
+    /// `sw4rm.worktree.WorktreeService`.
+    pub fn worktree(
+        &self,
+    ) -> worktree::worktree_service_client::WorktreeServiceClient<TimeoutProfileService<S>> {
+        worktree::worktree_service_client::WorktreeServiceClient::new(self.channel())
+    }
+
+    /// `sw4rm.activity.ActivityService` (negotiation artifacts).
+    pub fn activity(
+        &self,
+    ) -> activity::activity_service_client::ActivityServiceClient<TimeoutProfileService<S>> {
+        activity::activity_service_client::ActivityServiceClient::new(self.channel())
+    }
+
+    /// `sw4rm.connector.ConnectorService` (tool providers).
+    pub fn connector(
+        &self,
+    ) -> connector::connector_service_client::ConnectorServiceClient<TimeoutProfileService<S>> {
+        connector::connector_service_client::ConnectorServiceClient::new(self.channel())
+    }
+
+    /// `sw4rm.logging.LoggingService`.
+    pub fn logging(
+        &self,
+    ) -> logging::logging_service_client::LoggingServiceClient<TimeoutProfileService<S>> {
+        logging::logging_service_client::LoggingServiceClient::new(self.channel())
+    }
+
+    /// `sw4rm.reasoning.ReasoningProxy`.
+    pub fn reasoning(
+        &self,
+    ) -> reasoning::reasoning_proxy_client::ReasoningProxyClient<TimeoutProfileService<S>> {
+        reasoning::reasoning_proxy_client::ReasoningProxyClient::new(self.channel())
     }
 }
 

@@ -73,7 +73,7 @@ pub mod testing;
 pub mod timeout;
 pub mod wire;
 
-/// The routing table: the standard routes of the five services, and route patterns.
+/// The routing table: the standard routes of the SW4RM services, and route patterns.
 pub mod route {
     pub use crate::policy::route::{split_path, RoutePattern, StandardRoute, STANDARD_ROUTES};
 }

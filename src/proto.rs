@@ -12,7 +12,7 @@ pub mod sw4rm {
     pub mod registry {
         tonic::include_proto!("sw4rm.registry");
     }
-    /// `sw4rm.scheduler`: `SchedulerService`.
+    /// `sw4rm.scheduler`: `SchedulerService` and `SchedulerPolicyService`.
     pub mod scheduler {
         tonic::include_proto!("sw4rm.scheduler");
     }
@@ -27,6 +27,43 @@ pub mod sw4rm {
     /// `sw4rm.tool`: `ToolService`.
     pub mod tool {
         tonic::include_proto!("sw4rm.tool");
+    }
+    /// `sw4rm.negotiation`: `NegotiationService` (open, propose, counter, evaluate,
+    /// decide, abort).
+    pub mod negotiation {
+        tonic::include_proto!("sw4rm.negotiation");
+    }
+    /// `sw4rm.policy`: negotiation policy messages used by `SchedulerPolicyService`.
+    pub mod policy {
+        tonic::include_proto!("sw4rm.policy");
+    }
+    /// `sw4rm.router`: `RouterService` (send a message, an agent's inbound stream).
+    pub mod router {
+        tonic::include_proto!("sw4rm.router");
+    }
+    /// `sw4rm.hitl`: `HitlService` (a human's decision).
+    pub mod hitl {
+        tonic::include_proto!("sw4rm.hitl");
+    }
+    /// `sw4rm.worktree`: `WorktreeService`.
+    pub mod worktree {
+        tonic::include_proto!("sw4rm.worktree");
+    }
+    /// `sw4rm.activity`: `ActivityService` (negotiation artifacts).
+    pub mod activity {
+        tonic::include_proto!("sw4rm.activity");
+    }
+    /// `sw4rm.connector`: `ConnectorService` (tool providers).
+    pub mod connector {
+        tonic::include_proto!("sw4rm.connector");
+    }
+    /// `sw4rm.logging`: `LoggingService`.
+    pub mod logging {
+        tonic::include_proto!("sw4rm.logging");
+    }
+    /// `sw4rm.reasoning`: `ReasoningProxy`.
+    pub mod reasoning {
+        tonic::include_proto!("sw4rm.reasoning");
     }
     /// `sw4rm.timeouts`: the SW4-002 `TimeoutProfile` and `StreamingTimeoutPolicy` messages.
     pub mod timeouts {

@@ -1,12 +1,12 @@
 //! Every one of the 26 RPCs reaches the server with its profile's default as the
-//! `grpc-timeout` header (real HTTP/2 over loopback), and the RPCs of the other
-//! upstream SW4RM services are routed to theirs.
+//! `grpc-timeout` header (real HTTP/2 over loopback), and so does every RPC of the
+//! other ten upstream SW4RM services, through the clients `Sw4rm` hands out.
 
 mod common;
 
 use common::{call, connect, server, standard, Opts};
 use sw4rm_timeouts::route::STANDARD_ROUTES;
-use sw4rm_timeouts::{TimeoutProfile, TimeoutProfileLayer};
+use sw4rm_timeouts::{Sw4rm, TimeoutProfile, TimeoutProfileLayer};
 
 /// The design's routing table, written out independently of the crate's constant.
 const EXPECTED: [(&str, &str); 26] = [
@@ -277,7 +277,7 @@ fn wire(profile: &str) -> &'static str {
         "registration" | "task_submit" | "tool_call" => "30000000u",
         "message_route" | "workflow_status" => "10000000u",
         "negotiation_open" | "negotiation_decision" | "handoff" => "60000000u",
-        "negotiation_vote" => "300000m",
+        "negotiation_vote" | "hitl_escalate" => "300000m",
         other => panic!("no default for {other}"),
     }
 }
@@ -314,4 +314,203 @@ async fn every_rpc_carries_its_profile_default_on_the_wire() {
         };
         assert_eq!(seen.grpc_timeout.as_deref(), want, "{path}");
     }
+}
+
+/// Calls one unary RPC of the other ten upstream services with a default message.
+async fn call_upstream(sw4rm: &Sw4rm, path: &str) -> Result<(), tonic::Status> {
+    use sw4rm_timeouts::proto::sw4rm::{
+        activity, connector, hitl, logging, negotiation as neg, reasoning, router, scheduler,
+        worktree,
+    };
+    macro_rules! rpc {
+        ($client:expr, $method:ident, $req:ty) => {
+            $client.$method(<$req>::default()).await.map(drop)
+        };
+    }
+    let method = path.rsplit('/').next().unwrap_or_default();
+    let service = path
+        .trim_start_matches('/')
+        .split('/')
+        .next()
+        .unwrap_or_default();
+    match (service, method) {
+        ("sw4rm.scheduler.SchedulerPolicyService", m) => {
+            let mut c = sw4rm.scheduler_policy();
+            match m {
+                "SetNegotiationPolicy" => {
+                    rpc!(
+                        c,
+                        set_negotiation_policy,
+                        scheduler::SetNegotiationPolicyRequest
+                    )
+                }
+                "GetNegotiationPolicy" => {
+                    rpc!(
+                        c,
+                        get_negotiation_policy,
+                        scheduler::GetNegotiationPolicyRequest
+                    )
+                }
+                "SetPolicyProfiles" => {
+                    rpc!(c, set_policy_profiles, scheduler::SetPolicyProfilesRequest)
+                }
+                "ListPolicyProfiles" => {
+                    rpc!(
+                        c,
+                        list_policy_profiles,
+                        scheduler::ListPolicyProfilesRequest
+                    )
+                }
+                "GetEffectivePolicy" => {
+                    rpc!(
+                        c,
+                        get_effective_policy,
+                        scheduler::GetEffectivePolicyRequest
+                    )
+                }
+                "SubmitEvaluation" => {
+                    rpc!(c, submit_evaluation, scheduler::SubmitEvaluationRequest)
+                }
+                "HitlAction" => rpc!(c, hitl_action, scheduler::HitlActionRequest),
+                _ => panic!("unknown {path}"),
+            }
+        }
+        ("sw4rm.negotiation.NegotiationService", m) => {
+            let mut c = sw4rm.negotiation();
+            match m {
+                "Open" => rpc!(c, open, neg::NegotiationOpen),
+                "Propose" => rpc!(c, propose, neg::Proposal),
+                "Counter" => rpc!(c, counter, neg::CounterProposal),
+                "Evaluate" => rpc!(c, evaluate, neg::Evaluation),
+                "Decide" => rpc!(c, decide, neg::Decision),
+                "Abort" => rpc!(c, abort, neg::AbortRequest),
+                _ => panic!("unknown {path}"),
+            }
+        }
+        ("sw4rm.router.RouterService", "SendMessage") => {
+            rpc!(sw4rm.router(), send_message, router::SendMessageRequest)
+        }
+        ("sw4rm.hitl.HitlService", "Decide") => rpc!(sw4rm.hitl(), decide, hitl::HitlInvocation),
+        ("sw4rm.worktree.WorktreeService", m) => {
+            let mut c = sw4rm.worktree();
+            match m {
+                "Bind" => rpc!(c, bind, worktree::BindRequest),
+                "Unbind" => rpc!(c, unbind, worktree::UnbindRequest),
+                "RequestSwitch" => rpc!(c, request_switch, worktree::SwitchRequest),
+                "ApproveSwitch" => rpc!(c, approve_switch, worktree::SwitchApprove),
+                "RejectSwitch" => rpc!(c, reject_switch, worktree::SwitchReject),
+                "Status" => rpc!(c, status, worktree::StatusRequest),
+                _ => panic!("unknown {path}"),
+            }
+        }
+        ("sw4rm.activity.ActivityService", m) => {
+            let mut c = sw4rm.activity();
+            match m {
+                "AppendArtifact" => rpc!(c, append_artifact, activity::AppendArtifactRequest),
+                "ListArtifacts" => rpc!(c, list_artifacts, activity::ListArtifactsRequest),
+                _ => panic!("unknown {path}"),
+            }
+        }
+        ("sw4rm.connector.ConnectorService", m) => {
+            let mut c = sw4rm.connector();
+            match m {
+                "RegisterProvider" => {
+                    rpc!(c, register_provider, connector::ProviderRegisterRequest)
+                }
+                "DescribeTools" => rpc!(c, describe_tools, connector::DescribeToolsRequest),
+                _ => panic!("unknown {path}"),
+            }
+        }
+        ("sw4rm.logging.LoggingService", "Ingest") => {
+            rpc!(sw4rm.logging(), ingest, logging::LogEvent)
+        }
+        ("sw4rm.reasoning.ReasoningProxy", m) => {
+            let mut c = sw4rm.reasoning();
+            match m {
+                "CheckParallelism" => {
+                    rpc!(c, check_parallelism, reasoning::ParallelismCheckRequest)
+                }
+                "EvaluateDebate" => rpc!(c, evaluate_debate, reasoning::DebateEvaluateRequest),
+                "Summarize" => rpc!(c, summarize, reasoning::SummarizeRequest),
+                _ => panic!("unknown {path}"),
+            }
+        }
+        _ => panic!("unknown {path}"),
+    }
+}
+
+#[tokio::test]
+async fn every_upstream_rpc_carries_its_profile_default_on_the_wire() {
+    let server = server().await;
+    let sw4rm = connect(&server, TimeoutProfileLayer::new(standard())).await;
+    for (path, _, _) in UPSTREAM {
+        call_upstream(&sw4rm, path)
+            .await
+            .unwrap_or_else(|s| panic!("{path}: {s}"));
+    }
+    let calls = server.calls();
+    assert_eq!(calls.len(), UPSTREAM.len());
+    for ((path, profile, _), seen) in UPSTREAM.iter().zip(&calls) {
+        assert_eq!(seen.path, *path);
+        assert_eq!(seen.grpc_timeout.as_deref(), Some(wire(profile)), "{path}");
+    }
+}
+
+/// The router's inbound stream through `Sw4rm::router()`, routed by the application as
+/// a stream: no total, so no `grpc-timeout`, and an idle gap ends it with the details
+/// naming the gap.
+#[tokio::test]
+async fn the_inbound_stream_is_watched_once_routed() {
+    use sw4rm_timeouts::proto::sw4rm::router::StreamRequest;
+    use sw4rm_timeouts::testing::{Script, StreamScript};
+    use sw4rm_timeouts::{Phase, ProfileSet, TimeoutDetails};
+
+    let server = server().await;
+    server
+        .script(
+            "StreamIncoming",
+            Script::stream(StreamScript {
+                messages: 2,
+                stall_after: true,
+                ..StreamScript::default()
+            }),
+        )
+        .unwrap();
+    let profiles = ProfileSet::builder()
+        .without_global()
+        .streaming_route(
+            "/sw4rm.router.RouterService/StreamIncoming",
+            "message_route",
+        )
+        .default_timeout_ms("message_route", 1_000)
+        .build()
+        .unwrap();
+    let sw4rm = connect(&server, TimeoutProfileLayer::new(profiles)).await;
+    let mut stream = sw4rm
+        .router()
+        .stream_incoming(StreamRequest {
+            agent_id: "agent-7".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let first = stream.message().await.unwrap().unwrap();
+    assert_eq!(first.msg.unwrap().message_id, "agent-7-0");
+    assert!(stream.message().await.unwrap().is_some());
+    let status = stream.message().await.unwrap_err();
+    let details = TimeoutDetails::from_status(&status).unwrap();
+    assert_eq!(details.phase(), Phase::Gap);
+    assert_eq!(details.profile_name(), "message_route");
+    assert!(details.elapsed_ms() >= 1_000);
+    assert_eq!(details.configured_timeout_ms(), 1_000);
+    assert_eq!(details.message_count(), Some(2));
+    let calls = server.calls_to("StreamIncoming");
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].grpc_timeout, None);
+    assert!(
+        server
+            .wait_until(common::WAIT, |c| c[0].outcome
+                == sw4rm_timeouts::testing::Outcome::Cancelled)
+            .await
+    );
 }

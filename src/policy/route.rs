@@ -1,4 +1,4 @@
-//! Request path → profile: the SW4-002 routing table of the five services, custom
+//! Request path → profile: the SW4-002 routing table of the SW4RM services, custom
 //! routes for exact paths and whole services, and the fallback for everything else.
 //! A lookup borrows the path and never allocates.
 

@@ -1,9 +1,9 @@
 //! An embedded, in-process SW4RM server for tests and examples (feature `testing`).
 //!
-//! It serves all five services over real HTTP/2 on loopback, answers every RPC with
-//! a default message after a scripted latency (streams with scripted pacing), and
-//! records, per call, the `grpc-timeout` it received and whether the call completed
-//! or was cancelled.
+//! It serves all fifteen SW4RM services (and the SW4-002 additions) over real HTTP/2
+//! on loopback, answers every RPC with a default (or scripted) message after a scripted
+//! latency (streams with scripted pacing), and records, per call, the `grpc-timeout` it
+//! received, its metadata, and whether the call completed or was cancelled.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -39,12 +39,21 @@ use tokio_stream::wrappers::TcpListenerStream;
 pub use script::{CallRecord, Outcome, Script, StreamScript};
 
 use crate::policy::route::STANDARD_ROUTES;
+use crate::proto::sw4rm::activity::activity_service_server::ActivityServiceServer;
+use crate::proto::sw4rm::connector::connector_service_server::ConnectorServiceServer;
 use crate::proto::sw4rm::handoff::handoff_service_server::HandoffServiceServer;
+use crate::proto::sw4rm::hitl::hitl_service_server::HitlServiceServer;
+use crate::proto::sw4rm::logging::logging_service_server::LoggingServiceServer;
+use crate::proto::sw4rm::negotiation::negotiation_service_server::NegotiationServiceServer;
 use crate::proto::sw4rm::negotiation_room::negotiation_room_service_server::NegotiationRoomServiceServer;
+use crate::proto::sw4rm::reasoning::reasoning_proxy_server::ReasoningProxyServer;
 use crate::proto::sw4rm::registry::registry_service_server::RegistryServiceServer;
+use crate::proto::sw4rm::router::router_service_server::RouterServiceServer;
+use crate::proto::sw4rm::scheduler::scheduler_policy_service_server::SchedulerPolicyServiceServer;
 use crate::proto::sw4rm::scheduler::scheduler_service_server::SchedulerServiceServer;
 use crate::proto::sw4rm::tool::tool_service_server::ToolServiceServer;
-use services::Embedded;
+use crate::proto::sw4rm::worktree::worktree_service_server::WorktreeServiceServer;
+use services::{Embedded, STREAM_INCOMING};
 use state::State;
 
 /// Streams reset by clients that the embedded server tolerates on one connection.
@@ -91,7 +100,16 @@ impl TestServer {
             .add_service(SchedulerServiceServer::new(svc.clone()))
             .add_service(NegotiationRoomServiceServer::new(svc.clone()))
             .add_service(HandoffServiceServer::new(svc.clone()))
-            .add_service(ToolServiceServer::new(svc));
+            .add_service(ToolServiceServer::new(svc.clone()))
+            .add_service(SchedulerPolicyServiceServer::new(svc.clone()))
+            .add_service(NegotiationServiceServer::new(svc.clone()))
+            .add_service(RouterServiceServer::new(svc.clone()))
+            .add_service(HitlServiceServer::new(svc.clone()))
+            .add_service(WorktreeServiceServer::new(svc.clone()))
+            .add_service(ActivityServiceServer::new(svc.clone()))
+            .add_service(ConnectorServiceServer::new(svc.clone()))
+            .add_service(LoggingServiceServer::new(svc.clone()))
+            .add_service(ReasoningProxyServer::new(svc));
         tokio::spawn(async move {
             let incoming = TcpListenerStream::new(listener);
             if let Err(e) = router
@@ -121,7 +139,9 @@ impl TestServer {
     }
 
     /// Scripts an RPC, named by its path (`/sw4rm.registry.RegistryService/Heartbeat`)
-    /// or its method name (`Heartbeat`).
+    /// or its method name (`Heartbeat`) where only one service has a method of that name
+    /// (`Decide` is both `HitlService/Decide` and `NegotiationService/Decide`: give the
+    /// path).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -130,13 +150,16 @@ impl TestServer {
     /// server.script("Heartbeat", Script::default())?;
     /// let err = server.script("HeartBeet", Script::default()).unwrap_err();
     /// assert_eq!(err.to_string(), "the embedded SW4RM server has no RPC `HeartBeet` (did you mean `Heartbeat`?)");
+    /// let err = server.script("Decide", Script::default()).unwrap_err();
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "the embedded SW4RM server has several RPCs named `Decide`: give the path \
+    ///      (`/sw4rm.negotiation.NegotiationService/Decide`, `/sw4rm.hitl.HitlService/Decide`)"
+    /// );
     /// # Ok(()) }
     /// ```
     pub fn script(&self, rpc: &str, script: Script) -> Result<(), UnknownRpc> {
-        let path = resolve_rpc(rpc).ok_or_else(|| UnknownRpc {
-            name: rpc.to_owned(),
-        })?;
-        self.state.set_script(path, script);
+        self.state.set_script(resolve_rpc(rpc)?, script);
         Ok(())
     }
 
@@ -145,9 +168,10 @@ impl TestServer {
         self.state.calls()
     }
 
-    /// The calls to one RPC (path or method name).
+    /// The calls to one RPC (path or method name, as for [`TestServer::script`]; none
+    /// for a name that is no RPC of the server, or several).
     pub fn calls_to(&self, rpc: &str) -> Vec<CallRecord> {
-        let path = resolve_rpc(rpc);
+        let path = resolve_rpc(rpc).ok();
         self.calls()
             .into_iter()
             .filter(|c| Some(c.path) == path)
@@ -189,10 +213,13 @@ impl Drop for TestServer {
     }
 }
 
-/// [`TestServer::script`] was given a name that is no RPC of the embedded server.
+/// [`TestServer::script`] was given a name that is no RPC of the embedded server, or a
+/// method name several of its services have.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UnknownRpc {
     name: String,
+    /// The paths a method name matched (empty: it matched none).
+    candidates: Vec<&'static str>,
 }
 
 impl UnknownRpc {
@@ -200,13 +227,24 @@ impl UnknownRpc {
     pub fn name(&self) -> &str {
         &self.name
     }
+
+    /// The paths the name matched when it is ambiguous (empty when it matched none).
+    pub fn candidates(&self) -> &[&'static str] {
+        &self.candidates
+    }
 }
 
 impl std::fmt::Display for UnknownRpc {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let methods = STANDARD_ROUTES
-            .iter()
-            .flat_map(|r| [r.path, r.path.rsplit('/').next().unwrap_or(r.path)]);
+        if !self.candidates.is_empty() {
+            return write!(
+                f,
+                "the embedded SW4RM server has several RPCs named `{}`: give the path (`{}`)",
+                self.name,
+                self.candidates.join("`, `")
+            );
+        }
+        let methods = served().flat_map(|p| [p, method_of(p)]);
         write!(
             f,
             "the embedded SW4RM server has no RPC `{}`{}",
@@ -218,9 +256,33 @@ impl std::fmt::Display for UnknownRpc {
 
 impl std::error::Error for UnknownRpc {}
 
-fn resolve_rpc(rpc: &str) -> Option<&'static str> {
+/// Every path the embedded server answers: the standard routes, and the router's
+/// inbound stream (which has no standard route).
+fn served() -> impl Iterator<Item = &'static str> {
     STANDARD_ROUTES
         .iter()
         .map(|r| r.path)
-        .find(|p| *p == rpc || (!rpc.starts_with('/') && p.rsplit('/').next() == Some(rpc)))
+        .chain(std::iter::once(STREAM_INCOMING))
+}
+
+fn method_of(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// The one path `rpc` names: itself, or the one path whose method it is.
+fn resolve_rpc(rpc: &str) -> Result<&'static str, UnknownRpc> {
+    if let Some(path) = served().find(|p| *p == rpc) {
+        return Ok(path);
+    }
+    let mut candidates: Vec<&'static str> = Vec::new();
+    if !rpc.starts_with('/') {
+        candidates.extend(served().filter(|p| method_of(p) == rpc));
+    }
+    match candidates[..] {
+        [path] => Ok(path),
+        [] | [_, _, ..] => Err(UnknownRpc {
+            name: rpc.to_owned(),
+            candidates,
+        }),
+    }
 }

@@ -1,67 +1,9 @@
-//! The five SW4RM services, answering with default messages after the scripted
-//! latency, and recording every call.
+//! The five services of SW4-002's profile table.
 
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::Arc;
-
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
-use super::state::State;
+use super::{unary, Embedded, Frames};
 use crate::proto::sw4rm::{common, handoff, negotiation_room as nr, registry, scheduler, tool};
-
-/// Implements every service trait of the embedded server.
-#[derive(Clone, Debug)]
-pub(crate) struct Embedded {
-    pub(crate) state: Arc<State>,
-}
-
-impl Embedded {
-    async fn unary<Req, Resp: Default + prost::Message>(
-        &self,
-        req: Request<Req>,
-        path: &'static str,
-    ) -> Result<Response<Resp>, Status> {
-        let guard = self.state.begin(path, req.metadata());
-        let script = self.state.script(path);
-        let nth = guard.nth_of_path();
-        if !script.latency.is_zero() && script.slow_first.is_none_or(|n| nth < n) {
-            tokio::time::sleep(script.latency).await;
-        }
-        guard.finish();
-        match script.fail_with {
-            Some(code) if script.fail_first.is_none_or(|n| nth < n) => {
-                Err(Status::new(code, format!("scripted failure of {path}")))
-            }
-            _ => {
-                let message = script
-                    .response
-                    .and_then(|bytes| Resp::decode(bytes).ok())
-                    .unwrap_or_default();
-                Ok(Response::new(message))
-            }
-        }
-    }
-}
-
-/// One unary handler, written in the shape `#[async_trait]` gives trait methods
-/// (the attribute does not see inside macro expansions).
-macro_rules! unary {
-    ($name:ident, $req:ty, $resp:ty, $path:literal) => {
-        fn $name<'life0, 'async_trait>(
-            &'life0 self,
-            request: Request<$req>,
-        ) -> Pin<Box<dyn Future<Output = Result<Response<$resp>, Status>> + Send + 'async_trait>>
-        where
-            'life0: 'async_trait,
-            Self: 'async_trait,
-        {
-            Box::pin(self.unary(request, $path))
-        }
-    };
-}
 
 #[tonic::async_trait]
 impl registry::registry_service_server::RegistryService for Embedded {
@@ -234,47 +176,22 @@ impl tool::tool_service_server::ToolService for Embedded {
         "/sw4rm.tool.ToolService/DescribeTool"
     );
 
-    type CallStreamStream = ReceiverStream<Result<tool::ToolFrame, Status>>;
+    type CallStreamStream = Frames<tool::ToolFrame>;
 
     async fn call_stream(
         &self,
         request: Request<tool::ToolCall>,
     ) -> Result<Response<Self::CallStreamStream>, Status> {
-        let guard = self.state.begin(CALL_STREAM, request.metadata());
-        let script = self.state.script(CALL_STREAM).stream;
-        let call_id = request.into_inner().call_id;
-        let (tx, rx) = mpsc::channel(1);
-        tokio::spawn(async move {
-            for i in 0..script.messages {
-                let wait = if i == 0 {
-                    script.first_after
-                } else {
-                    script.gap
-                };
-                if !wait.is_zero() {
-                    tokio::select! {
-                        _ = tokio::time::sleep(wait) => {}
-                        _ = tx.closed() => return, // guard drops: Cancelled
-                    }
-                }
-                let frame = tool::ToolFrame {
-                    call_id: call_id.clone(),
-                    frame_no: u64::from(i),
-                    r#final: i + 1 == script.messages && !script.stall_after,
-                    data: vec![0; 16],
-                    ..Default::default()
-                };
-                if tx.send(Ok(frame)).await.is_err() {
-                    return;
-                }
-                guard.sent_message();
+        let call_id = request.get_ref().call_id.clone();
+        let frames = self.stream(CALL_STREAM, request.metadata(), move |i, last| {
+            tool::ToolFrame {
+                call_id: call_id.clone(),
+                frame_no: u64::from(i),
+                r#final: last,
+                data: vec![0; 16],
+                ..Default::default()
             }
-            if script.stall_after {
-                tx.closed().await; // until the client goes away
-                return;
-            }
-            guard.finish();
         });
-        Ok(Response::new(ReceiverStream::new(rx)))
+        Ok(Response::new(frames))
     }
 }

@@ -1,0 +1,118 @@
+//! The embedded server's service implementations: every SW4RM service, answering
+//! with default (or scripted) messages after the scripted latency, and recording every
+//! call. Reading order: this file (the shared handlers), `core.rs` (the five services
+//! of SW4-002's table), `upstream.rs` (the other ten upstream services).
+
+mod core;
+mod upstream;
+
+pub(crate) use upstream::STREAM_INCOMING;
+
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::metadata::MetadataMap;
+use tonic::{Request, Response, Status};
+
+use super::state::State;
+
+/// Implements every service trait of the embedded server.
+#[derive(Clone, Debug)]
+pub(crate) struct Embedded {
+    pub(crate) state: Arc<State>,
+}
+
+/// A server-stream response of the embedded server.
+pub(crate) type Frames<T> = ReceiverStream<Result<T, Status>>;
+
+impl Embedded {
+    async fn unary<Req, Resp: Default + prost::Message>(
+        &self,
+        req: Request<Req>,
+        path: &'static str,
+    ) -> Result<Response<Resp>, Status> {
+        let guard = self.state.begin(path, req.metadata());
+        let script = self.state.script(path);
+        let nth = guard.nth_of_path();
+        if !script.latency.is_zero() && script.slow_first.is_none_or(|n| nth < n) {
+            tokio::time::sleep(script.latency).await;
+        }
+        guard.finish();
+        match script.fail_with {
+            Some(code) if script.fail_first.is_none_or(|n| nth < n) => {
+                Err(Status::new(code, format!("scripted failure of {path}")))
+            }
+            _ => {
+                let message = script
+                    .response
+                    .and_then(|bytes| Resp::decode(bytes).ok())
+                    .unwrap_or_default();
+                Ok(Response::new(message))
+            }
+        }
+    }
+
+    /// A server stream paced by the RPC's `StreamScript`; `frame(i, last)` makes the
+    /// `i`-th message.
+    fn stream<T: Send + 'static>(
+        &self,
+        path: &'static str,
+        metadata: &MetadataMap,
+        frame: impl Fn(u32, bool) -> T + Send + 'static,
+    ) -> Frames<T> {
+        let guard = self.state.begin(path, metadata);
+        let script = self.state.script(path).stream;
+        let (tx, rx) = mpsc::channel(1);
+        tokio::spawn(async move {
+            for i in 0..script.messages {
+                let wait = if i == 0 {
+                    script.first_after
+                } else {
+                    script.gap
+                };
+                if !wait.is_zero() {
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait) => {}
+                        _ = tx.closed() => return, // guard drops: Cancelled
+                    }
+                }
+                let last = i + 1 == script.messages && !script.stall_after;
+                if tx.send(Ok(frame(i, last))).await.is_err() {
+                    return;
+                }
+                guard.sent_message();
+            }
+            if script.stall_after {
+                tx.closed().await; // until the client goes away
+                return;
+            }
+            guard.finish();
+        });
+        ReceiverStream::new(rx)
+    }
+}
+
+/// One unary handler, written in the shape `#[async_trait]` gives trait methods
+/// (the attribute does not see inside macro expansions).
+macro_rules! unary {
+    ($name:ident, $req:ty, $resp:ty, $path:literal) => {
+        fn $name<'life0, 'async_trait>(
+            &'life0 self,
+            request: tonic::Request<$req>,
+        ) -> std::pin::Pin<
+            Box<
+                dyn std::future::Future<Output = Result<tonic::Response<$resp>, tonic::Status>>
+                    + Send
+                    + 'async_trait,
+            >,
+        >
+        where
+            'life0: 'async_trait,
+            Self: 'async_trait,
+        {
+            Box::pin(self.unary(request, $path))
+        }
+    };
+}
+use unary;
