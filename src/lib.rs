@@ -86,6 +86,7 @@ pub use config::{
     ConfigError, ConfigIssue, GlobalConfig, ProfileSet, ProfileSetBuilder, ResolvedProfile,
     RouteEntry, ServiceConfigMode, CONFIG_PATH_VAR, DEFAULT_CONFIG_FILE,
 };
+pub use metrics::MetricFamily;
 pub use policy::deadline::Phase;
 pub use policy::inherit::Propagation;
 pub use policy::message::{MessageField, MESSAGE_DEADLINE_MARGIN};

@@ -1,11 +1,16 @@
 //! SW4-002 §6 metrics through OpenTelemetry: `sw4rm_rpc_timeout_total` (counter) and
 //! `sw4rm_rpc_duration_ms` (histogram), both with the attributes `profile`,
-//! `service` (full gRPC name) and `method`.
+//! `service` (full gRPC name) and `method`; and, opt-in per layer, the families other
+//! dashboards expect ([`MetricFamily`]).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use opentelemetry::metrics::{Counter, Histogram, Meter, MeterProvider};
 use opentelemetry::KeyValue;
+use tonic::Code;
+
+use crate::wire::status::code_name;
 
 /// Name of the timeout counter.
 pub const TIMEOUT_TOTAL: &str = "sw4rm_rpc_timeout_total";
@@ -46,24 +51,150 @@ pub const DURATION_BOUNDARIES_MS: [f64; 22] = [
     3_600_000.0,
 ];
 
+/// Name of SW4-003's duration histogram (seconds).
+pub const DURATION_SECONDS: &str = "sw4rm_rpc_duration_seconds";
+/// Name of SW4-003's call counter, with a `status` attribute.
+pub const REQUESTS_TOTAL: &str = "sw4rm_rpc_requests_total";
+/// Name of OpenTelemetry's RPC client duration histogram (seconds).
+pub const RPC_CLIENT_CALL_DURATION: &str = "rpc.client.call.duration";
+
+/// A family of metrics a layer can emit in addition to SW4-002's
+/// (`TimeoutProfileLayer::with_metric_family`). Each records one point per call, with
+/// the call's final gRPC status by its canonical name (`OK`, `DEADLINE_EXCEEDED`, …;
+/// a call the caller dropped counts as `CANCELLED`).
+///
+/// ```
+/// use sw4rm_timeouts::{MetricFamily, TimeoutProfileLayer};
+/// let layer = TimeoutProfileLayer::standard()
+///     .with_metric_family(MetricFamily::Sw4003)
+///     .with_metric_family(MetricFamily::OpenTelemetryRpc);
+/// # drop(layer);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum MetricFamily {
+    /// SW4RM's observability extension (SW4-003): `sw4rm_rpc_duration_seconds`
+    /// (histogram; `profile`, `service`, `method`) and `sw4rm_rpc_requests_total`
+    /// (counter; `profile`, `service`, `method`, `status`).
+    Sw4003,
+    /// OpenTelemetry's RPC semantic conventions: `rpc.client.call.duration` (histogram,
+    /// seconds; `rpc.system.name` = `grpc`, `rpc.method` = `package.Service/Method`,
+    /// `rpc.response.status_code`, and `error.type` = the status for every status but
+    /// `OK`). Through [`prometheus_exporter`] it is exposed as `rpc_client_call_duration`.
+    OpenTelemetryRpc,
+}
+
+/// The attributes of one path, built once per path.
+#[derive(Debug)]
+pub(crate) struct Attributes {
+    /// `profile`, `service`, `method`.
+    sw4: [KeyValue; 3],
+    /// OpenTelemetry's `rpc.method`.
+    rpc_method: KeyValue,
+}
+
+/// The attribute sets of one path (shared strings: copying one allocates nothing).
+pub(crate) fn attributes(profile: &str, service: &str, method: &str) -> Attributes {
+    let shared = |s: &str| Arc::<str>::from(s);
+    Attributes {
+        sw4: [
+            KeyValue::new("profile", shared(profile)),
+            KeyValue::new("service", shared(service)),
+            KeyValue::new("method", shared(method)),
+        ],
+        rpc_method: KeyValue::new("rpc.method", shared(&format!("{service}/{method}"))),
+    }
+}
+
+/// SW4-003's instruments.
+#[derive(Clone, Debug)]
+struct Sw4003 {
+    duration: Histogram<f64>,
+    requests: Counter<u64>,
+}
+
 /// The instruments.
 #[derive(Clone, Debug)]
 pub(crate) struct Instruments {
+    meter: Meter,
     timeouts: Counter<u64>,
     duration: Histogram<f64>,
     retries: Counter<u64>,
+    sw4_003: Option<Sw4003>,
+    rpc_duration: Option<Histogram<f64>>,
+}
+
+/// Histogram bucket boundaries in seconds, for the families that measure in seconds:
+/// [`DURATION_BOUNDARIES_MS`] divided by 1,000.
+fn seconds_boundaries() -> Vec<f64> {
+    DURATION_BOUNDARIES_MS
+        .iter()
+        .map(|ms| ms / 1_000.0)
+        .collect()
 }
 
 impl Instruments {
     pub(crate) fn from_provider(provider: &impl MeterProvider) -> Self {
-        Instruments::from_meter(&provider.meter(METER_NAME))
+        Instruments::from_meter(provider.meter(METER_NAME))
     }
 
     pub(crate) fn from_global() -> Self {
-        Instruments::from_meter(&opentelemetry::global::meter(METER_NAME))
+        Instruments::from_meter(opentelemetry::global::meter(METER_NAME))
     }
 
-    fn from_meter(meter: &Meter) -> Self {
+    /// The same instruments on another provider, with the same families.
+    pub(crate) fn on_provider(&self, provider: &impl MeterProvider) -> Self {
+        let mut moved = Instruments::from_provider(provider);
+        if self.sw4_003.is_some() {
+            moved = moved.with_family(MetricFamily::Sw4003);
+        }
+        if self.rpc_duration.is_some() {
+            moved = moved.with_family(MetricFamily::OpenTelemetryRpc);
+        }
+        moved
+    }
+
+    /// These instruments and the ones of `family`.
+    pub(crate) fn with_family(mut self, family: MetricFamily) -> Self {
+        match family {
+            MetricFamily::Sw4003 => {
+                self.sw4_003 = Some(Sw4003 {
+                    duration: self
+                        .meter
+                        .f64_histogram(DURATION_SECONDS)
+                        .with_description("Duration of SW4RM RPCs in seconds (SW4-003)")
+                        .with_unit("s")
+                        .with_boundaries(seconds_boundaries())
+                        .build(),
+                    requests: self
+                        .meter
+                        .u64_counter(REQUESTS_TOTAL)
+                        .with_description("SW4RM RPCs by final gRPC status (SW4-003)")
+                        .build(),
+                });
+            }
+            MetricFamily::OpenTelemetryRpc => {
+                self.rpc_duration = Some(
+                    self.meter
+                        .f64_histogram(RPC_CLIENT_CALL_DURATION)
+                        .with_description(
+                            "Measures the duration of outbound remote procedure calls.",
+                        )
+                        .with_unit("s")
+                        .with_boundaries(seconds_boundaries())
+                        .build(),
+                );
+            }
+        }
+        self
+    }
+
+    /// Whether a finished call's status code is needed (a family that records it is on).
+    pub(crate) fn wants_status(&self) -> bool {
+        self.sw4_003.is_some() || self.rpc_duration.is_some()
+    }
+
+    fn from_meter(meter: Meter) -> Self {
         Instruments {
             timeouts: meter
                 .u64_counter(TIMEOUT_TOTAL)
@@ -81,19 +212,59 @@ impl Instruments {
                 .u64_counter(RETRIES_TOTAL)
                 .with_description("SW4RM RPC attempts sent after the first (SW4-002 §5.2)")
                 .build(),
+            meter,
+            sw4_003: None,
+            rpc_duration: None,
         }
     }
 
     /// Counts one retry.
-    pub(crate) fn retried(&self, attrs: &[KeyValue]) {
-        self.retries.add(1, attrs);
+    pub(crate) fn retried(&self, attrs: &Attributes) {
+        self.retries.add(1, &attrs.sw4);
     }
 
-    /// Records one finished call (and the timeout, if it timed out).
-    pub(crate) fn record(&self, elapsed: Duration, timed_out: bool, attrs: &[KeyValue]) {
-        self.duration.record(elapsed.as_secs_f64() * 1_000.0, attrs);
+    /// Records one finished call (and the timeout, if it timed out); `code` is asked
+    /// for only when a family that records the status is on.
+    pub(crate) fn record(
+        &self,
+        elapsed: Duration,
+        timed_out: bool,
+        code: impl FnOnce() -> Code,
+        attrs: &Attributes,
+    ) {
+        self.duration
+            .record(elapsed.as_secs_f64() * 1_000.0, &attrs.sw4);
         if timed_out {
-            self.timeouts.add(1, attrs);
+            self.timeouts.add(1, &attrs.sw4);
+        }
+        if !self.wants_status() {
+            return;
+        }
+        let code = code();
+        let status = code_name(code);
+        let seconds = elapsed.as_secs_f64();
+        if let Some(sw4_003) = &self.sw4_003 {
+            sw4_003.duration.record(seconds, &attrs.sw4);
+            let [profile, service, method] = &attrs.sw4;
+            sw4_003.requests.add(
+                1,
+                &[
+                    profile.clone(),
+                    service.clone(),
+                    method.clone(),
+                    KeyValue::new("status", status),
+                ],
+            );
+        }
+        if let Some(rpc_duration) = &self.rpc_duration {
+            let otel = [
+                KeyValue::new("rpc.system.name", "grpc"),
+                attrs.rpc_method.clone(),
+                KeyValue::new("rpc.response.status_code", status),
+                KeyValue::new("error.type", status),
+            ];
+            let n = if code == Code::Ok { 3 } else { 4 };
+            rpc_duration.record(seconds, &otel[..n]);
         }
     }
 }
@@ -175,13 +346,4 @@ pub fn render(registries: &[&prometheus::Registry]) -> String {
         }
     }
     String::from_utf8(out).unwrap_or_default()
-}
-
-/// The attribute set of one RPC.
-pub(crate) fn attributes(profile: &str, service: &str, method: &str) -> [KeyValue; 3] {
-    [
-        KeyValue::new("profile", profile.to_owned()),
-        KeyValue::new("service", service.to_owned()),
-        KeyValue::new("method", method.to_owned()),
-    ]
 }

@@ -21,7 +21,7 @@ use super::BoxError;
 use crate::policy::deadline::Progress;
 use crate::wire::details::DetectedBy;
 use crate::wire::framing::MessageCounter;
-use crate::wire::status::is_server_timeout;
+use crate::wire::status::{code_of_error, code_of_headers, is_server_timeout};
 
 pin_project! {
     /// Response body of [`super::TimeoutProfileService`].
@@ -129,17 +129,18 @@ where
                         .timed_out(phase, messages.complete, DetectedBy::Server)
                         .into()))
                 } else {
-                    call.finish();
+                    call.finish(|| code_of_headers(trailers).unwrap_or(tonic::Code::Unknown));
                     sleep.set(None);
                     return Poll::Ready(Some(Ok(frame)));
                 }
             }
             Poll::Ready(Some(Err(e))) => {
-                call.finish();
-                Some(Err(e.into()))
+                let e: BoxError = e.into();
+                call.finish(|| code_of_error(&*e));
+                Some(Err(e))
             }
             Poll::Ready(None) => {
-                call.finish();
+                call.finish_without_trailers();
                 None
             }
             Poll::Pending if !call.is_open() => return Poll::Pending,

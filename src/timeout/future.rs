@@ -20,7 +20,7 @@ use super::BoxError;
 use crate::policy::deadline::{Phase, Progress};
 use crate::policy::retry::{Failure, Pushback};
 use crate::wire::details::DetectedBy;
-use crate::wire::status::{is_server_timeout, is_transport_timeout};
+use crate::wire::status::{code_of_error, is_server_timeout, is_transport_timeout};
 
 type Request = http::Request<tonic::body::Body>;
 
@@ -214,7 +214,7 @@ where
                                 state.set(State::Readying { svc, request, call })
                             }
                             None => {
-                                call.finish();
+                                call.finish(|| tonic::Code::Internal);
                                 state.set(State::Failed {
                                     status: Status::internal("SW4RM retry without a service"),
                                 });
@@ -229,8 +229,9 @@ where
             // hyper resets the HTTP/2 stream, and the server sees the cancel.
             sleep.set(None);
             return match (step, state.project_replace(State::Done)) {
-                (Step::Response(response), StateReplace::Waiting { call, .. }) => {
+                (Step::Response(response), StateReplace::Waiting { mut call, .. }) => {
                     let (parts, body) = response.into_parts();
+                    call.answered(&parts.headers);
                     Poll::Ready(Ok(http::Response::from_parts(
                         parts,
                         TimeoutBody::new(body, call),
@@ -299,7 +300,7 @@ fn failed_attempt<S, B>(
             }
         }
     }
-    call.finish();
+    call.finish(|| code_of_error(&*err));
     Step::Fail(err)
 }
 

@@ -10,7 +10,7 @@ use super::budget::RetryBudget;
 use super::service::TimeoutProfileService;
 use super::shared::{RetrySettings, Settings, Shared};
 use crate::config::{ConfigError, ProfileSet};
-use crate::metrics::Instruments;
+use crate::metrics::{Instruments, MetricFamily};
 use crate::policy::inherit::Propagation;
 
 /// Applies SW4-002 timeout profiles to every call of the service it wraps.
@@ -63,10 +63,27 @@ impl TimeoutProfileLayer {
         Ok(TimeoutProfileLayer::new(ProfileSet::from_global()?))
     }
 
-    /// Records metrics to this meter provider instead of the global one.
+    /// Records metrics to this meter provider instead of the global one (with the
+    /// metric families already added).
     pub fn with_meter_provider(self, provider: &impl MeterProvider) -> Self {
-        let instruments = Some(Instruments::from_provider(provider));
+        let instruments = Some(match &self.shared.instruments {
+            Some(current) => current.on_provider(provider),
+            None => Instruments::from_provider(provider),
+        });
         self.with_settings(|s| s.instruments = instruments)
+    }
+
+    /// Also emits `family` (SW4-003's or OpenTelemetry's RPC metrics), beside the
+    /// SW4-002 metrics, which stay as they are. No effect after
+    /// [`without_metrics`](Self::without_metrics).
+    ///
+    /// ```
+    /// use sw4rm_timeouts::{MetricFamily, TimeoutProfileLayer};
+    /// let layer = TimeoutProfileLayer::standard().with_metric_family(MetricFamily::Sw4003);
+    /// # drop(layer);
+    /// ```
+    pub fn with_metric_family(self, family: MetricFamily) -> Self {
+        self.with_settings(|s| s.instruments = s.instruments.take().map(|i| i.with_family(family)))
     }
 
     /// Records no metrics at all (tracing events stay).

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use tokio::time::Instant;
-use tonic::Status;
+use tonic::{Code, Status};
 
 use super::plan::CallPlan;
 use super::shared::{Labels, Shared};
@@ -39,6 +39,9 @@ pub(crate) struct CallRecord {
     attempt: Option<Cap>,
     /// The budget's paused time, when a budget caps the call.
     paused: Option<std::time::Duration>,
+    /// The `grpc-status` of the response headers (a trailers-only answer), kept only
+    /// when a metric family records statuses.
+    header_code: Option<Code>,
 }
 
 impl CallRecord {
@@ -62,6 +65,20 @@ impl CallRecord {
             attempts: None,
             attempt: None,
             paused: plan.budget_paused,
+            header_code: None,
+        }
+    }
+
+    /// Response headers arrived: remembers a trailers-only status for the metrics
+    /// that record one.
+    pub(crate) fn answered(&mut self, headers: &http::HeaderMap) {
+        if self
+            .shared
+            .instruments
+            .as_ref()
+            .is_some_and(|i| i.wants_status())
+        {
+            self.header_code = crate::wire::status::code_of_headers(headers);
         }
     }
 
@@ -121,17 +138,24 @@ impl CallRecord {
             .map(|due| (self.start + due.after, due.phase))
     }
 
-    /// The call finished (success or a non-timeout error).
-    pub(crate) fn finish(&mut self) {
+    /// The call finished (success or a non-timeout error) with the status `code`
+    /// gives (asked for only when a metric family records it).
+    pub(crate) fn finish(&mut self, code: impl FnOnce() -> Code) {
         if self.state == State::Open {
             self.state = State::Ended;
-            self.record(false);
+            self.record(false, code);
         }
     }
 
-    fn record(&self, timed_out: bool) {
+    /// The body ended without trailers: the status was in the headers, or missing.
+    pub(crate) fn finish_without_trailers(&mut self) {
+        let code = self.header_code.unwrap_or(Code::Unknown);
+        self.finish(|| code);
+    }
+
+    fn record(&self, timed_out: bool, code: impl FnOnce() -> Code) {
         if let Some(instruments) = &self.shared.instruments {
-            instruments.record(self.start.elapsed(), timed_out, &self.labels.attrs);
+            instruments.record(self.start.elapsed(), timed_out, code, &self.labels.attrs);
         }
     }
 
@@ -225,7 +249,7 @@ impl CallRecord {
         };
         if self.state == State::Open {
             self.state = State::Ended;
-            self.record(true);
+            self.record(true, || Code::DeadlineExceeded);
             self.span.in_scope(|| {
                 tracing::warn!(
                     service = %details.service,
@@ -245,8 +269,11 @@ impl CallRecord {
 }
 
 impl Drop for CallRecord {
-    /// A call the caller abandoned still counts in the duration histogram.
+    /// A call the caller abandoned still counts in the duration histogram (as
+    /// `CANCELLED` where the status is recorded). A trailers-only answer ends here
+    /// too: tonic reads its status from the headers and drops the empty body.
     fn drop(&mut self) {
-        self.finish();
+        let code = self.header_code.unwrap_or(Code::Cancelled);
+        self.finish(|| code);
     }
 }

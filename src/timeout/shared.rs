@@ -12,10 +12,9 @@ use super::retry::DEFAULT_REPLAY_LIMIT;
 use crate::policy::inherit::Propagation;
 
 use arc_swap::ArcSwap;
-use opentelemetry::KeyValue;
 
 use crate::config::ProfileSet;
-use crate::metrics::{attributes, Instruments};
+use crate::metrics::{attributes, Attributes, Instruments};
 use crate::policy::route::{Lookup, Matched, PathHasher};
 
 /// Paths outside the exact routes whose labels are kept (bounded so a client sending
@@ -27,7 +26,7 @@ const MAX_CACHED_PATHS: usize = 1_024;
 pub(crate) struct Labels {
     pub(crate) service: Box<str>,
     pub(crate) method: Box<str>,
-    pub(crate) attrs: [KeyValue; 3],
+    pub(crate) attrs: Attributes,
 }
 
 impl Labels {

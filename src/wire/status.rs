@@ -1,6 +1,88 @@
 //! Reading what ended a call from the transport's error or the peer's status headers.
 
 use tokio::time::Instant;
+use tonic::Code;
+
+/// gRPC status code names by number (`OK`, `CANCELLED`, …), as gRPC's service config
+/// and OpenTelemetry's `rpc.response.status_code` spell them.
+pub(crate) const CODE_NAMES: [&str; 17] = [
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
+    "UNAUTHENTICATED",
+];
+
+/// The canonical name of a status code.
+pub(crate) fn code_name(code: Code) -> &'static str {
+    CODE_NAMES.get(code as usize).copied().unwrap_or("UNKNOWN")
+}
+
+/// The `grpc-status` of headers or trailers (`None` without one; an unreadable value is
+/// `Unknown`, as gRPC reads it).
+pub(crate) fn code_of_headers(headers: &http::HeaderMap) -> Option<Code> {
+    let value = headers.get("grpc-status")?;
+    let code = std::str::from_utf8(value.as_bytes())
+        .ok()
+        .and_then(|s| s.parse::<i32>().ok())
+        .map_or(Code::Unknown, Code::from_i32);
+    Some(code)
+}
+
+/// The status code a tonic client reports for an error from below the layer: a
+/// `Status` in the error chain keeps its code, tonic's transport timer is `Cancelled`,
+/// an HTTP/2 reset maps as gRPC's HTTP/2 protocol says, a refused connection is
+/// `Unavailable`, anything else `Unknown`.
+pub(crate) fn code_of_error(err: &(dyn std::error::Error + 'static)) -> Code {
+    let mut cur = Some(err);
+    while let Some(e) = cur {
+        if let Some(status) = e.downcast_ref::<tonic::Status>() {
+            return status.code();
+        }
+        if e.is::<tonic::TimeoutExpired>() {
+            return Code::Cancelled;
+        }
+        if let Some(reason) = e.downcast_ref::<h2::Error>().and_then(h2::Error::reason) {
+            return code_of_reset(reason);
+        }
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            if matches!(
+                io.kind(),
+                std::io::ErrorKind::ConnectionRefused
+                    | std::io::ErrorKind::ConnectionReset
+                    | std::io::ErrorKind::ConnectionAborted
+                    | std::io::ErrorKind::BrokenPipe
+            ) {
+                return Code::Unavailable;
+            }
+        }
+        cur = e.source();
+    }
+    Code::Unknown
+}
+
+/// gRPC's mapping of an HTTP/2 `RST_STREAM` reason to a status code.
+fn code_of_reset(reason: h2::Reason) -> Code {
+    match reason {
+        h2::Reason::REFUSED_STREAM => Code::Unavailable,
+        h2::Reason::CANCEL => Code::Cancelled,
+        h2::Reason::ENHANCE_YOUR_CALM => Code::ResourceExhausted,
+        h2::Reason::INADEQUATE_SECURITY => Code::PermissionDenied,
+        _ => Code::Internal,
+    }
+}
 
 /// True when the error (or one of its sources) is tonic's transport timer firing
 /// (tonic reports it as `Cancelled`, "Timeout expired").
@@ -31,6 +113,67 @@ pub(crate) fn is_server_timeout(headers: &http::HeaderMap, deadline: Option<Inst
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn code_names_follow_the_numbers() {
+        assert_eq!(code_name(Code::Ok), "OK");
+        assert_eq!(code_name(Code::DeadlineExceeded), "DEADLINE_EXCEEDED");
+        assert_eq!(code_name(Code::Unauthenticated), "UNAUTHENTICATED");
+        assert_eq!(CODE_NAMES.len(), Code::Unauthenticated as usize + 1);
+    }
+
+    #[test]
+    fn header_codes() {
+        let with = |v: &'static str| {
+            let mut h = http::HeaderMap::new();
+            h.insert("grpc-status", http::HeaderValue::from_static(v));
+            h
+        };
+        assert_eq!(code_of_headers(&http::HeaderMap::new()), None);
+        assert_eq!(code_of_headers(&with("0")), Some(Code::Ok));
+        assert_eq!(code_of_headers(&with("14")), Some(Code::Unavailable));
+        assert_eq!(code_of_headers(&with("x")), Some(Code::Unknown));
+        assert_eq!(code_of_headers(&with("99")), Some(Code::Unknown));
+    }
+
+    #[test]
+    fn error_codes() {
+        #[derive(Debug)]
+        struct Wrap(Box<dyn std::error::Error + Send + Sync>);
+        impl std::fmt::Display for Wrap {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("wrapped")
+            }
+        }
+        impl std::error::Error for Wrap {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&*self.0)
+            }
+        }
+        let rows: [(Box<dyn std::error::Error + Send + Sync>, Code); 6] = [
+            (Box::new(tonic::Status::not_found("x")), Code::NotFound),
+            (
+                Box::new(Wrap(Box::new(tonic::Status::aborted("x")))),
+                Code::Aborted,
+            ),
+            (
+                Box::new(h2::Error::from(h2::Reason::CANCEL)),
+                Code::Cancelled,
+            ),
+            (
+                Box::new(Wrap(Box::new(h2::Error::from(h2::Reason::REFUSED_STREAM)))),
+                Code::Unavailable,
+            ),
+            (
+                Box::new(std::io::Error::from(std::io::ErrorKind::ConnectionRefused)),
+                Code::Unavailable,
+            ),
+            (Box::new(std::fmt::Error), Code::Unknown),
+        ];
+        for (err, code) in rows {
+            assert_eq!(code_of_error(&*err), code, "{err}");
+        }
+    }
 
     #[tokio::test(start_paused = true)]
     async fn a_server_timeout_is_ours_only_from_our_deadline_on() {

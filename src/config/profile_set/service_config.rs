@@ -26,27 +26,6 @@ pub enum ServiceConfigMode {
     Max,
 }
 
-/// gRPC status code names by number, for `retryableStatusCodes`.
-const CODE_NAMES: [&str; 17] = [
-    "OK",
-    "CANCELLED",
-    "UNKNOWN",
-    "INVALID_ARGUMENT",
-    "DEADLINE_EXCEEDED",
-    "NOT_FOUND",
-    "ALREADY_EXISTS",
-    "PERMISSION_DENIED",
-    "RESOURCE_EXHAUSTED",
-    "FAILED_PRECONDITION",
-    "ABORTED",
-    "OUT_OF_RANGE",
-    "UNIMPLEMENTED",
-    "INTERNAL",
-    "UNAVAILABLE",
-    "DATA_LOSS",
-    "UNAUTHENTICATED",
-];
-
 /// A protobuf JSON duration: whole seconds and up to nine decimals, `"5s"`, `"0.05s"`.
 fn json_duration(d: Duration) -> String {
     let nanos = d.subsec_nanos();
@@ -59,7 +38,7 @@ fn json_duration(d: Duration) -> String {
 }
 
 fn retry_policy_json(policy: &RetryPolicy) -> Option<String> {
-    let codes: Vec<String> = CODE_NAMES
+    let codes: Vec<String> = crate::wire::status::CODE_NAMES
         .iter()
         .enumerate()
         .filter(|(n, _)| policy.retries_code(*n as i32))
