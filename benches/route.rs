@@ -25,9 +25,11 @@ fn bench(c: &mut Criterion) {
     });
     // With the example global configuration and client settings on top: resolved once,
     // the per-call cost does not change.
-    let global =
-        GlobalConfig::from_file(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/sw4rm.toml"))
-            .unwrap();
+    let global = GlobalConfig::from_file(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../sw4rm.example.toml"
+    ))
+    .unwrap();
     let configured = ProfileSet::builder()
         .global(global)
         .max_timeout_ms("heartbeat", 25_000)

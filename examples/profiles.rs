@@ -3,7 +3,7 @@
 //! `./sw4rm.toml`, and `SW4RM_*` variables). For operators debugging a deployment:
 //!
 //! ```text
-//! SW4RM_CONFIG=examples/sw4rm.toml SW4RM_PROFILES__HEARTBEAT__MAX_TIMEOUT_MS=25000 \
+//! SW4RM_CONFIG=sw4rm.example.toml SW4RM_PROFILES__HEARTBEAT__MAX_TIMEOUT_MS=25000 \
 //!     cargo run --example profiles
 //! ```
 

@@ -18,9 +18,9 @@ fn cli(args: &[&str]) -> (i32, String, String) {
 
 #[test]
 fn check_accepts_a_valid_file_and_rejects_an_invalid_one() {
-    let (code, out, _) = cli(&["check", "examples/sw4rm.toml"]);
+    let (code, out, _) = cli(&["check", "sw4rm.example.toml"]);
     assert_eq!(code, 0);
-    assert!(out.starts_with("examples/sw4rm.toml: valid"), "{out}");
+    assert!(out.starts_with("sw4rm.example.toml: valid"), "{out}");
 
     let dir = std::env::temp_dir().join(format!("sw4rm-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -42,12 +42,12 @@ fn check_accepts_a_valid_file_and_rejects_an_invalid_one() {
 
 #[test]
 fn explain_routes_and_service_config() {
-    let (code, out, _) = cli(&["explain", "--config", "examples/sw4rm.toml"]);
+    let (code, out, _) = cli(&["explain", "--config", "sw4rm.example.toml"]);
     assert_eq!(code, 0);
     let heartbeat = out.lines().find(|l| l.starts_with("heartbeat ")).unwrap();
     assert!(heartbeat.contains("3000"), "{heartbeat}");
     assert!(
-        heartbeat.contains("default_timeout_ms=global (file examples/sw4rm.toml)"),
+        heartbeat.contains("default_timeout_ms=global (file sw4rm.example.toml)"),
         "{heartbeat}"
     );
 

@@ -17,7 +17,7 @@ use sw4rm_timeouts::{
     TimeoutProfileLayer,
 };
 
-const EXAMPLE: &str = include_str!("../examples/sw4rm.toml");
+const EXAMPLE: &str = include_str!("../sw4rm.example.toml");
 
 fn build_from_env() -> Result<ProfileSet, sw4rm_timeouts::ConfigError> {
     ProfileSet::builder().build()
