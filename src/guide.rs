@@ -84,3 +84,21 @@
 //! per_task.registry().heartbeat(sw4rm_timeouts::proto::sw4rm::registry::HeartbeatRequest::default()).await?;
 //! # Ok(()) }
 //! ```
+//!
+//! ## Wire messages and Rust types
+//!
+//! SW4-002 defines `TimeoutProfile` and `StreamingTimeoutPolicy` as protobuf messages,
+//! and the generated types keep those names in [`crate::proto::sw4rm::timeouts`] so
+//! that they stay wire- and name-identical with other SW4RM implementations. The crate
+//! root's [`crate::TimeoutProfile`] and [`crate::StreamingTimeoutPolicy`] are the
+//! validated forms the layer works with. Import the wire module under a short name
+//! and convert at the edge (`TryFrom` validates like the builder):
+//!
+//! ```
+//! use sw4rm_timeouts::proto::sw4rm::timeouts as pb;
+//! use sw4rm_timeouts::TimeoutProfile;
+//! let heartbeat = TimeoutProfile::standard_named("heartbeat").unwrap();
+//! let wire = pb::TimeoutProfile::from(&heartbeat);
+//! assert_eq!(wire.default_timeout_ms, 5_000);
+//! assert_eq!(TimeoutProfile::try_from(wire).unwrap(), heartbeat);
+//! ```

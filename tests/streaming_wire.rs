@@ -113,6 +113,7 @@ async fn gap_timeout_keeps_the_messages_received_before_it() {
         gap: ms(10),
         messages: 4,
         stall_after: true,
+        ..StreamScript::default()
     };
     let (server, sw4rm, metrics) = setup(script, policy(5_000, 1_000, 0)).await;
     let (events, _guard) = capture_events();
@@ -144,6 +145,7 @@ async fn total_cap_is_on_the_wire_and_ends_a_healthy_stream() {
         gap: ms(20),
         messages: 10_000,
         stall_after: false,
+        ..StreamScript::default()
     };
     let (server, sw4rm, _metrics) = setup(script, policy(0, 0, 500)).await;
     let (frames, err) = drain(&sw4rm, tonic::Request::new(ToolCall::default())).await;
@@ -169,6 +171,7 @@ async fn slow_but_steady_stream_is_not_killed() {
         gap: ms(100),
         messages: 30,
         stall_after: false,
+        ..StreamScript::default()
     };
     let (server, sw4rm, metrics) = setup(script, policy(600, 600, 0)).await;
     let started = std::time::Instant::now();
@@ -188,6 +191,7 @@ async fn per_call_policy_overrides_each_field() {
         gap: ms(10),
         messages: 2,
         stall_after: true,
+        ..StreamScript::default()
     };
     let (server, sw4rm, _metrics) = setup(script, policy(5_000, 5_000, 0)).await;
     let mut req = tonic::Request::new(ToolCall::default());
@@ -237,6 +241,7 @@ async fn dropping_the_stream_midway_cancels_and_leaves_nothing_behind() {
         gap: ms(10),
         messages: 1_000,
         stall_after: false,
+        ..StreamScript::default()
     };
     let (server, sw4rm, metrics) = setup(script, policy(1_000, 1_000, 0)).await;
     let rt = tokio::runtime::Handle::current().metrics();

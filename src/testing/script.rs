@@ -94,7 +94,8 @@ impl Script {
 
 /// Pacing of a server stream: `messages` messages, the first after `first_after`,
 /// the next ones `gap` apart; then the stream ends, or stalls (sends nothing more and
-/// never ends) when `stall_after` is set.
+/// never ends) when `stall_after` is set. The messages are numbered default messages,
+/// or the given `frames`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StreamScript {
     /// Delay before the first message.
@@ -105,6 +106,46 @@ pub struct StreamScript {
     pub messages: u32,
     /// Stall forever after the last message instead of ending.
     pub stall_after: bool,
+    /// The messages to send, encoded, in order; when not empty they replace the
+    /// numbered default messages and `messages` is ignored. Set with
+    /// [`StreamScript::frames`].
+    pub frames: Vec<bytes::Bytes>,
+}
+
+impl StreamScript {
+    /// A stream of exactly these messages (of the RPC's message type), sent at once
+    /// one after another; set `first_after`, `gap` or `stall_after` on the result to
+    /// pace it.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use sw4rm_timeouts::proto::sw4rm::tool::{ToolCall, ToolFrame};
+    /// use sw4rm_timeouts::testing::{Script, StreamScript, TestServer};
+    /// use sw4rm_timeouts::{ProfileSet, Sw4rm, TimeoutProfileLayer};
+    /// let server = TestServer::start().await?;
+    /// let frames = [
+    ///     ToolFrame { frame_no: 7, data: b"half".to_vec(), ..Default::default() },
+    ///     ToolFrame { frame_no: 8, r#final: true, ..Default::default() },
+    /// ];
+    /// server.script("CallStream", Script::stream(StreamScript::frames(&frames)))?;
+    /// let sw4rm = Sw4rm::connect_with(server.url(), TimeoutProfileLayer::new(ProfileSet::standard())).await?;
+    /// let mut stream = sw4rm.tool().call_stream(ToolCall::default()).await?.into_inner();
+    /// assert_eq!(stream.message().await?, Some(frames[0].clone()));
+    /// assert_eq!(stream.message().await?, Some(frames[1].clone()));
+    /// assert_eq!(stream.message().await?, None);
+    /// # Ok(()) }
+    /// ```
+    pub fn frames<'a, M: prost::Message + 'a>(messages: impl IntoIterator<Item = &'a M>) -> Self {
+        let frames: Vec<bytes::Bytes> = messages
+            .into_iter()
+            .map(|m| m.encode_to_vec().into())
+            .collect();
+        StreamScript {
+            messages: u32::try_from(frames.len()).unwrap_or(u32::MAX),
+            frames,
+            ..StreamScript::default()
+        }
+    }
 }
 
 impl Default for StreamScript {
@@ -114,6 +155,7 @@ impl Default for StreamScript {
             gap: Duration::ZERO,
             messages: 3,
             stall_after: false,
+            frames: Vec::new(),
         }
     }
 }

@@ -53,9 +53,9 @@ impl Embedded {
         }
     }
 
-    /// A server stream paced by the RPC's `StreamScript`; `frame(i, last)` makes the
-    /// `i`-th message.
-    fn stream<T: Send + 'static>(
+    /// A server stream paced by the RPC's `StreamScript`: its scripted frames, or the
+    /// messages `frame(i, last)` makes.
+    fn stream<T: prost::Message + Default + 'static>(
         &self,
         path: &'static str,
         metadata: &MetadataMap,
@@ -63,9 +63,13 @@ impl Embedded {
     ) -> Frames<T> {
         let guard = self.state.begin(path, metadata);
         let script = self.state.script(path).stream;
+        let count = match script.frames.len() {
+            0 => script.messages,
+            n => u32::try_from(n).unwrap_or(u32::MAX),
+        };
         let (tx, rx) = mpsc::channel(1);
         tokio::spawn(async move {
-            for i in 0..script.messages {
+            for i in 0..count {
                 let wait = if i == 0 {
                     script.first_after
                 } else {
@@ -77,8 +81,13 @@ impl Embedded {
                         _ = tx.closed() => return, // guard drops: Cancelled
                     }
                 }
-                let last = i + 1 == script.messages && !script.stall_after;
-                if tx.send(Ok(frame(i, last))).await.is_err() {
+                let last = i + 1 == count && !script.stall_after;
+                let message = script
+                    .frames
+                    .get(i as usize)
+                    .and_then(|bytes| T::decode(bytes.clone()).ok())
+                    .unwrap_or_else(|| frame(i, last));
+                if tx.send(Ok(message)).await.is_err() {
                     return;
                 }
                 guard.sent_message();
