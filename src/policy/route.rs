@@ -360,7 +360,9 @@ pub(crate) struct Lookup<'a> {
 /// The immutable routing table of a [`crate::ProfileSet`].
 #[derive(Clone, Debug, Default)]
 pub(crate) struct RouteTable {
-    exact_index: HashMap<Box<str>, usize, BuildHasherDefault<PathHasher>>,
+    /// Exact path → its index in `exact`, and where its method starts (so that a hit
+    /// needs no scan of the path).
+    exact_index: HashMap<Box<str>, (usize, usize), BuildHasherDefault<PathHasher>>,
     pub(crate) exact: Vec<(Box<str>, Route)>,
     services: HashMap<Box<str>, Route, BuildHasherDefault<PathHasher>>,
 }
@@ -369,9 +371,11 @@ impl RouteTable {
     /// Adds or replaces an exact route.
     pub(crate) fn insert_exact(&mut self, path: &str, route: Route) {
         match self.exact_index.get(path) {
-            Some(&i) => self.exact[i].1 = route,
+            Some(&(i, _)) => self.exact[i].1 = route,
             None => {
-                self.exact_index.insert(path.into(), self.exact.len());
+                let method_at = path.rfind('/').map_or(path.len(), |slash| slash + 1);
+                self.exact_index
+                    .insert(path.into(), (self.exact.len(), method_at));
                 self.exact.push((path.into(), route));
             }
         }
@@ -384,7 +388,7 @@ impl RouteTable {
 
     /// The exact route of a path, to change it.
     pub(crate) fn route_mut(&mut self, path: &str) -> Option<&mut Route> {
-        let &i = self.exact_index.get(path)?;
+        let &(i, _) = self.exact_index.get(path)?;
         self.exact.get_mut(i).map(|(_, r)| r)
     }
 
@@ -401,13 +405,26 @@ impl RouteTable {
     /// Exact match first, then the service, then the fallback. `None` when the path
     /// is not a gRPC path.
     pub(crate) fn lookup<'a>(&self, path: &'a str, fallback: ProfileId) -> Option<Lookup<'a>> {
-        let (service, method) = split_path(path)?;
-        let (matched, route) = match self.exact_index.get(path) {
-            Some(&i) => (Matched::Exact(i), Some(&self.exact[i].1)),
-            None => match self.services.get(service) {
-                Some(route) => (Matched::Service, Some(route)),
-                None => (Matched::Fallback, None),
-            },
+        let exact = self.exact_index.get(path).and_then(|&(i, method_at)| {
+            // A stored exact path is a valid gRPC path: split where it was split.
+            let service = path.get(1..method_at.checked_sub(1)?)?;
+            let method = path.get(method_at..)?;
+            Some((i, service, method))
+        });
+        let (matched, route, service, method) = match exact {
+            Some((i, service, method)) => (
+                Matched::Exact(i),
+                self.exact.get(i).map(|e| &e.1),
+                service,
+                method,
+            ),
+            None => {
+                let (service, method) = split_path(path)?;
+                match self.services.get(service) {
+                    Some(route) => (Matched::Service, Some(route), service, method),
+                    None => (Matched::Fallback, None, service, method),
+                }
+            }
         };
         Some(Lookup {
             matched,

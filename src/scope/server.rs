@@ -208,7 +208,7 @@ fn exceeded(_at: Instant) -> Status {
 fn deadline_answer<B: Default>(response: http::Response<B>, at: Instant) -> http::Response<B> {
     let cancelled = response
         .headers()
-        .get("grpc-status")
+        .get(crate::wire::status::GRPC_STATUS)
         .is_some_and(|v| v.as_bytes() == b"1");
     if cancelled && Instant::now() >= at {
         exceeded(at).into_http()

@@ -35,6 +35,10 @@ pin_project! {
         sleep: Option<Sleep>,
         #[pin]
         state: State<S, F>,
+        // The call's record, beside the state so that state changes do not move it:
+        // `None` for a call failed before it was planned, and once it moved into the
+        // response body (or ended).
+        call: Option<CallRecord>,
         // Retries inside the deadline; `None` for a call sent once.
         retry: Option<Box<Retry<S>>>,
     }
@@ -46,11 +50,11 @@ pin_project! {
     #[derive(Debug)]
     enum State<S, F> {
         // Waiting for the inner service to accept a call, as tower's `Oneshot` does.
-        Readying { svc: S, request: Request, call: CallRecord },
+        Readying { svc: S, request: Request },
         // Called: waiting for the response headers.
-        Waiting { #[pin] inner: F, call: CallRecord },
+        Waiting { #[pin] inner: F },
         // Between two attempts of a retried call.
-        Backoff { call: CallRecord },
+        Backoff,
         Failed { status: Status },
         Done,
     }
@@ -65,7 +69,8 @@ impl<S, F> ResponseFuture<S, F> {
     ) -> Self {
         ResponseFuture {
             sleep: None,
-            state: State::Readying { svc, request, call },
+            state: State::Readying { svc, request },
+            call: Some(call),
             retry,
         }
     }
@@ -74,6 +79,7 @@ impl<S, F> ResponseFuture<S, F> {
         ResponseFuture {
             sleep: None,
             state: State::Failed { status },
+            call: None,
             retry: None,
         }
     }
@@ -109,10 +115,12 @@ where
         let this = self.project();
         let mut sleep = this.sleep;
         let mut state = this.state;
+        let slot = this.call;
         let retry = this.retry;
         loop {
-            let step = match state.as_mut().project() {
-                StateProj::Readying { svc, call, .. } => match svc.poll_ready(cx) {
+            let step = match (state.as_mut().project(), slot.as_mut()) {
+                (StateProj::Failed { .. } | StateProj::Done, _) | (_, None) => Step::FromState,
+                (StateProj::Readying { svc, .. }, Some(call)) => match svc.poll_ready(cx) {
                     Poll::Ready(Ok(())) => Step::Call,
                     Poll::Ready(Err(err)) => failed_attempt(retry, call, err.into()),
                     Poll::Pending => match attempt_expired(retry, call, cx) {
@@ -120,7 +128,7 @@ where
                         None => expire(sleep.as_mut(), call, cx),
                     },
                 },
-                StateProj::Waiting { inner, call } => {
+                (StateProj::Waiting { inner }, Some(call)) => {
                     let first = call.next_due(Progress::default());
                     match inner.poll(cx) {
                         Poll::Ready(Ok(response)) => {
@@ -155,70 +163,69 @@ where
                         },
                     }
                 }
-                StateProj::Backoff { call } => match retry.as_mut().map(|r| r.poll_backoff(cx)) {
-                    Some(Poll::Ready(())) => Step::Resend,
-                    _ => expire(sleep.as_mut(), call, cx),
-                },
-                StateProj::Failed { .. } | StateProj::Done => Step::FromState,
+                (StateProj::Backoff, Some(call)) => {
+                    match retry.as_mut().map(|r| r.poll_backoff(cx)) {
+                        Some(Poll::Ready(())) => Step::Resend,
+                        _ => expire(sleep.as_mut(), call, cx),
+                    }
+                }
             };
             match step {
                 Step::Pending => return Poll::Pending,
                 Step::Call => {
-                    if let StateReplace::Readying {
-                        mut svc,
-                        request,
-                        call,
-                    } = state.as_mut().project_replace(State::Done)
+                    if let StateReplace::Readying { mut svc, request } =
+                        state.as_mut().project_replace(State::Done)
                     {
                         let inner = svc.call(request);
                         if let Some(retry) = retry.as_mut() {
                             retry.svc = Some(svc);
                         }
-                        state.set(State::Waiting { inner, call });
+                        state.set(State::Waiting { inner });
                     }
                     continue;
                 }
                 Step::Retry(backoff, reason) => {
                     // Dropping the attempt resets its HTTP/2 stream.
-                    let call = match state.as_mut().project_replace(State::Done) {
-                        StateReplace::Readying { svc, call, .. } => {
+                    match state.as_mut().project_replace(State::Backoff) {
+                        StateReplace::Readying { svc, .. } => {
                             if let Some(retry) = retry.as_mut() {
                                 retry.svc = Some(svc);
                             }
-                            call
                         }
-                        StateReplace::Waiting { call, .. } | StateReplace::Backoff { call } => call,
+                        StateReplace::Waiting { .. } | StateReplace::Backoff => {}
                         StateReplace::Failed { status } => {
                             state.set(State::Failed { status });
                             continue;
                         }
-                        StateReplace::Done => continue,
-                    };
+                        StateReplace::Done => {
+                            state.set(State::Done);
+                            continue;
+                        }
+                    }
                     let attempt = retry.as_ref().map_or(1, |r| r.attempt);
-                    call.retried(attempt, backoff, reason);
-                    state.set(State::Backoff { call });
+                    if let Some(call) = slot.as_ref() {
+                        call.retried(attempt, backoff, reason);
+                    }
                     continue;
                 }
                 Step::Resend => {
-                    if let StateReplace::Backoff { mut call } =
-                        state.as_mut().project_replace(State::Done)
-                    {
-                        let next = retry.as_mut().and_then(|r| {
-                            let svc = r.svc.take()?;
-                            let request = r.next_request();
+                    let next = retry.as_mut().and_then(|r| {
+                        let svc = r.svc.take()?;
+                        let request = r.next_request();
+                        if let Some(call) = slot.as_mut() {
                             call.attempt(r.attempt, r.attempt_cap());
-                            Some((svc, request))
-                        });
-                        match next {
-                            Some((svc, request)) => {
-                                state.set(State::Readying { svc, request, call })
-                            }
-                            None => {
+                        }
+                        Some((svc, request))
+                    });
+                    match next {
+                        Some((svc, request)) => state.set(State::Readying { svc, request }),
+                        None => {
+                            if let Some(mut call) = slot.take() {
                                 call.finish(|| tonic::Code::Internal);
-                                state.set(State::Failed {
-                                    status: Status::internal("SW4RM retry without a service"),
-                                });
                             }
+                            state.set(State::Failed {
+                                status: Status::internal("SW4RM retry without a service"),
+                            });
                         }
                     }
                     continue;
@@ -229,15 +236,25 @@ where
             // hyper resets the HTTP/2 stream, and the server sees the cancel.
             sleep.set(None);
             return match (step, state.project_replace(State::Done)) {
-                (Step::Response(response), StateReplace::Waiting { mut call, .. }) => {
-                    let (parts, body) = response.into_parts();
-                    call.answered(&parts.headers);
-                    Poll::Ready(Ok(http::Response::from_parts(
-                        parts,
-                        TimeoutBody::new(body, call),
-                    )))
+                (Step::Response(response), StateReplace::Waiting { .. }) => match slot.take() {
+                    Some(mut call) => {
+                        let (parts, body) = response.into_parts();
+                        call.answered(&parts.headers);
+                        Poll::Ready(Ok(http::Response::from_parts(
+                            parts,
+                            TimeoutBody::new(body, call),
+                        )))
+                    }
+                    None => Poll::Ready(Err(Status::internal(
+                        "SW4RM response without a call record",
+                    )
+                    .into())),
+                },
+                (Step::Fail(err), _) => {
+                    // The record has ended with the failure; drop it now.
+                    slot.take();
+                    Poll::Ready(Err(err))
                 }
-                (Step::Fail(err), _) => Poll::Ready(Err(err)),
                 (_, StateReplace::Failed { status }) => Poll::Ready(Err(status.into())),
                 (_, _) => Poll::Ready(Err(Status::internal(
                     "SW4RM response future polled after completion",

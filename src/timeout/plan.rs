@@ -175,11 +175,13 @@ pub(crate) fn plan<'a>(
         .map(|(remaining, _)| (Cap::new(remaining, Source::Budget), remaining.is_zero()));
     let exhausted =
         inherited_cap.as_ref().is_some_and(|c| c.1) || budget_cap.as_ref().is_some_and(|c| c.1);
-    timers.total = tightest([
-        timers.total,
-        inherited_cap.map(|c| c.0),
-        budget_cap.map(|c| c.0),
-    ]);
+    if inherited_cap.is_some() || budget_cap.is_some() {
+        timers.total = tightest([
+            timers.total,
+            inherited_cap.map(|c| c.0),
+            budget_cap.map(|c| c.0),
+        ]);
+    }
     let budget_paused = match &timers.total {
         Some(cap) if cap.source == Source::Budget => scope.budget.map(|(_, paused)| paused),
         _ => None,

@@ -45,11 +45,12 @@ pub(crate) struct CallRecord {
 }
 
 impl CallRecord {
-    /// Opens the record of a planned call that started at `start`.
+    /// Opens the record of a planned call that started at `start`, taking the plan's
+    /// timers (the plan is borrowed, not moved: it is large).
     pub(crate) fn open(
         shared: Arc<Shared>,
         labels: Arc<Labels>,
-        plan: CallPlan<'_>,
+        plan: &mut CallPlan<'_>,
         start: Instant,
         span: tracing::Span,
     ) -> Self {
@@ -58,7 +59,7 @@ impl CallRecord {
             labels,
             profile: plan.route.profile,
             start,
-            timers: plan.timers,
+            timers: std::mem::take(&mut plan.timers),
             streaming: plan.streaming,
             span,
             state: State::Open,

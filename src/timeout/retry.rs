@@ -23,6 +23,7 @@ use crate::policy::deadline::Cap;
 use crate::policy::retry::{decide, Decision, Failed, Failure, Pushback, RetryPolicy, Stop};
 use crate::wire::grpc_timeout::{self, GRPC_TIMEOUT};
 use crate::wire::replay::Replay;
+use crate::wire::status::GRPC_STATUS;
 
 type Request = http::Request<tonic::body::Body>;
 
@@ -230,19 +231,18 @@ impl<S> Retry<S> {
     }
 }
 
+/// gRPC's server pushback header.
+const RETRY_PUSHBACK: http::HeaderName = http::HeaderName::from_static("grpc-retry-pushback-ms");
+
 /// A response head's retry meaning: `Some` for a trailers-only gRPC error.
 pub(crate) fn classify_response(headers: &http::HeaderMap) -> Option<(Failure, Pushback)> {
     let code = headers
-        .get("grpc-status")
+        .get(GRPC_STATUS)
         .and_then(|v| std::str::from_utf8(v.as_bytes()).ok()?.parse::<i32>().ok())?;
     if code == 0 {
         return None;
     }
-    let pushback = Pushback::parse(
-        headers
-            .get("grpc-retry-pushback-ms")
-            .map(HeaderValue::as_bytes),
-    );
+    let pushback = Pushback::parse(headers.get(RETRY_PUSHBACK).map(HeaderValue::as_bytes));
     Some((Failure::Code(code), pushback))
 }
 

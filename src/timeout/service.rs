@@ -102,7 +102,7 @@ where
         let retry_plan = planned.retry.take();
         let deadline = planned.timers.total.as_ref().map(|c| start + c.limit);
         let exhausted = planned.exhausted;
-        let mut call = CallRecord::open(shared.clone(), labels, planned, start, span);
+        let mut call = CallRecord::open(shared.clone(), labels, &mut planned, start, span);
         if exhausted {
             // Nothing (or less than the floor) is left of the inherited deadline or
             // the budget: fail at once, without sending.

@@ -3,6 +3,9 @@
 use tokio::time::Instant;
 use tonic::Code;
 
+/// The `grpc-status` header (a constant name: looking it up parses nothing).
+pub(crate) const GRPC_STATUS: http::HeaderName = http::HeaderName::from_static("grpc-status");
+
 /// gRPC status code names by number (`OK`, `CANCELLED`, …), as gRPC's service config
 /// and OpenTelemetry's `rpc.response.status_code` spell them.
 pub(crate) const CODE_NAMES: [&str; 17] = [
@@ -33,7 +36,7 @@ pub(crate) fn code_name(code: Code) -> &'static str {
 /// The `grpc-status` of headers or trailers (`None` without one; an unreadable value is
 /// `Unknown`, as gRPC reads it).
 pub(crate) fn code_of_headers(headers: &http::HeaderMap) -> Option<Code> {
-    let value = headers.get("grpc-status")?;
+    let value = headers.get(GRPC_STATUS)?;
     let code = std::str::from_utf8(value.as_bytes())
         .ok()
         .and_then(|s| s.parse::<i32>().ok())
@@ -103,7 +106,7 @@ pub(crate) fn is_transport_timeout(err: &(dyn std::error::Error + 'static)) -> b
 /// it, the status is the server's own (its downstream call timed out, say) and passes
 /// through unchanged, message and details, as plain gRPC does.
 pub(crate) fn is_server_timeout(headers: &http::HeaderMap, deadline: Option<Instant>) -> bool {
-    match headers.get("grpc-status").map(|v| v.as_bytes()) {
+    match headers.get(GRPC_STATUS).map(|v| v.as_bytes()) {
         Some(b"4" | b"1") => deadline.is_some_and(|d| Instant::now() >= d),
         _ => false,
     }
