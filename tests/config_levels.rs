@@ -568,3 +568,48 @@ fn an_explicit_file_with_the_environment_over_it() {
         Ok(())
     });
 }
+
+#[test]
+fn long_lived_routes_from_a_file_and_the_builder() {
+    use sw4rm_timeouts::GlobalConfig;
+    let file = GlobalConfig::from_toml_str(
+        "[routes]\n\"/acme.Events/Subscribe\" = { profile = \"message_route\", long_lived = true }\n",
+        "deploy.toml",
+    )
+    .unwrap();
+    let set = ProfileSet::builder()
+        .global(file)
+        .long_lived_route("/acme.Feed/*", "workflow_status")
+        .build()
+        .unwrap();
+    let shape = |pattern: &str| {
+        let r = set.routes().find(|r| r.pattern == pattern).unwrap();
+        (r.profile, r.streaming, r.long_lived)
+    };
+    assert_eq!(
+        shape("/acme.Events/Subscribe"),
+        ("message_route", true, true)
+    );
+    assert_eq!(shape("/acme.Feed/*"), ("workflow_status", true, true));
+    // The standard inbox keeps its shape when a deployment only changes its profile.
+    let moved = GlobalConfig::from_toml_str(
+        "[routes]\n\"/sw4rm.router.RouterService/StreamIncoming\" = \"workflow_status\"\n",
+        "deploy.toml",
+    )
+    .unwrap();
+    let set = ProfileSet::builder().global(moved).build().unwrap();
+    let inbox = set
+        .routes()
+        .find(|r| r.pattern.ends_with("/StreamIncoming"))
+        .unwrap();
+    assert_eq!((inbox.profile, inbox.long_lived), ("workflow_status", true));
+
+    let bad = GlobalConfig::from_toml_str(
+        "[routes]\n\"/a.B/C\" = { profile = \"message_route\", long_lived = \"yes\" }\n",
+        "deploy.toml",
+    )
+    .and_then(|g| ProfileSet::builder().global(g).build())
+    .unwrap_err()
+    .to_string();
+    assert!(bad.contains("routes./a.B/C.long_lived"), "{bad}");
+}

@@ -239,11 +239,20 @@ fn the_other_upstream_services_are_routed() {
         assert_eq!(set.profile_for_path(path).name, profile, "{path}");
         assert_eq!(set.is_idempotent(path), idempotent, "{path}");
     }
-    // Still outside the table: the long-lived inbound stream (see the README).
+    // The long-lived inbound stream: the router's profile, watched as a stream that
+    // may stay idle.
+    let inbox = set
+        .routes()
+        .find(|r| r.pattern == STREAM_INCOMING)
+        .expect("StreamIncoming is routed");
     assert_eq!(
-        set.profile_for_path("/sw4rm.router.RouterService/StreamIncoming")
-            .name,
-        "universal"
+        (
+            inbox.profile,
+            inbox.streaming,
+            inbox.long_lived,
+            inbox.idempotent
+        ),
+        ("message_route", true, true, false)
     );
 }
 
@@ -284,7 +293,8 @@ fn wire(profile: &str) -> &'static str {
 
 #[test]
 fn routing_table_matches_the_design() {
-    assert_eq!(STANDARD_ROUTES.len(), EXPECTED.len() + UPSTREAM.len());
+    // And StreamIncoming.
+    assert_eq!(STANDARD_ROUTES.len(), EXPECTED.len() + UPSTREAM.len() + 1);
     let set = standard();
     for (path, profile) in EXPECTED {
         assert_eq!(set.profile_for_path(path).name, profile, "{path}");
@@ -315,6 +325,8 @@ async fn every_rpc_carries_its_profile_default_on_the_wire() {
         assert_eq!(seen.grpc_timeout.as_deref(), want, "{path}");
     }
 }
+
+const STREAM_INCOMING: &str = "/sw4rm.router.RouterService/StreamIncoming";
 
 /// Calls one unary RPC of the other ten upstream services with a default message.
 async fn call_upstream(sw4rm: &Sw4rm, path: &str) -> Result<(), tonic::Status> {
@@ -456,14 +468,11 @@ async fn every_upstream_rpc_carries_its_profile_default_on_the_wire() {
     }
 }
 
-/// The router's inbound stream through `Sw4rm::router()`, routed by the application as
-/// a stream: no total, so no `grpc-timeout`, and an idle gap ends it with the details
-/// naming the gap.
-#[tokio::test]
-async fn the_inbound_stream_is_watched_once_routed() {
-    use sw4rm_timeouts::proto::sw4rm::router::StreamRequest;
+/// Standard profiles with a 1 s router profile; the inbox sends two messages, then
+/// stays idle.
+async fn idle_inbox() -> (sw4rm_timeouts::testing::TestServer, Sw4rm) {
     use sw4rm_timeouts::testing::{Script, StreamScript};
-    use sw4rm_timeouts::{Phase, ProfileSet, TimeoutDetails};
+    use sw4rm_timeouts::ProfileSet;
 
     let server = server().await;
     server
@@ -478,14 +487,23 @@ async fn the_inbound_stream_is_watched_once_routed() {
         .unwrap();
     let profiles = ProfileSet::builder()
         .without_global()
-        .streaming_route(
-            "/sw4rm.router.RouterService/StreamIncoming",
-            "message_route",
-        )
         .default_timeout_ms("message_route", 1_000)
         .build()
         .unwrap();
     let sw4rm = connect(&server, TimeoutProfileLayer::new(profiles)).await;
+    (server, sw4rm)
+}
+
+/// An agent's inbound stream is not ended for being idle: no `grpc-timeout`, and
+/// still open after more than twice the profile's timeout without a message (a
+/// route without `long_lived` would end it after 1 s); dropping it cancels it.
+#[tokio::test]
+async fn the_inbound_stream_stays_open_while_idle() {
+    use std::time::Duration;
+    use sw4rm_timeouts::proto::sw4rm::router::StreamRequest;
+    use sw4rm_timeouts::testing::Outcome;
+
+    let (server, sw4rm) = idle_inbox().await;
     let mut stream = sw4rm
         .router()
         .stream_incoming(StreamRequest {
@@ -497,20 +515,49 @@ async fn the_inbound_stream_is_watched_once_routed() {
     let first = stream.message().await.unwrap().unwrap();
     assert_eq!(first.msg.unwrap().message_id, "agent-7-0");
     assert!(stream.message().await.unwrap().is_some());
+    let idle = tokio::time::timeout(Duration::from_millis(2_500), stream.message()).await;
+    assert!(idle.is_err(), "the idle stream ended: {idle:?}");
+    let calls = server.calls_to("StreamIncoming");
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].grpc_timeout, None);
+    assert_eq!(calls[0].outcome, Outcome::Running);
+    drop(stream);
+    assert!(
+        server
+            .wait_until(common::WAIT, |c| c[0].outcome == Outcome::Cancelled)
+            .await
+    );
+}
+
+/// An idle limit the caller asks for still ends it, with the details naming the gap.
+#[tokio::test]
+async fn an_idle_limit_set_for_the_call_ends_the_inbound_stream() {
+    use std::time::Duration;
+    use sw4rm_timeouts::proto::sw4rm::router::StreamRequest;
+    use sw4rm_timeouts::{CallStreamingPolicy, Phase, Source, TimeoutDetails};
+
+    let (server, sw4rm) = idle_inbox().await;
+    let mut request = tonic::Request::new(StreamRequest {
+        agent_id: "agent-7".into(),
+    });
+    CallStreamingPolicy::default()
+        .message_gap(Duration::from_millis(300))
+        .apply(&mut request);
+    let mut stream = sw4rm
+        .router()
+        .stream_incoming(request)
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(stream.message().await.unwrap().is_some());
+    assert!(stream.message().await.unwrap().is_some());
     let status = stream.message().await.unwrap_err();
     let details = TimeoutDetails::from_status(&status).unwrap();
     assert_eq!(details.phase(), Phase::Gap);
     assert_eq!(details.profile_name(), "message_route");
-    assert!(details.elapsed_ms() >= 1_000);
-    assert_eq!(details.configured_timeout_ms(), 1_000);
+    assert_eq!(details.configured_timeout_ms(), 300);
+    assert_eq!(details.source(), &Source::PerCall);
+    assert!(details.elapsed_ms() >= 300);
     assert_eq!(details.message_count(), Some(2));
-    let calls = server.calls_to("StreamIncoming");
-    assert_eq!(calls.len(), 1);
-    assert_eq!(calls[0].grpc_timeout, None);
-    assert!(
-        server
-            .wait_until(common::WAIT, |c| c[0].outcome
-                == sw4rm_timeouts::testing::Outcome::Cancelled)
-            .await
-    );
+    assert_eq!(server.calls_to("StreamIncoming")[0].grpc_timeout, None);
 }

@@ -4,7 +4,7 @@
 //! ```text
 //! sw4rm-timeouts explain [--config FILE]      effective profiles, one line each, with sources
 //! sw4rm-timeouts check FILE                   validate a deployment file (and SW4RM_*)
-//! sw4rm-timeouts routes [--config FILE]       path → profile, streaming, idempotent
+//! sw4rm-timeouts routes [--config FILE]       path → profile, shape, idempotent
 //! sw4rm-timeouts service-config [--mode default|max] [--config FILE]
 //! ```
 //!
@@ -127,7 +127,7 @@ fn explain(set: &ProfileSet) -> String {
     out
 }
 
-/// Tab-separated: pattern, profile, unary|streaming, idempotent|-, source.
+/// Tab-separated: pattern, profile, unary|streaming|long-lived, idempotent|-, source.
 fn routes(set: &ProfileSet) -> String {
     let mut out = String::new();
     for route in set.routes() {
@@ -135,10 +135,10 @@ fn routes(set: &ProfileSet) -> String {
             "{}\t{}\t{}\t{}\t{}\n",
             route.pattern,
             route.profile,
-            if route.streaming {
-                "streaming"
-            } else {
-                "unary"
+            match (route.streaming, route.long_lived) {
+                (_, true) => "long-lived",
+                (true, false) => "streaming",
+                (false, false) => "unary",
             },
             if route.idempotent { "idempotent" } else { "-" },
             route.source

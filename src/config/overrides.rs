@@ -32,6 +32,8 @@ pub(crate) struct RouteSetting {
     pub(crate) pattern: String,
     pub(crate) profile: String,
     pub(crate) streaming: bool,
+    /// A long-lived stream (`None`: the standard table says, else no).
+    pub(crate) long_lived: Option<bool>,
     /// May be sent more than once (`None`: the standard table says, else no).
     pub(crate) idempotent: Option<bool>,
     pub(crate) source: Source,

@@ -8,7 +8,7 @@ use super::overrides::{Field, Overrides, RouteSetting, Sourced};
 use crate::policy::source::Source;
 
 pub(super) const TOP_KEYS: [&str; 3] = ["profiles", "routes", "fallback_profile"];
-const ROUTE_KEYS: [&str; 3] = ["profile", "streaming", "idempotent"];
+const ROUTE_KEYS: [&str; 4] = ["profile", "streaming", "long_lived", "idempotent"];
 
 /// Where a value at a key path came from (file path, or the variable's name).
 pub(super) type SourceFn<'a> = dyn Fn(&[&str]) -> Source + 'a;
@@ -191,6 +191,7 @@ fn walk_routes(
     for (pattern, value) in dict {
         let path = ["routes", pattern.as_str()];
         let mut idempotent = None;
+        let mut long_lived = None;
         let (profile, streaming) = match value {
             Value::String(_, p) => (p.clone(), false),
             Value::Dict(_, table) => {
@@ -202,6 +203,12 @@ fn walk_routes(
                         ("streaming", Value::Bool(_, b)) => streaming = *b,
                         ("idempotent", v) => match to_bool(v) {
                             Ok(b) => idempotent = Some(b),
+                            Err(rule) => {
+                                issues.push(issue(&[path[0], path[1], k], v, rule, source))
+                            }
+                        },
+                        ("long_lived", v) => match to_bool(v) {
+                            Ok(b) => long_lived = Some(b),
                             Err(rule) => {
                                 issues.push(issue(&[path[0], path[1], k], v, rule, source))
                             }
@@ -246,7 +253,9 @@ fn walk_routes(
         out.routes.push(RouteSetting {
             pattern: pattern.clone(),
             profile: profile.to_ascii_lowercase(),
-            streaming,
+            // A long-lived route is a stream.
+            streaming: streaming || long_lived == Some(true),
+            long_lived,
             idempotent,
             source: source(&path),
         });

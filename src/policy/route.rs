@@ -25,6 +25,11 @@ pub struct StandardRoute {
     /// it once, so it is retried after any retryable failure. Other RPCs are retried
     /// only when the request never reached the server.
     pub idempotent: bool,
+    /// A long-lived server stream that may stay idle (an agent's inbound messages):
+    /// no time-to-first-message or gap timer falls back to the profile's timeout;
+    /// only timers configured for the profile's streaming policy, or set per call,
+    /// run. Implies `streaming`.
+    pub long_lived: bool,
 }
 
 const fn r(path: &'static str, profile: &'static str) -> StandardRoute {
@@ -34,7 +39,14 @@ const fn r(path: &'static str, profile: &'static str) -> StandardRoute {
         streaming: false,
         message_field: None,
         idempotent: false,
+        long_lived: false,
     }
+}
+
+const fn long_lived(mut route: StandardRoute) -> StandardRoute {
+    route.streaming = true;
+    route.long_lived = true;
+    route
 }
 
 const fn idempotent(mut route: StandardRoute) -> StandardRoute {
@@ -51,7 +63,8 @@ const fn with_field(mut route: StandardRoute, field: MessageField) -> StandardRo
 /// SW4-002 profile (spec §3, extended to the upstream RPCs the spec does not list),
 /// then the unary RPCs of the other upstream SW4RM services (SchedulerPolicy,
 /// Negotiation, Router, HITL, Worktree, Activity, Connector, Logging, Reasoning).
-/// `RouterService/StreamIncoming` is not routed: see the README.
+/// `RouterService/StreamIncoming`, an agent's inbound stream, is a long-lived stream:
+/// it is not ended for being idle (see [`StandardRoute::long_lived`]).
 pub const STANDARD_ROUTES: &[StandardRoute] = &[
     r(
         "/sw4rm.registry.RegistryService/RegisterAgent",
@@ -161,6 +174,7 @@ pub const STANDARD_ROUTES: &[StandardRoute] = &[
         streaming: true,
         message_field: Some(MessageField::ToolCallPolicy),
         idempotent: false,
+        long_lived: false,
     },
     idempotent(r("/sw4rm.tool.ToolService/Cancel", names::MESSAGE_ROUTE)),
     // The other services of upstream SW4RM 0.6.0 (no clients here; the layer routes
@@ -221,6 +235,10 @@ pub const STANDARD_ROUTES: &[StandardRoute] = &[
         "/sw4rm.router.RouterService/SendMessage",
         names::MESSAGE_ROUTE,
     ),
+    long_lived(r(
+        "/sw4rm.router.RouterService/StreamIncoming",
+        names::MESSAGE_ROUTE,
+    )),
     r("/sw4rm.hitl.HitlService/Decide", names::HITL_ESCALATE),
     r("/sw4rm.worktree.WorktreeService/Bind", names::REGISTRATION),
     idempotent(r(
@@ -329,6 +347,8 @@ pub(crate) type ProfileId = usize;
 pub(crate) struct Route {
     pub(crate) profile: ProfileId,
     pub(crate) streaming: bool,
+    /// A long-lived stream: no idle timer unless configured.
+    pub(crate) long_lived: bool,
     pub(crate) message_field: Option<MessageField>,
     pub(crate) idempotent: bool,
     pub(crate) source: Source,
@@ -351,6 +371,7 @@ pub(crate) struct Lookup<'a> {
     pub(crate) matched: Matched,
     pub(crate) profile: ProfileId,
     pub(crate) streaming: bool,
+    pub(crate) long_lived: bool,
     pub(crate) message_field: Option<MessageField>,
     pub(crate) idempotent: bool,
     pub(crate) service: &'a str,
@@ -430,6 +451,7 @@ impl RouteTable {
             matched,
             profile: route.map_or(fallback, |r| r.profile),
             streaming: route.is_some_and(|r| r.streaming),
+            long_lived: route.is_some_and(|r| r.long_lived),
             message_field: route.and_then(|r| r.message_field),
             idempotent: route.is_some_and(|r| r.idempotent),
             service,
@@ -527,6 +549,7 @@ mod tests {
         let route = |profile| Route {
             profile,
             streaming: false,
+            long_lived: false,
             message_field: None,
             idempotent: false,
             source: Source::Client,

@@ -66,13 +66,16 @@ pub(crate) struct StreamTimers {
 }
 
 /// The timers of a streaming call. Non-zero fields of the per-call policy replace the
-/// profile's; a zero initial or gap falls back to the call's `effective` deadline, a
-/// zero total means unlimited; the gap is clamped to the total.
+/// profile's; a zero initial or gap falls back to the call's `effective` deadline
+/// (except on a `long_lived` route: none then), a zero total means unlimited; the gap
+/// is clamped to the total.
 pub(crate) fn stream_timers(
     effective: Option<&Cap>,
     profile: SourcedPolicy<'_>,
     per_call: Option<StreamingTimeoutPolicy>,
+    long_lived: bool,
 ) -> StreamTimers {
+    let effective = effective.filter(|_| !long_lived);
     let call = per_call.unwrap_or_default();
     let pick = |mine: u32, theirs: u32, source: &Source| -> Option<Cap> {
         match (mine, theirs) {
@@ -131,6 +134,56 @@ mod tests {
             initial_timeout_ms: i,
             message_gap_timeout_ms: g,
             total_timeout_ms: t,
+        }
+    }
+
+    /// A long-lived route never falls back to the call's timeout for its idle timers:
+    /// only what the profile's policy or the call sets runs.
+    #[test]
+    fn long_lived_streams_only_run_the_timers_set_for_them() {
+        let file = Source::Env("SW4RM_X".into());
+        let sources = [&file, &file, &file];
+        let effective = cap(10_000, Source::Standard);
+        struct Row {
+            profile: StreamingTimeoutPolicy,
+            per_call: Option<StreamingTimeoutPolicy>,
+            want: Timers,
+        }
+        let rows = [
+            Row {
+                profile: policy(0, 0, 0),
+                per_call: None,
+                want: Timers::default(),
+            },
+            Row {
+                profile: policy(0, 30_000, 0),
+                per_call: None,
+                want: Timers {
+                    gap: cap(30_000, file.clone()),
+                    ..Timers::default()
+                },
+            },
+            Row {
+                profile: policy(0, 0, 0),
+                per_call: Some(policy(2_000, 0, 600_000)),
+                want: Timers {
+                    initial: cap(2_000, Source::PerCall),
+                    total: cap(600_000, Source::PerCall),
+                    ..Timers::default()
+                },
+            },
+        ];
+        for row in rows {
+            let got = stream_timers(
+                effective.as_ref(),
+                SourcedPolicy {
+                    policy: row.profile,
+                    sources,
+                },
+                row.per_call,
+                true,
+            );
+            assert_eq!(got.timers, row.want, "{:?} {:?}", row.profile, row.per_call);
         }
     }
 
@@ -229,6 +282,7 @@ mod tests {
                     sources,
                 },
                 row.per_call,
+                false,
             );
             assert_eq!(
                 got,

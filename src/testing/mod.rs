@@ -53,7 +53,7 @@ use crate::proto::sw4rm::scheduler::scheduler_policy_service_server::SchedulerPo
 use crate::proto::sw4rm::scheduler::scheduler_service_server::SchedulerServiceServer;
 use crate::proto::sw4rm::tool::tool_service_server::ToolServiceServer;
 use crate::proto::sw4rm::worktree::worktree_service_server::WorktreeServiceServer;
-use services::{Embedded, STREAM_INCOMING};
+use services::Embedded;
 use state::State;
 
 /// Streams reset by clients that the embedded server tolerates on one connection.
@@ -256,13 +256,9 @@ impl std::fmt::Display for UnknownRpc {
 
 impl std::error::Error for UnknownRpc {}
 
-/// Every path the embedded server answers: the standard routes, and the router's
-/// inbound stream (which has no standard route).
+/// Every path the embedded server answers: the standard routes.
 fn served() -> impl Iterator<Item = &'static str> {
-    STANDARD_ROUTES
-        .iter()
-        .map(|r| r.path)
-        .chain(std::iter::once(STREAM_INCOMING))
+    STANDARD_ROUTES.iter().map(|r| r.path)
 }
 
 fn method_of(path: &str) -> &str {

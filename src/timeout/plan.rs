@@ -134,6 +134,7 @@ pub(crate) fn plan<'a>(
             resolved.deadline.as_ref(),
             profile.sourced_streaming(),
             call_policy,
+            route.long_lived,
         );
         (st.timers, st.gap_clamped)
     } else {

@@ -265,6 +265,7 @@ fn build_routes(
                 Route {
                     profile,
                     streaming: std_route.streaming,
+                    long_lived: std_route.long_lived,
                     message_field: std_route.message_field,
                     idempotent: std_route.idempotent,
                     source: Source::Standard,
@@ -294,6 +295,9 @@ fn build_routes(
                     Route {
                         profile,
                         streaming: setting.streaming || standard.is_some_and(|r| r.streaming),
+                        long_lived: setting
+                            .long_lived
+                            .unwrap_or(standard.is_some_and(|r| r.long_lived)),
                         message_field: standard.and_then(|r| r.message_field),
                         idempotent: setting
                             .idempotent
@@ -307,6 +311,7 @@ fn build_routes(
                 Route {
                     profile,
                     streaming: setting.streaming,
+                    long_lived: setting.long_lived.unwrap_or(false),
                     message_field: None,
                     idempotent: setting.idempotent.unwrap_or(false),
                     source: setting.source.clone(),

@@ -128,11 +128,35 @@ impl ProfileSetBuilder {
         self.add_route(pattern, profile, true)
     }
 
+    /// Routes a long-lived server stream that may stay idle (an inbox, a
+    /// subscription): watched as a stream, but without the time-to-first-message and
+    /// gap timers that would otherwise default to the profile's timeout; only those
+    /// the profile's streaming policy or the call sets run.
+    ///
+    /// ```
+    /// use sw4rm_timeouts::ProfileSet;
+    /// let set = ProfileSet::builder()
+    ///     .without_global()
+    ///     .long_lived_route("/acme.Events/Subscribe", "message_route")
+    ///     .build()
+    ///     .unwrap();
+    /// let route = set.routes().find(|r| r.pattern == "/acme.Events/Subscribe").unwrap();
+    /// assert!(route.streaming && route.long_lived);
+    /// ```
+    pub fn long_lived_route(mut self, pattern: &str, profile: &str) -> Self {
+        self = self.add_route(pattern, profile, true);
+        if let Some(last) = self.client.routes.last_mut() {
+            last.long_lived = Some(true);
+        }
+        self
+    }
+
     fn add_route(mut self, pattern: &str, profile: &str, streaming: bool) -> Self {
         self.client.routes.push(RouteSetting {
             pattern: pattern.to_owned(),
             profile: profile.to_ascii_lowercase(),
             streaming,
+            long_lived: None,
             idempotent: None,
             source: Source::Client,
         });

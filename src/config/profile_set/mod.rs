@@ -95,6 +95,9 @@ pub struct RouteEntry<'a> {
     pub profile: &'a str,
     /// Watched with the streaming timers.
     pub streaming: bool,
+    /// A long-lived stream: not ended for being idle unless its profile's streaming
+    /// policy (or the call) sets an idle timer.
+    pub long_lived: bool,
     /// Retried after any retryable failure.
     pub idempotent: bool,
     /// Where the route came from.
@@ -206,6 +209,7 @@ impl ProfileSet {
             pattern,
             profile: &self.profiles[r.profile].profile.name,
             streaming: r.streaming,
+            long_lived: r.long_lived,
             idempotent: r.idempotent,
             source: &r.source,
         })

@@ -114,6 +114,7 @@ impl ProfileSet {
         let fallback = crate::policy::route::Route {
             profile: self.fallback,
             streaming: false,
+            long_lived: false,
             message_field: None,
             idempotent: false,
             source: self.fallback_source.clone(),

@@ -6,8 +6,6 @@
 mod core;
 mod upstream;
 
-pub(crate) use upstream::STREAM_INCOMING;
-
 use std::sync::Arc;
 
 use tokio::sync::mpsc;

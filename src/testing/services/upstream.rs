@@ -9,7 +9,7 @@ use crate::proto::sw4rm::{
 };
 
 /// The router's long-lived inbound stream of one agent.
-pub(crate) const STREAM_INCOMING: &str = "/sw4rm.router.RouterService/StreamIncoming";
+const STREAM_INCOMING: &str = "/sw4rm.router.RouterService/StreamIncoming";
 
 #[tonic::async_trait]
 impl scheduler::scheduler_policy_service_server::SchedulerPolicyService for Embedded {
