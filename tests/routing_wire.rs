@@ -339,12 +339,7 @@ async fn call_upstream(sw4rm: &Sw4rm, path: &str) -> Result<(), tonic::Status> {
             $client.$method(<$req>::default()).await.map(drop)
         };
     }
-    let method = path.rsplit('/').next().unwrap_or_default();
-    let service = path
-        .trim_start_matches('/')
-        .split('/')
-        .next()
-        .unwrap_or_default();
+    let (service, method) = sw4rm_timeouts::route::split_path(path).unwrap_or(("", ""));
     match (service, method) {
         ("sw4rm.scheduler.SchedulerPolicyService", m) => {
             let mut c = sw4rm.scheduler_policy();

@@ -54,12 +54,7 @@ fn req<T>(msg: T, opts: Opts) -> tonic::Request<T> {
 
 /// Calls the RPC at `path` with a default message; streams are drained.
 pub async fn call(sw4rm: &Sw4rm, path: &str, opts: Opts) -> Result<(), Status> {
-    let method = path.rsplit('/').next().unwrap_or_default();
-    let service = path
-        .trim_start_matches('/')
-        .split('/')
-        .next()
-        .unwrap_or_default();
+    let (service, method) = sw4rm_timeouts::route::split_path(path).unwrap_or(("", ""));
     match (service, method) {
         ("sw4rm.registry.RegistryService", m) => {
             let mut c = sw4rm.registry();
