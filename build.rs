@@ -34,7 +34,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build_client(true)
         .build_server(true)
         // Servers only with the `server` feature: most agents only call SW4RM.
-        .server_mod_attribute(".", "#[cfg(feature = \"server\")]")
+        .server_mod_attribute(
+            ".",
+            "#[cfg(feature = \"server\")] #[cfg_attr(docsrs, doc(cfg(feature = \"server\")))]",
+        )
         .emit_rerun_if_changed(false)
         .compile_fds(fds)?;
     Ok(())

@@ -1,8 +1,8 @@
 //! # sw4rm-timeouts
 //!
-//! SW4-002 timeout profiles for SW4RM gRPC clients. Generated tonic clients for
-//! Registry, Scheduler, NegotiationRoom, Handoff and Tool run over one tower layer
-//! that, for every RPC:
+//! SW4-002 timeout profiles for SW4RM gRPC clients. Generated tonic clients for all
+//! fifteen SW4RM services (Registry, Scheduler, NegotiationRoom, Handoff, Tool, Router,
+//! HITL and the rest) run over one tower layer that, for every RPC:
 //!
 //! 1. routes the request path to its profile (`Heartbeat` → `heartbeat`, 5 s),
 //! 2. resolves the timeout: per-call > message field > client > global > standard,
@@ -58,6 +58,7 @@
 //!   that keeps the SW4-002 metric names exact.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 // Dependencies point one way: `timeout` (tower parts) and `clients` use `config`,
 // `wire` and `policy`; `config` and `wire` use `policy`; `policy` uses nothing.
@@ -69,6 +70,7 @@ mod policy;
 pub mod proto;
 pub mod scope;
 #[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 pub mod timeout;
 pub mod wire;

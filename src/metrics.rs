@@ -288,6 +288,7 @@ impl Instruments {
 /// # drop(layer);
 /// ```
 #[cfg(feature = "prometheus")]
+#[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
 pub fn prometheus_exporter(
     registry: prometheus::Registry,
 ) -> Result<opentelemetry_prometheus::PrometheusExporter, opentelemetry_sdk::error::OTelSdkError> {
@@ -318,6 +319,7 @@ pub fn prometheus_exporter(
 /// # drop((layer, text));
 /// ```
 #[cfg(feature = "prometheus")]
+#[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
 pub fn prometheus_provider(
     registry: prometheus::Registry,
 ) -> Result<opentelemetry_sdk::metrics::SdkMeterProvider, opentelemetry_sdk::error::OTelSdkError> {
@@ -332,6 +334,7 @@ pub fn prometheus_provider(
 /// that cannot be encoded is left out rather than failing the scrape
 /// (feature `prometheus`).
 #[cfg(feature = "prometheus")]
+#[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
 pub fn render(registries: &[&prometheus::Registry]) -> String {
     use prometheus::Encoder;
     let encoder = prometheus::TextEncoder::new();
