@@ -380,8 +380,12 @@ fn explain_shows_every_source() {
         );
         assert!(text.contains("3000  global (file "), "{text}");
         assert!(line("/acme.X/Y").contains("batch  client"));
+        assert!(line("/acme.reports.ReportService/Export")
+            .contains("workflow_status (streaming)  global (file"));
+        assert!(line("/acme.events.EventService/Subscribe")
+            .contains("message_route (long-lived stream)  global (file"));
         assert!(line("/sw4rm.router.RouterService/StreamIncoming")
-            .contains("message_route (streaming)"));
+            .contains("message_route (long-lived stream)  standard"));
         assert!(line("/acme.reports.ReportService/*").contains("workflow_status"));
         assert!(
             text.contains("Fallback (any other path): universal  global (file"),

@@ -42,12 +42,7 @@ impl fmt::Display for ProfileSet {
         }
         writeln!(f, "Routes:")?;
         for (path, route) in &self.routes.exact {
-            let kind = match (route.streaming, route.idempotent) {
-                (true, true) => " (streaming, idempotent)",
-                (true, false) => " (streaming)",
-                (false, true) => " (idempotent)",
-                (false, false) => "",
-            };
+            let kind = kind(route);
             writeln!(
                 f,
                 "  {:<66} {}{kind}  {}",
@@ -57,12 +52,7 @@ impl fmt::Display for ProfileSet {
         let mut services: Vec<_> = self.routes.services().collect();
         services.sort_by_key(|(s, _)| *s);
         for (service, route) in services {
-            let kind = match (route.streaming, route.idempotent) {
-                (true, true) => " (streaming, idempotent)",
-                (true, false) => " (streaming)",
-                (false, true) => " (idempotent)",
-                (false, false) => "",
-            };
+            let kind = kind(route);
             let pattern = format!("/{service}/*");
             writeln!(
                 f,
@@ -75,5 +65,17 @@ impl fmt::Display for ProfileSet {
             "Fallback (any other path): {}  {}",
             self.profiles[self.fallback].profile.name, self.fallback_source
         )
+    }
+}
+
+/// How a route is listed: its shape and whether it is idempotent.
+fn kind(route: &crate::policy::route::Route) -> &'static str {
+    match (route.streaming, route.long_lived, route.idempotent) {
+        (_, true, true) => " (long-lived stream, idempotent)",
+        (_, true, false) => " (long-lived stream)",
+        (true, false, true) => " (streaming, idempotent)",
+        (true, false, false) => " (streaming)",
+        (false, false, true) => " (idempotent)",
+        (false, false, false) => "",
     }
 }
