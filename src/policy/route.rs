@@ -304,8 +304,11 @@ pub const STANDARD_ROUTES: &[StandardRoute] = &[
 /// ```
 pub fn split_path(path: &str) -> Option<(&str, &str)> {
     let rest = path.strip_prefix('/')?;
-    let (service, method) = rest.rsplit_once('/')?;
-    (!service.is_empty() && !method.is_empty() && !service.contains('/'))
+    // Exactly one more `/`. A plain byte loop: paths are short, and a general
+    // substring search costs more to set up than it saves on them.
+    let slash = rest.bytes().position(|b| b == b'/')?;
+    let (service, method) = (rest.get(..slash)?, rest.get(slash + 1..)?);
+    (!service.is_empty() && !method.is_empty() && !method.bytes().any(|b| b == b'/'))
         .then_some((service, method))
 }
 
@@ -574,6 +577,19 @@ mod tests {
         fn lookup_never_panics(path in ".{0,64}") {
             let t = RouteTable::default();
             let _ = t.lookup(&path, 0);
+        }
+
+        /// A gRPC path is `/`, a service, `/`, a method: both non-empty, no other `/`.
+        #[test]
+        fn split_finds_exactly_the_grpc_paths(path in "[a./]{0,12}") {
+            let parts: Vec<&str> = path.split('/').collect();
+            let want = match parts[..] {
+                ["", service, method] if !service.is_empty() && !method.is_empty() => {
+                    Some((service, method))
+                }
+                _ => None,
+            };
+            prop_assert_eq!(split_path(&path), want);
         }
     }
 }
