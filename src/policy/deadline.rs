@@ -10,15 +10,27 @@ use std::time::Duration;
 use super::source::Source;
 
 /// One limit on a call: how long after the start, and who set it.
+///
+/// The limit is kept as whole nanoseconds (8 bytes instead of a `Duration`'s 16: caps
+/// travel in every call's plan and record, and each copy costs), saturating at
+/// `u64::MAX` ns, about 584 years.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Cap {
-    pub(crate) limit: Duration,
+    nanos: u64,
     pub(crate) source: Source,
 }
 
 impl Cap {
     pub(crate) fn new(limit: Duration, source: Source) -> Self {
-        Cap { limit, source }
+        Cap {
+            nanos: u64::try_from(limit.as_nanos()).unwrap_or(u64::MAX),
+            source,
+        }
+    }
+
+    /// How long after the call's start.
+    pub(crate) fn limit(&self) -> Duration {
+        Duration::from_nanos(self.nanos)
     }
 }
 
@@ -27,7 +39,7 @@ impl Cap {
 pub(crate) fn tightest(caps: impl IntoIterator<Item = Option<Cap>>) -> Option<Cap> {
     caps.into_iter()
         .flatten()
-        .reduce(|best, cap| if cap.limit < best.limit { cap } else { best })
+        .reduce(|best, cap| if cap.nanos < best.nanos { cap } else { best })
 }
 
 /// Which timer fired (SW4-002 §4.1).
@@ -108,18 +120,18 @@ impl Timers {
     /// initial timer before the first message or the gap timer after it.
     pub(crate) fn next(&self, progress: Progress) -> Option<Due<'_>> {
         let total = self.total.as_ref().map(|cap| Due {
-            after: cap.limit,
+            after: cap.limit(),
             phase: Phase::Total,
             cap,
         });
         let watch = match (progress.messages, progress.last_message) {
             (0, _) => self.initial.as_ref().map(|cap| Due {
-                after: cap.limit,
+                after: cap.limit(),
                 phase: Phase::Initial,
                 cap,
             }),
             (_, last) => self.gap.as_ref().map(|cap| Due {
-                after: last.unwrap_or_default().saturating_add(cap.limit),
+                after: last.unwrap_or_default().saturating_add(cap.limit()),
                 phase: Phase::Gap,
                 cap,
             }),

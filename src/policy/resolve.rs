@@ -283,7 +283,7 @@ mod tests {
         for row in rows {
             let p = TimeoutProfile::standard_named(row.profile).unwrap();
             let r = resolve(&p, &Source::Standard, row.per_call, row.message);
-            let got = r.deadline.map(|c| (c.limit, c.source));
+            let got = r.deadline.map(|c| (c.limit(), c.source));
             assert_eq!(
                 (got, r.clamp.map(|c| c.bound)),
                 (row.deadline, row.bound),
@@ -333,7 +333,7 @@ mod tests {
         fn per_call_always_wins(idx in 0usize..12, per in 0u64..5_000_000, msg in proptest::option::of(0u64..5_000_000)) {
             let p = &STANDARD_PROFILES[idx];
             let r = resolve(p, &Source::Standard, Some(ms(per)), msg.map(ms));
-            prop_assert_eq!(r.deadline.as_ref().map(|c| c.limit), apply_override(p, ms(per)).0);
+            prop_assert_eq!(r.deadline.as_ref().map(|c| c.limit()), apply_override(p, ms(per)).0);
             prop_assert!(r.deadline.is_none_or(|c| c.source == Source::PerCall));
         }
     }

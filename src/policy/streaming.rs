@@ -97,7 +97,7 @@ pub(crate) fn stream_timers(
     let total = pick(call.total_timeout_ms, p.total_timeout_ms, total_src);
     let mut gap_clamped = false;
     if let (Some(g), Some(t)) = (&gap, &total) {
-        if g.limit > t.limit {
+        if g.limit() > t.limit() {
             gap = Some(t.clone());
             gap_clamped = true;
         }

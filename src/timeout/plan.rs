@@ -149,7 +149,7 @@ pub(crate) fn plan<'a>(
         let requested = Duration::from_millis(u64::from(call_total));
         if let (Some(effective), Some(bound)) = apply_override(&profile.profile, requested) {
             timers.total = Some(Cap::new(effective, Source::PerCall));
-            if let Some(gap) = timers.gap.as_mut().filter(|g| g.limit > effective) {
+            if let Some(gap) = timers.gap.as_mut().filter(|g| g.limit() > effective) {
                 *gap = Cap::new(effective, Source::PerCall);
                 gap_clamped = true;
             }
@@ -197,13 +197,13 @@ pub(crate) fn plan<'a>(
     let attempt = retry.as_ref().and_then(|r| r.first.as_ref());
 
     let wire = match (&timers.total, attempt) {
-        (_, Some(cap)) => WireTimeout::Set(grpc_timeout::encode(cap.limit)),
+        (_, Some(cap)) => WireTimeout::Set(grpc_timeout::encode(cap.limit())),
         (None, None) => WireTimeout::Remove,
-        (Some(cap), None) if from_header == Some(cap.limit) => WireTimeout::Keep,
-        (Some(cap), None) if cap.limit == profile.profile.default_timeout() => {
+        (Some(cap), None) if from_header == Some(cap.limit()) => WireTimeout::Keep,
+        (Some(cap), None) if cap.limit() == profile.profile.default_timeout() => {
             WireTimeout::Set(profile.default_header.clone())
         }
-        (Some(cap), None) => WireTimeout::Set(grpc_timeout::encode(cap.limit)),
+        (Some(cap), None) => WireTimeout::Set(grpc_timeout::encode(cap.limit())),
     };
     Ok(CallPlan {
         route,
@@ -233,7 +233,7 @@ fn retry_plan(
     if !policy.is_on() {
         return None;
     }
-    let deadline = timers.total.as_ref().map(|c| c.limit);
+    let deadline = timers.total.as_ref().map(|c| c.limit());
     let min_timeout = profile.profile.min_timeout();
     // The source is named only when the attempt timeout is a cap of its own.
     let first = first_timeout(&policy, deadline, min_timeout)
@@ -283,7 +283,7 @@ impl CallPlan<'_> {
                 service = self.route.service,
                 method = self.route.method,
                 profile = %profile,
-                effective_ms = self.timers.total.as_ref().map_or(0, |c| millis(c.limit)),
+                effective_ms = self.timers.total.as_ref().map_or(0, |c| millis(c.limit())),
                 bound = "total",
                 "SW4RM stream gap timeout clamped to the total timeout"
             );
@@ -369,9 +369,12 @@ mod tests {
             )
             .unwrap();
             let t = p.timers.total.clone().unwrap();
-            assert_eq!((t.limit, t.source), (want, Source::PerCall), "{total}");
+            assert_eq!((t.limit(), t.source), (want, Source::PerCall), "{total}");
             assert_eq!(p.clamp.map(|c| c.bound), bound, "{total}");
-            assert!(p.timers.gap.unwrap().limit <= want, "gap within the total");
+            assert!(
+                p.timers.gap.unwrap().limit() <= want,
+                "gap within the total"
+            );
         }
     }
 
@@ -454,7 +457,7 @@ mod tests {
                 |_| None,
             )
             .unwrap();
-            let total = p.timers.total.clone().map(|c| (c.limit, c.source));
+            let total = p.timers.total.clone().map(|c| (c.limit(), c.source));
             assert_eq!(total, Some(row.total.clone()), "{}", row.name);
             assert_eq!(p.exhausted, row.exhausted, "{}", row.name);
             assert_eq!(
@@ -611,7 +614,7 @@ mod tests {
                 row.message
             })
             .unwrap();
-            let deadline = p.timers.total.clone().map(|c| (c.limit, c.source));
+            let deadline = p.timers.total.clone().map(|c| (c.limit(), c.source));
             assert_eq!(deadline, row.deadline, "{}: deadline", row.name);
             p.wire.clone().apply(&mut headers);
             let sent = headers.get(GRPC_TIMEOUT).map(|v| v.to_str().unwrap());
@@ -644,7 +647,8 @@ mod tests {
             |_| None,
         )
         .unwrap();
-        let due = |t: &Option<crate::policy::deadline::Cap>| t.clone().map(|c| (c.limit, c.source));
+        let due =
+            |t: &Option<crate::policy::deadline::Cap>| t.clone().map(|c| (c.limit(), c.source));
         assert_eq!(due(&p.timers.initial), Some((ms(30_000), Source::Standard)));
         assert_eq!(due(&p.timers.gap), Some((ms(500), Source::Client)));
         assert_eq!(p.timers.total, None);

@@ -188,7 +188,7 @@ impl CallRecord {
     ) -> Status {
         let profile = self.shared.profiles.get(self.profile);
         let (configured, source) = match self.cap(phase) {
-            Some(cap) => (cap.limit, cap.source.clone()),
+            Some(cap) => (cap.limit(), cap.source.clone()),
             None => (Default::default(), profile.default_source().clone()),
         };
         let elapsed = self.start.elapsed();
@@ -245,7 +245,7 @@ impl CallRecord {
             message_count: self.streaming.then_some(messages),
             detected_by,
             attempts: self.attempts,
-            attempt_timeout_ms: self.attempt.as_ref().map(|c| millis(c.limit)),
+            attempt_timeout_ms: self.attempt.as_ref().map(|c| millis(c.limit())),
             budget_paused_ms: self.paused.map(millis),
         };
         if self.state == State::Open {

@@ -75,7 +75,7 @@ impl<S> Retry<S> {
         start: Instant,
         deadline: Option<Instant>,
     ) -> Self {
-        let timeout = plan.first.as_ref().map(|c| c.limit);
+        let timeout = plan.first.as_ref().map(|c| c.limit());
         // An attempt timeout past any representable instant is no attempt timeout.
         let attempt_deadline = timeout.and_then(|t| start.checked_add(t));
         Retry {

@@ -100,7 +100,7 @@ where
         span.in_scope(|| planned.log_clamps());
         planned.take_wire().apply(&mut parts.headers);
         let retry_plan = planned.retry.take();
-        let deadline = planned.timers.total.as_ref().map(|c| start + c.limit);
+        let deadline = planned.timers.total.as_ref().map(|c| start + c.limit());
         let exhausted = planned.exhausted;
         let mut call = CallRecord::open(shared.clone(), labels, &mut planned, start, span);
         if exhausted {
@@ -138,7 +138,7 @@ fn rpc_span(level: tracing::Level, plan: &CallPlan<'_>) -> tracing::Span {
                 service = plan.route.service,
                 method = plan.route.method,
                 profile = %plan.profile.profile.name,
-                timeout_ms = plan.timers.total.as_ref().map(|c| millis(c.limit)),
+                timeout_ms = plan.timers.total.as_ref().map(|c| millis(c.limit())),
                 streaming = plan.streaming,
             )
         };
