@@ -536,7 +536,7 @@ async fn an_idle_limit_set_for_the_call_ends_the_inbound_stream() {
         agent_id: "agent-7".into(),
     });
     CallStreamingPolicy::default()
-        .message_gap(Duration::from_millis(300))
+        .message_gap(Duration::from_millis(1_000))
         .apply(&mut request);
     let mut stream = sw4rm
         .router()
@@ -550,9 +550,9 @@ async fn an_idle_limit_set_for_the_call_ends_the_inbound_stream() {
     let details = TimeoutDetails::from_status(&status).unwrap();
     assert_eq!(details.phase(), Phase::Gap);
     assert_eq!(details.profile_name(), "message_route");
-    assert_eq!(details.configured_timeout_ms(), 300);
+    assert_eq!(details.configured_timeout_ms(), 1_000);
     assert_eq!(details.source(), &Source::PerCall);
-    assert!(details.elapsed_ms() >= 300);
+    assert!(details.elapsed_ms() >= 1_000);
     assert_eq!(details.message_count(), Some(2));
     assert_eq!(server.calls_to("StreamIncoming")[0].grpc_timeout, None);
 }
