@@ -100,11 +100,7 @@ impl ConnectError {
 fn root_cause<'a>(
     error: &'a (dyn std::error::Error + 'static),
 ) -> &'a (dyn std::error::Error + 'static) {
-    let mut cur = error;
-    while let Some(next) = cur.source() {
-        cur = next;
-    }
-    cur
+    crate::wire::status::causes(error).last().unwrap_or(error)
 }
 
 impl fmt::Display for ConnectError {

@@ -23,7 +23,7 @@ use crate::policy::deadline::Cap;
 use crate::policy::retry::{decide, Decision, Failed, Failure, Pushback, RetryPolicy, Stop};
 use crate::wire::grpc_timeout::{self, GRPC_TIMEOUT};
 use crate::wire::replay::Replay;
-use crate::wire::status::GRPC_STATUS;
+use crate::wire::status::{causes, status_number, GRPC_STATUS};
 
 type Request = http::Request<tonic::body::Body>;
 
@@ -236,9 +236,7 @@ const RETRY_PUSHBACK: http::HeaderName = http::HeaderName::from_static("grpc-ret
 
 /// A response head's retry meaning: `Some` for a trailers-only gRPC error.
 pub(crate) fn classify_response(headers: &http::HeaderMap) -> Option<(Failure, Pushback)> {
-    let code = headers
-        .get(GRPC_STATUS)
-        .and_then(|v| std::str::from_utf8(v.as_bytes()).ok()?.parse::<i32>().ok())?;
+    let code = headers.get(GRPC_STATUS).and_then(status_number)?;
     if code == 0 {
         return None;
     }
@@ -250,21 +248,17 @@ pub(crate) fn classify_response(headers: &http::HeaderMap) -> Option<(Failure, P
 /// (connection refused, the stream refused by HTTP/2), or an `UNAVAILABLE` that may
 /// have reached it.
 pub(crate) fn classify_error(err: &BoxError) -> Failure {
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&**err);
-    while let Some(e) = cause {
-        if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            if io.kind() == std::io::ErrorKind::ConnectionRefused {
-                return Failure::NotSent;
-            }
-        }
-        if let Some(h2) = e.downcast_ref::<h2::Error>() {
-            if h2.reason() == Some(h2::Reason::REFUSED_STREAM) {
-                return Failure::NotSent;
-            }
-        }
-        cause = e.source();
+    let never_sent = causes(&**err).any(|e| {
+        e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
+            || e.downcast_ref::<h2::Error>()
+                .is_some_and(|h2| h2.reason() == Some(h2::Reason::REFUSED_STREAM))
+    });
+    if never_sent {
+        Failure::NotSent
+    } else {
+        Failure::Code(14)
     }
-    Failure::Code(14)
 }
 
 /// Uniform in `[0, 1)`: a per-thread xorshift seeded from the standard library's

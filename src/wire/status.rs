@@ -33,15 +33,23 @@ pub(crate) fn code_name(code: Code) -> &'static str {
     CODE_NAMES.get(code as usize).copied().unwrap_or("UNKNOWN")
 }
 
+/// The number a `grpc-status` value says (`None` when it is not a number).
+pub(crate) fn status_number(value: &http::HeaderValue) -> Option<i32> {
+    std::str::from_utf8(value.as_bytes()).ok()?.parse().ok()
+}
+
 /// The `grpc-status` of headers or trailers (`None` without one; an unreadable value is
 /// `Unknown`, as gRPC reads it).
 pub(crate) fn code_of_headers(headers: &http::HeaderMap) -> Option<Code> {
     let value = headers.get(GRPC_STATUS)?;
-    let code = std::str::from_utf8(value.as_bytes())
-        .ok()
-        .and_then(|s| s.parse::<i32>().ok())
-        .map_or(Code::Unknown, Code::from_i32);
-    Some(code)
+    Some(status_number(value).map_or(Code::Unknown, Code::from_i32))
+}
+
+/// An error and its sources, outermost first.
+pub(crate) fn causes<'a>(
+    err: &'a (dyn std::error::Error + 'static),
+) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> {
+    std::iter::successors(Some(err), |e| e.source())
 }
 
 /// The status code a tonic client reports for an error from below the layer: a
@@ -49,31 +57,28 @@ pub(crate) fn code_of_headers(headers: &http::HeaderMap) -> Option<Code> {
 /// an HTTP/2 reset maps as gRPC's HTTP/2 protocol says, a refused connection is
 /// `Unavailable`, anything else `Unknown`.
 pub(crate) fn code_of_error(err: &(dyn std::error::Error + 'static)) -> Code {
-    let mut cur = Some(err);
-    while let Some(e) = cur {
-        if let Some(status) = e.downcast_ref::<tonic::Status>() {
-            return status.code();
-        }
-        if e.is::<tonic::TimeoutExpired>() {
-            return Code::Cancelled;
-        }
-        if let Some(reason) = e.downcast_ref::<h2::Error>().and_then(h2::Error::reason) {
-            return code_of_reset(reason);
-        }
-        if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            if matches!(
+    causes(err)
+        .find_map(|e| {
+            if let Some(status) = e.downcast_ref::<tonic::Status>() {
+                return Some(status.code());
+            }
+            if e.is::<tonic::TimeoutExpired>() {
+                return Some(Code::Cancelled);
+            }
+            if let Some(reason) = e.downcast_ref::<h2::Error>().and_then(h2::Error::reason) {
+                return Some(code_of_reset(reason));
+            }
+            let io = e.downcast_ref::<std::io::Error>()?;
+            matches!(
                 io.kind(),
                 std::io::ErrorKind::ConnectionRefused
                     | std::io::ErrorKind::ConnectionReset
                     | std::io::ErrorKind::ConnectionAborted
                     | std::io::ErrorKind::BrokenPipe
-            ) {
-                return Code::Unavailable;
-            }
-        }
-        cur = e.source();
-    }
-    Code::Unknown
+            )
+            .then_some(Code::Unavailable)
+        })
+        .unwrap_or(Code::Unknown)
 }
 
 /// gRPC's mapping of an HTTP/2 `RST_STREAM` reason to a status code.
@@ -90,14 +95,7 @@ fn code_of_reset(reason: h2::Reason) -> Code {
 /// True when the error (or one of its sources) is tonic's transport timer firing
 /// (tonic reports it as `Cancelled`, "Timeout expired").
 pub(crate) fn is_transport_timeout(err: &(dyn std::error::Error + 'static)) -> bool {
-    let mut cur = Some(err);
-    while let Some(e) = cur {
-        if e.is::<tonic::TimeoutExpired>() {
-            return true;
-        }
-        cur = e.source();
-    }
-    false
+    causes(err).any(|e| e.is::<tonic::TimeoutExpired>())
 }
 
 /// True when headers or trailers report that the server (or a proxy) ended the call
