@@ -136,13 +136,11 @@ impl StreamScript {
     /// # Ok(()) }
     /// ```
     pub fn frames<'a, M: prost::Message + 'a>(messages: impl IntoIterator<Item = &'a M>) -> Self {
-        let frames: Vec<bytes::Bytes> = messages
-            .into_iter()
-            .map(|m| m.encode_to_vec().into())
-            .collect();
         StreamScript {
-            messages: u32::try_from(frames.len()).unwrap_or(u32::MAX),
-            frames,
+            frames: messages
+                .into_iter()
+                .map(|m| m.encode_to_vec().into())
+                .collect(),
             ..StreamScript::default()
         }
     }

@@ -10,7 +10,7 @@ use tonic::Status;
 use super::per_call::{CallRetry, CallStreamingPolicy, CallTimeout};
 use super::retry::RetryPlan;
 use crate::config::{ProfileSet, ResolvedProfile};
-use crate::policy::deadline::{tightest, Cap, Timers};
+use crate::policy::deadline::{tighten, Cap, Timers};
 use crate::policy::inherit::{inherited, Inherit, Propagation};
 use crate::policy::message::MessageField;
 use crate::policy::profile::ProfileField;
@@ -176,13 +176,12 @@ pub(crate) fn plan<'a>(
         .map(|(remaining, _)| (Cap::new(remaining, Source::Budget), remaining.is_zero()));
     let exhausted =
         inherited_cap.as_ref().is_some_and(|c| c.1) || budget_cap.as_ref().is_some_and(|c| c.1);
-    if inherited_cap.is_some() || budget_cap.is_some() {
-        timers.total = tightest([
-            timers.total,
-            inherited_cap.map(|c| c.0),
-            budget_cap.map(|c| c.0),
-        ]);
-    }
+    tighten(
+        &mut timers.total,
+        [inherited_cap.map(|c| c.0), budget_cap.map(|c| c.0)]
+            .into_iter()
+            .flatten(),
+    );
     let budget_paused = match &timers.total {
         Some(cap) if cap.source == Source::Budget => scope.budget.map(|(_, paused)| paused),
         _ => None,
