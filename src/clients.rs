@@ -7,13 +7,20 @@ use std::time::Duration;
 use tonic::transport::{Channel, Endpoint};
 
 use crate::config::{ConfigError, ProfileSet};
+use crate::proto::sw4rm::activity::activity_service_client::ActivityServiceClient;
+use crate::proto::sw4rm::connector::connector_service_client::ConnectorServiceClient;
 use crate::proto::sw4rm::handoff::handoff_service_client::HandoffServiceClient;
+use crate::proto::sw4rm::hitl::hitl_service_client::HitlServiceClient;
+use crate::proto::sw4rm::logging::logging_service_client::LoggingServiceClient;
+use crate::proto::sw4rm::negotiation::negotiation_service_client::NegotiationServiceClient;
 use crate::proto::sw4rm::negotiation_room::negotiation_room_service_client::NegotiationRoomServiceClient;
+use crate::proto::sw4rm::reasoning::reasoning_proxy_client::ReasoningProxyClient;
 use crate::proto::sw4rm::registry::registry_service_client::RegistryServiceClient;
+use crate::proto::sw4rm::router::router_service_client::RouterServiceClient;
+use crate::proto::sw4rm::scheduler::scheduler_policy_service_client::SchedulerPolicyServiceClient;
 use crate::proto::sw4rm::scheduler::scheduler_service_client::SchedulerServiceClient;
 use crate::proto::sw4rm::tool::tool_service_client::ToolServiceClient;
-use crate::proto::sw4rm::{activity, connector, hitl, logging, negotiation, reasoning, router};
-use crate::proto::sw4rm::{scheduler, worktree};
+use crate::proto::sw4rm::worktree::worktree_service_client::WorktreeServiceClient;
 use crate::timeout::{BoxError, TimeoutProfileLayer, TimeoutProfileService};
 use tower_layer::Layer;
 use tower_service::Service;
@@ -274,6 +281,19 @@ impl<S: Clone> Sw4rm<S> {
     }
 }
 
+/// One accessor per generated client: a client of that service over the layered
+/// channel.
+macro_rules! clients {
+    ($($(#[$doc:meta])* $name:ident => $client:ident,)*) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(&self) -> $client<TimeoutProfileService<S>> {
+                $client::new(self.channel())
+            }
+        )*
+    };
+}
+
 impl<S, B> Sw4rm<S>
 where
     S: Service<http::Request<tonic::body::Body>, Response = http::Response<B>> + Clone,
@@ -281,97 +301,37 @@ where
     B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
     B::Error: Into<BoxError> + Send,
 {
-    /// `sw4rm.registry.RegistryService`.
-    pub fn registry(&self) -> RegistryServiceClient<TimeoutProfileService<S>> {
-        RegistryServiceClient::new(self.channel())
-    }
-
-    /// `sw4rm.scheduler.SchedulerService`.
-    pub fn scheduler(&self) -> SchedulerServiceClient<TimeoutProfileService<S>> {
-        SchedulerServiceClient::new(self.channel())
-    }
-
-    /// `sw4rm.negotiation_room.NegotiationRoomService`.
-    pub fn negotiation_room(&self) -> NegotiationRoomServiceClient<TimeoutProfileService<S>> {
-        NegotiationRoomServiceClient::new(self.channel())
-    }
-
-    /// `sw4rm.handoff.HandoffService`.
-    pub fn handoff(&self) -> HandoffServiceClient<TimeoutProfileService<S>> {
-        HandoffServiceClient::new(self.channel())
-    }
-
-    /// `sw4rm.tool.ToolService`.
-    pub fn tool(&self) -> ToolServiceClient<TimeoutProfileService<S>> {
-        ToolServiceClient::new(self.channel())
-    }
-
-    /// `sw4rm.scheduler.SchedulerPolicyService` (negotiation policy administration).
-    pub fn scheduler_policy(
-        &self,
-    ) -> scheduler::scheduler_policy_service_client::SchedulerPolicyServiceClient<
-        TimeoutProfileService<S>,
-    > {
-        scheduler::scheduler_policy_service_client::SchedulerPolicyServiceClient::new(
-            self.channel(),
-        )
-    }
-
-    /// `sw4rm.negotiation.NegotiationService` (open, propose, counter, evaluate, decide,
-    /// abort).
-    pub fn negotiation(
-        &self,
-    ) -> negotiation::negotiation_service_client::NegotiationServiceClient<TimeoutProfileService<S>>
-    {
-        negotiation::negotiation_service_client::NegotiationServiceClient::new(self.channel())
-    }
-
-    /// `sw4rm.router.RouterService`. `StreamIncoming` has no standard route: give it one
-    /// with a long-lived streaming policy (see the README's routes section).
-    pub fn router(
-        &self,
-    ) -> router::router_service_client::RouterServiceClient<TimeoutProfileService<S>> {
-        router::router_service_client::RouterServiceClient::new(self.channel())
-    }
-
-    /// `sw4rm.hitl.HitlService` (`Decide` waits for a human: profile `hitl_escalate`).
-    pub fn hitl(&self) -> hitl::hitl_service_client::HitlServiceClient<TimeoutProfileService<S>> {
-        hitl::hitl_service_client::HitlServiceClient::new(self.channel())
-    }
-
-    /// `sw4rm.worktree.WorktreeService`.
-    pub fn worktree(
-        &self,
-    ) -> worktree::worktree_service_client::WorktreeServiceClient<TimeoutProfileService<S>> {
-        worktree::worktree_service_client::WorktreeServiceClient::new(self.channel())
-    }
-
-    /// `sw4rm.activity.ActivityService` (negotiation artifacts).
-    pub fn activity(
-        &self,
-    ) -> activity::activity_service_client::ActivityServiceClient<TimeoutProfileService<S>> {
-        activity::activity_service_client::ActivityServiceClient::new(self.channel())
-    }
-
-    /// `sw4rm.connector.ConnectorService` (tool providers).
-    pub fn connector(
-        &self,
-    ) -> connector::connector_service_client::ConnectorServiceClient<TimeoutProfileService<S>> {
-        connector::connector_service_client::ConnectorServiceClient::new(self.channel())
-    }
-
-    /// `sw4rm.logging.LoggingService`.
-    pub fn logging(
-        &self,
-    ) -> logging::logging_service_client::LoggingServiceClient<TimeoutProfileService<S>> {
-        logging::logging_service_client::LoggingServiceClient::new(self.channel())
-    }
-
-    /// `sw4rm.reasoning.ReasoningProxy`.
-    pub fn reasoning(
-        &self,
-    ) -> reasoning::reasoning_proxy_client::ReasoningProxyClient<TimeoutProfileService<S>> {
-        reasoning::reasoning_proxy_client::ReasoningProxyClient::new(self.channel())
+    clients! {
+        /// `sw4rm.registry.RegistryService`.
+        registry => RegistryServiceClient,
+        /// `sw4rm.scheduler.SchedulerService`.
+        scheduler => SchedulerServiceClient,
+        /// `sw4rm.negotiation_room.NegotiationRoomService`.
+        negotiation_room => NegotiationRoomServiceClient,
+        /// `sw4rm.handoff.HandoffService`.
+        handoff => HandoffServiceClient,
+        /// `sw4rm.tool.ToolService`.
+        tool => ToolServiceClient,
+        /// `sw4rm.scheduler.SchedulerPolicyService` (negotiation policy administration).
+        scheduler_policy => SchedulerPolicyServiceClient,
+        /// `sw4rm.negotiation.NegotiationService` (open, propose, counter, evaluate,
+        /// decide, abort).
+        negotiation => NegotiationServiceClient,
+        /// `sw4rm.router.RouterService`. `StreamIncoming` is a long-lived stream: it is
+        /// not ended for being idle (see the README's routes section).
+        router => RouterServiceClient,
+        /// `sw4rm.hitl.HitlService` (`Decide` waits for a human: profile `hitl_escalate`).
+        hitl => HitlServiceClient,
+        /// `sw4rm.worktree.WorktreeService`.
+        worktree => WorktreeServiceClient,
+        /// `sw4rm.activity.ActivityService` (negotiation artifacts).
+        activity => ActivityServiceClient,
+        /// `sw4rm.connector.ConnectorService` (tool providers).
+        connector => ConnectorServiceClient,
+        /// `sw4rm.logging.LoggingService`.
+        logging => LoggingServiceClient,
+        /// `sw4rm.reasoning.ReasoningProxy`.
+        reasoning => ReasoningProxyClient,
     }
 }
 

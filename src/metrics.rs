@@ -80,7 +80,8 @@ pub enum MetricFamily {
     /// OpenTelemetry's RPC semantic conventions: `rpc.client.call.duration` (histogram,
     /// seconds; `rpc.system.name` = `grpc`, `rpc.method` = `package.Service/Method`,
     /// `rpc.response.status_code`, and `error.type` = the status for every status but
-    /// `OK`). Through [`prometheus_exporter`] it is exposed as `rpc_client_call_duration`.
+    /// `OK`). Through `prometheus_exporter` (feature `prometheus`) it is exposed as
+    /// `rpc_client_call_duration`.
     OpenTelemetryRpc,
 }
 
