@@ -66,7 +66,7 @@ impl TimeoutProfileLayer {
     /// Records metrics to this meter provider instead of the global one (with the
     /// metric families already added).
     pub fn with_meter_provider(self, provider: &impl MeterProvider) -> Self {
-        let instruments = Some(match &self.shared.instruments {
+        let instruments = Some(match &self.shared.settings.instruments {
             Some(current) => current.on_provider(provider),
             None => Instruments::from_provider(provider),
         });
@@ -119,7 +119,7 @@ impl TimeoutProfileLayer {
 
     /// The same table with settings changed by `f`.
     fn with_settings(&self, f: impl FnOnce(&mut Settings)) -> Self {
-        let mut settings = self.shared.settings();
+        let mut settings = self.shared.settings.clone();
         f(&mut settings);
         TimeoutProfileLayer {
             shared: Arc::new(Shared::new(self.shared.profiles.clone(), settings)),

@@ -75,6 +75,7 @@ impl CallRecord {
     pub(crate) fn answered(&mut self, headers: &http::HeaderMap) {
         if self
             .shared
+            .settings
             .instruments
             .as_ref()
             .is_some_and(|i| i.wants_status())
@@ -92,7 +93,7 @@ impl CallRecord {
 
     /// Counts one retry and logs it.
     pub(crate) fn retried(&self, attempt: u32, backoff: std::time::Duration, reason: &str) {
-        if let Some(instruments) = &self.shared.instruments {
+        if let Some(instruments) = &self.shared.settings.instruments {
             instruments.retried(&self.labels.attrs);
         }
         self.span.in_scope(|| {
@@ -155,7 +156,7 @@ impl CallRecord {
     }
 
     fn record(&self, timed_out: bool, code: impl FnOnce() -> Code) {
-        if let Some(instruments) = &self.shared.instruments {
+        if let Some(instruments) = &self.shared.settings.instruments {
             instruments.record(self.start.elapsed(), timed_out, code, &self.labels.attrs);
         }
     }

@@ -85,9 +85,9 @@ where
             &parts.extensions,
             &parts.headers,
             &Outer {
-                retries: shared.retry.on,
+                retries: shared.settings.retry.on,
                 scope: crate::scope::current(start),
-                propagation: shared.propagation,
+                propagation: shared.settings.propagation,
             },
             |field| message_field::peek(&mut body, field),
         );
@@ -96,7 +96,7 @@ where
             Err(status) => return ResponseFuture::failed(status),
         };
         let labels = shared.labels(&planned.route, path);
-        let span = rpc_span(shared.span_level, &planned);
+        let span = rpc_span(shared.settings.span_level, &planned);
         span.in_scope(|| planned.log_clamps());
         planned.take_wire().apply(&mut parts.headers);
         let retry_plan = planned.retry.take();
@@ -112,13 +112,13 @@ where
         // Retries need the whole request kept for replay; a body that is not all
         // there yet (client streaming) or too large is sent once.
         let retry = retry_plan.and_then(|plan| {
-            let bytes = take_whole(&mut body, shared.retry.replay_limit)?;
+            let bytes = take_whole(&mut body, shared.settings.retry.replay_limit)?;
             call.attempt(1, plan.first.clone());
             Some(Box::new(Retry::new(
                 parts.clone(),
                 bytes,
                 plan,
-                shared.retry.budget.clone(),
+                shared.settings.retry.budget.clone(),
                 start,
                 deadline,
             )))

@@ -74,11 +74,9 @@ pub(crate) struct Settings {
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) profiles: ProfileSet,
-    pub(crate) instruments: Option<Instruments>,
-    pub(crate) span_level: tracing::Level,
-    pub(crate) retry: RetrySettings,
-    /// How inherited deadlines are passed on.
-    pub(crate) propagation: Propagation,
+    /// Metrics, span level, retries, propagation: kept whole, so that a variant of the
+    /// layer starts from a copy.
+    pub(crate) settings: Settings,
     /// Whether a transport timeout shorter than the profiles was warned about.
     pub(crate) transport_warned: AtomicBool,
     /// Aligned with the exact routes of `profiles`.
@@ -89,12 +87,6 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub(crate) fn new(profiles: ProfileSet, settings: Settings) -> Self {
-        let Settings {
-            instruments,
-            span_level,
-            retry,
-            propagation,
-        } = settings;
         let exact = profiles
             .routes
             .exact
@@ -107,23 +99,10 @@ impl Shared {
             .collect();
         Shared {
             profiles,
-            instruments,
-            span_level,
-            retry,
-            propagation,
+            settings,
             transport_warned: AtomicBool::new(false),
             exact,
             others: ArcSwap::from_pointee(PathMap::default()),
-        }
-    }
-
-    /// The settings this was built with, to build a variant.
-    pub(crate) fn settings(&self) -> Settings {
-        Settings {
-            instruments: self.instruments.clone(),
-            span_level: self.span_level,
-            retry: self.retry.clone(),
-            propagation: self.propagation,
         }
     }
 
