@@ -95,15 +95,15 @@ pub(crate) struct Attributes {
 }
 
 /// The attribute sets of one path (shared strings: copying one allocates nothing).
-pub(crate) fn attributes(profile: &str, service: &str, method: &str) -> Attributes {
-    let shared = |s: &str| Arc::<str>::from(s);
+pub(crate) fn attributes(profile: &str, service: Arc<str>, method: Arc<str>) -> Attributes {
+    let rpc_method = Arc::<str>::from(format!("{service}/{method}"));
     Attributes {
         sw4: [
-            KeyValue::new("profile", shared(profile)),
-            KeyValue::new("service", shared(service)),
-            KeyValue::new("method", shared(method)),
+            KeyValue::new("profile", Arc::<str>::from(profile)),
+            KeyValue::new("service", service),
+            KeyValue::new("method", method),
         ],
-        rpc_method: KeyValue::new("rpc.method", shared(&format!("{service}/{method}"))),
+        rpc_method: KeyValue::new("rpc.method", rpc_method),
     }
 }
 

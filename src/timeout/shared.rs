@@ -24,17 +24,19 @@ const MAX_CACHED_PATHS: usize = 1_024;
 /// What metrics and details say about one path.
 #[derive(Debug)]
 pub(crate) struct Labels {
-    pub(crate) service: Box<str>,
-    pub(crate) method: Box<str>,
+    pub(crate) service: Arc<str>,
+    pub(crate) method: Arc<str>,
+    /// The metric attributes, sharing the strings above.
     pub(crate) attrs: Attributes,
 }
 
 impl Labels {
     fn new(profile: &str, service: &str, method: &str) -> Self {
+        let (service, method): (Arc<str>, Arc<str>) = (service.into(), method.into());
         Labels {
-            service: service.into(),
-            method: method.into(),
-            attrs: attributes(profile, service, method),
+            attrs: attributes(profile, service.clone(), method.clone()),
+            service,
+            method,
         }
     }
 }
