@@ -3,7 +3,9 @@
 //! by hand as tonic would, and through the layer (metrics off, and on through the
 //! OpenTelemetry SDK, both with retries on as by default; and with retries and
 //! metrics off), for an exact route, a whole-service route and the fallback.
-//! Each sample is a batch of calls; medians are interleaved across variants.
+//! Each sample is a batch of calls, every route's variants interleaved in the same
+//! rounds; the layer's work is the median, over rounds, of a layered batch minus the
+//! same round's batch with the deadline set by hand.
 
 use std::convert::Infallible;
 use std::future::{ready, Ready};
@@ -100,43 +102,61 @@ fn bench(c: &mut Criterion) {
     let once = off.clone().without_retries();
     let on = TimeoutProfileLayer::new(profiles).with_meter_provider(&provider);
 
-    for (kind, path) in PATHS {
-        let run = |variant: usize| {
-            let (mut plain, mut layered_off, mut layered_on, mut layered_once) = (
-                Answer,
-                off.layer(Answer),
-                on.layer(Answer),
-                once.layer(Answer),
-            );
-            async move {
-                for _ in 0..BATCH {
-                    match variant {
-                        0 => drive(&mut plain, request(path, false)).await,
-                        1 => drive(&mut plain, request(path, true)).await,
-                        2 => drive(&mut layered_off, request(path, false)).await,
-                        3 => drive(&mut layered_on, request(path, false)).await,
-                        _ => drive(&mut layered_once, request(path, false)).await,
-                    }
+    let run = |route: usize, variant: usize| {
+        let path = PATHS[route].1;
+        let (mut plain, mut layered_off, mut layered_on, mut layered_once) = (
+            Answer,
+            off.layer(Answer),
+            on.layer(Answer),
+            once.layer(Answer),
+        );
+        async move {
+            for _ in 0..BATCH {
+                match variant {
+                    0 => drive(&mut plain, request(path, false)).await,
+                    1 => drive(&mut plain, request(path, true)).await,
+                    2 => drive(&mut layered_off, request(path, false)).await,
+                    3 => drive(&mut layered_on, request(path, false)).await,
+                    _ => drive(&mut layered_once, request(path, false)).await,
                 }
             }
-        };
-        let medians = rt.block_on(interleaved::medians(1_500, &NAMES, run));
+        }
+    };
+
+    // Every route's variants in one set of interleaved rounds, so that the routes are
+    // compared under the same conditions, not one after another.
+    let n = NAMES.len();
+    let samples = rt.block_on(interleaved::samples(1_500, PATHS.len() * n, |i| {
+        run(i / n, i % n)
+    }));
+    for (route, (kind, _)) in PATHS.iter().enumerate() {
+        let mine = &samples[route * n..(route + 1) * n];
+        let medians: Vec<Duration> = mine
+            .iter()
+            .map(|s| interleaved::median(&mut s.clone()))
+            .collect();
         interleaved::report(
             &format!("{kind} route, batches of {BATCH} calls"),
             &NAMES,
             &medians,
         );
-        let per_call = |m: Duration| m.as_nanos() as f64 / BATCH as f64;
+        // Paired by round: each layered batch minus the same round's batch with the
+        // deadline set by hand.
+        let work = |variant: usize| {
+            interleaved::paired_difference_ns(&mine[variant], &mine[1]) / BATCH as f64
+        };
         println!(
             "  layer work per call ({kind}): metrics off {:.0} ns, metrics on {:.0} ns, retries and metrics off {:.0} ns (vs the deadline set by hand)\n",
-            per_call(medians[2]) - per_call(medians[1]),
-            per_call(medians[3]) - per_call(medians[1]),
-            per_call(medians[4]) - per_call(medians[1]),
+            work(2),
+            work(3),
+            work(4),
         );
+    }
 
+    for (route, (kind, _)) in PATHS.iter().enumerate() {
         let mut group = c.benchmark_group(format!("layer_{kind}"));
         for (variant, name) in NAMES.iter().enumerate() {
-            group.bench_function(*name, |b| b.to_async(&rt).iter(|| run(variant)));
+            group.bench_function(*name, |b| b.to_async(&rt).iter(|| run(route, variant)));
         }
         group.finish();
     }

@@ -123,7 +123,8 @@ where
                     return Poll::Ready(Some(Ok(frame)));
                 };
                 let now = progress(call, messages, *last_message);
-                if call.is_open() && is_server_timeout(trailers, call.next_due(now).map(|d| d.0)) {
+                if call.is_open() && is_server_timeout(trailers, || call.next_due(now).map(|d| d.0))
+                {
                     let phase = call.server_phase(messages.complete);
                     Some(Err(call
                         .timed_out(phase, messages.complete, DetectedBy::Server)

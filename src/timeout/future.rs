@@ -129,10 +129,11 @@ where
                     },
                 },
                 (StateProj::Waiting { inner }, Some(call)) => {
-                    let first = call.next_due(Progress::default());
+                    // The first timer, asked for only where an ending needs it.
+                    let first = |call: &CallRecord| call.next_due(Progress::default());
                     match inner.poll(cx) {
                         Poll::Ready(Ok(response)) => {
-                            if is_server_timeout(response.headers(), first.map(|d| d.0)) {
+                            if is_server_timeout(response.headers(), || first(call).map(|d| d.0)) {
                                 // Trailers-only answer: the server's deadline fired.
                                 let phase = call.server_phase(0);
                                 Step::Fail(call.timed_out(phase, 0, DetectedBy::Server).into())
@@ -145,7 +146,7 @@ where
                             // tonic's timer on a retried attempt's own deadline.
                             let attempt = retry.as_ref().is_some_and(|r| r.attempt_expired());
                             let transport = is_transport_timeout(&*err) && !attempt;
-                            match first {
+                            match first(call) {
                                 // tonic's own timer on the same deadline won the race.
                                 Some((at, phase)) if transport && Instant::now() >= at => {
                                     Step::Fail(

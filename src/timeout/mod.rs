@@ -9,11 +9,12 @@
 //! the timeout status exactly once). `retry.rs` carries out retries inside the
 //! deadline for the response future, `budget.rs` is the layer's retry budget.
 //! `per_call.rs` holds the request extensions a caller sets; `shared.rs` what every
-//! call of one layer reads.
+//! call of one layer reads, `labels.rs` the per-path names metrics and details use.
 
 pub mod body;
 mod budget;
 pub mod future;
+mod labels;
 mod layer;
 mod per_call;
 mod plan;

@@ -163,28 +163,9 @@ pub(crate) fn plan<'a>(
     }
     // The one rule for every cap: the smallest wins and names itself. An inherited
     // deadline and an operation budget only ever shrink the call's deadline.
-    let scope = outer.scope.unwrap_or_default();
-    let inherited_cap =
-        scope
-            .inherited
-            .map(|remaining| match inherited(remaining, &outer.propagation) {
-                Inherit::Cap(d) => (Cap::new(d, Source::Inherited), false),
-                Inherit::Exhausted(d) => (Cap::new(d, Source::Inherited), true),
-            });
-    let budget_cap = scope
-        .budget
-        .map(|(remaining, _)| (Cap::new(remaining, Source::Budget), remaining.is_zero()));
-    let exhausted =
-        inherited_cap.as_ref().is_some_and(|c| c.1) || budget_cap.as_ref().is_some_and(|c| c.1);
-    tighten(
-        &mut timers.total,
-        [inherited_cap.map(|c| c.0), budget_cap.map(|c| c.0)]
-            .into_iter()
-            .flatten(),
-    );
-    let budget_paused = match &timers.total {
-        Some(cap) if cap.source == Source::Budget => scope.budget.map(|(_, paused)| paused),
-        _ => None,
+    let (exhausted, budget_paused) = match outer.scope {
+        Some(scope) => scope_caps(&mut timers.total, &scope, &outer.propagation),
+        None => (false, None),
     };
 
     // Retries (SW4-002 §5.2): the deadline above covers every attempt; an attempt
@@ -216,6 +197,38 @@ pub(crate) fn plan<'a>(
         exhausted,
         budget_paused,
     })
+}
+
+/// Lowers the call's deadline to the caps of the scope it is made in (an inherited
+/// deadline, an operation budget): whether too little of either is left to send, and
+/// the budget's paused time when the budget is the smallest cap.
+fn scope_caps(
+    total: &mut Option<Cap>,
+    scope: &Current,
+    propagation: &Propagation,
+) -> (bool, Option<Duration>) {
+    let inherited_cap = scope
+        .inherited
+        .map(|remaining| match inherited(remaining, propagation) {
+            Inherit::Cap(d) => (Cap::new(d, Source::Inherited), false),
+            Inherit::Exhausted(d) => (Cap::new(d, Source::Inherited), true),
+        });
+    let budget_cap = scope
+        .budget
+        .map(|(remaining, _)| (Cap::new(remaining, Source::Budget), remaining.is_zero()));
+    let exhausted =
+        inherited_cap.as_ref().is_some_and(|c| c.1) || budget_cap.as_ref().is_some_and(|c| c.1);
+    tighten(
+        total,
+        [inherited_cap.map(|c| c.0), budget_cap.map(|c| c.0)]
+            .into_iter()
+            .flatten(),
+    );
+    let budget_paused = match total {
+        Some(cap) if cap.source == Source::Budget => scope.budget.map(|(_, paused)| paused),
+        _ => None,
+    };
+    (exhausted, budget_paused)
 }
 
 /// The call's retry plan: the per-call policy or the profile's, the per-call

@@ -9,8 +9,9 @@ use std::sync::Arc;
 use tokio::time::Instant;
 use tonic::{Code, Status};
 
+use super::labels::{Labels, LabelsRef};
 use super::plan::CallPlan;
-use super::shared::{Labels, Shared};
+use super::shared::Shared;
 use crate::policy::deadline::{Cap, Phase, Progress, Timers};
 use crate::policy::route::ProfileId;
 use crate::policy::source::Source;
@@ -27,7 +28,7 @@ enum State {
 #[derive(Debug)]
 pub(crate) struct CallRecord {
     shared: Arc<Shared>,
-    labels: Arc<Labels>,
+    labels: LabelsRef,
     profile: ProfileId,
     start: Instant,
     timers: Timers,
@@ -49,7 +50,7 @@ impl CallRecord {
     /// timers (the plan is borrowed, not moved: it is large).
     pub(crate) fn open(
         shared: Arc<Shared>,
-        labels: Arc<Labels>,
+        labels: LabelsRef,
         plan: &mut CallPlan<'_>,
         start: Instant,
         span: tracing::Span,
@@ -94,12 +95,12 @@ impl CallRecord {
     /// Counts one retry and logs it.
     pub(crate) fn retried(&self, attempt: u32, backoff: std::time::Duration, reason: &str) {
         if let Some(instruments) = &self.shared.settings.instruments {
-            instruments.retried(&self.labels.attrs);
+            instruments.retried(&self.labels().attrs);
         }
         self.span.in_scope(|| {
             tracing::info!(
-                service = %self.labels.service,
-                method = %self.labels.method,
+                service = %self.labels().service,
+                method = %self.labels().method,
                 attempt,
                 backoff_ms = millis(backoff),
                 reason,
@@ -112,13 +113,18 @@ impl CallRecord {
     pub(crate) fn not_retried(&self, attempt: u32, reason: &str) {
         self.span.in_scope(|| {
             tracing::debug!(
-                service = %self.labels.service,
-                method = %self.labels.method,
+                service = %self.labels().service,
+                method = %self.labels().method,
                 attempt,
                 reason,
                 "SW4RM not retrying the call"
             )
         });
+    }
+
+    /// What metrics, logs and details say about the call's path.
+    fn labels(&self) -> &Labels {
+        self.shared.labels.get(&self.labels)
     }
 
     pub(crate) fn start(&self) -> Instant {
@@ -157,7 +163,7 @@ impl CallRecord {
 
     fn record(&self, timed_out: bool, code: impl FnOnce() -> Code) {
         if let Some(instruments) = &self.shared.settings.instruments {
-            instruments.record(self.start.elapsed(), timed_out, code, &self.labels.attrs);
+            instruments.record(self.start.elapsed(), timed_out, code, &self.labels().attrs);
         }
     }
 
@@ -205,8 +211,8 @@ impl CallRecord {
         if !self.shared.transport_warned.swap(true, Ordering::Relaxed) {
             self.span.in_scope(|| {
                 tracing::warn!(
-                    service = %self.labels.service,
-                    method = %self.labels.method,
+                    service = %self.labels().service,
+                    method = %self.labels().method,
                     elapsed_ms = millis(elapsed),
                     "SW4RM call ended by a transport timeout shorter than its profile: \
                      tonic's Endpoint::timeout (or a grpc-timeout set below the layer) \
@@ -239,8 +245,8 @@ impl CallRecord {
             profile_name: profile.profile.name.to_string(),
             configured_timeout_ms: millis(configured),
             elapsed_ms: millis(elapsed),
-            service: self.labels.service.to_string(),
-            method: self.labels.method.to_string(),
+            service: self.labels().service.to_string(),
+            method: self.labels().method.to_string(),
             source,
             phase,
             message_count: self.streaming.then_some(messages),

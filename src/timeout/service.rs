@@ -95,7 +95,7 @@ where
             Ok(p) => p,
             Err(status) => return ResponseFuture::failed(status),
         };
-        let labels = shared.labels(&planned.route, path);
+        let labels = shared.labels.find(&shared.profiles, &planned.route, path);
         let span = rpc_span(shared.settings.span_level, &planned);
         span.in_scope(|| planned.log_clamps());
         planned.take_wire().apply(&mut parts.headers);

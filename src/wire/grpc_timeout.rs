@@ -6,6 +6,7 @@
 //! `n` nanoseconds.
 
 use std::fmt;
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use http::HeaderValue;
@@ -96,6 +97,34 @@ pub fn encode(d: Duration) -> HeaderValue {
     HeaderValue::from_bytes(&buf[..len]).unwrap_or(HeaderValue::from_static("99999999H"))
 }
 
+/// Distinct values [`encode_kept`] keeps for the life of the process.
+const KEPT_VALUES: usize = 256;
+
+/// The header for a value sent on many calls (a profile's default timeout), formatted
+/// as [`encode`] does. Its text is kept for the life of the process, so that a clone
+/// per call copies a pointer instead of counting a shared reference. At most
+/// `KEPT_VALUES` distinct values are kept (a few bytes each); beyond them the header is
+/// an ordinary shared one.
+pub(crate) fn encode_kept(d: Duration) -> HeaderValue {
+    static KEPT: Mutex<Vec<(Duration, &'static str)>> = Mutex::new(Vec::new());
+    let mut kept = KEPT.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(&(_, text)) = kept.iter().find(|(v, _)| *v == d) {
+        return HeaderValue::from_static(text);
+    }
+    if kept.len() >= KEPT_VALUES {
+        return encode(d);
+    }
+    let mut buf = [0u8; MAX_DIGITS + 1];
+    let len = encode_into(d, &mut buf);
+    let Ok(text) = std::str::from_utf8(&buf[..len]) else {
+        return encode(d);
+    };
+    // Only ASCII digits and a unit letter were written, which `from_static` accepts.
+    let text: &'static str = Box::leak(text.into());
+    kept.push((d, text));
+    HeaderValue::from_static(text)
+}
+
 fn encode_into(d: Duration, buf: &mut [u8; MAX_DIGITS + 1]) -> usize {
     let nanos = d.as_nanos();
     const UNITS: [(u128, u8); 6] = [
@@ -170,6 +199,22 @@ mod tests {
                 "{}",
                 String::from_utf8_lossy(v)
             );
+        }
+    }
+
+    #[test]
+    fn a_kept_value_is_formatted_as_encode_does_and_kept_once() {
+        for d in [
+            Duration::from_millis(1),
+            Duration::from_secs(5),
+            Duration::from_secs(3_600),
+            Duration::MAX,
+        ] {
+            let kept = encode_kept(d);
+            assert_eq!(kept, encode(d), "{d:?}");
+            // The same text again, not a second copy.
+            let again = encode_kept(d);
+            assert_eq!(kept.as_bytes().as_ptr(), again.as_bytes().as_ptr(), "{d:?}");
         }
     }
 

@@ -100,12 +100,15 @@ pub(crate) fn is_transport_timeout(err: &(dyn std::error::Error + 'static)) -> b
 
 /// True when headers or trailers report that the server (or a proxy) ended the call
 /// for *our* deadline: `grpc-status: 4` (DEADLINE_EXCEEDED) or `1` (CANCELLED, which
-/// is how tonic servers report their own deadline) at or after our deadline. Before
-/// it, the status is the server's own (its downstream call timed out, say) and passes
-/// through unchanged, message and details, as plain gRPC does.
-pub(crate) fn is_server_timeout(headers: &http::HeaderMap, deadline: Option<Instant>) -> bool {
+/// is how tonic servers report their own deadline) at or after our deadline (asked for
+/// only then). Before it, the status is the server's own (its downstream call timed
+/// out, say) and passes through unchanged, message and details, as plain gRPC does.
+pub(crate) fn is_server_timeout(
+    headers: &http::HeaderMap,
+    deadline: impl FnOnce() -> Option<Instant>,
+) -> bool {
     match headers.get(GRPC_STATUS).map(|v| v.as_bytes()) {
-        Some(b"4" | b"1") => deadline.is_some_and(|d| Instant::now() >= d),
+        Some(b"4" | b"1") => deadline().is_some_and(|d| Instant::now() >= d),
         _ => false,
     }
 }
@@ -229,13 +232,13 @@ mod tests {
         ];
         for row in rows {
             assert_eq!(
-                is_server_timeout(&status(row.code), row.deadline),
+                is_server_timeout(&status(row.code), || row.deadline),
                 row.ours,
                 "grpc-status {} deadline {:?}",
                 row.code,
                 row.deadline.map(|d| d > now)
             );
         }
-        assert!(!is_server_timeout(&http::HeaderMap::new(), past));
+        assert!(!is_server_timeout(&http::HeaderMap::new(), || past));
     }
 }

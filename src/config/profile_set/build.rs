@@ -242,7 +242,7 @@ fn resolve_profile(
     if issues.len() > before {
         return None;
     }
-    let default_header = grpc_timeout::encode(profile.default_timeout());
+    let default_header = grpc_timeout::encode_kept(profile.default_timeout());
     Some(ResolvedProfile {
         profile,
         streaming,
