@@ -381,6 +381,57 @@ pub(crate) struct Lookup<'a> {
     pub(crate) method: &'a str,
 }
 
+/// A lookup without the path it borrows: what a routed path keeps, to be laid back
+/// onto the same path for each call without routing it again.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Routed {
+    matched: Matched,
+    profile: ProfileId,
+    streaming: bool,
+    long_lived: bool,
+    message_field: Option<MessageField>,
+    idempotent: bool,
+    /// Where the method starts in the path (the service runs from 1 to the slash
+    /// before it).
+    method_at: usize,
+}
+
+impl Lookup<'_> {
+    /// The lookup without `path`, which it must have split; `None` otherwise.
+    pub(crate) fn routed(&self, path: &str) -> Option<Routed> {
+        let method_at = path.len().checked_sub(self.method.len())?;
+        let split = (
+            path.get(1..method_at.checked_sub(1)?)?,
+            path.get(method_at..)?,
+        );
+        (split == (self.service, self.method)).then_some(Routed {
+            matched: self.matched,
+            profile: self.profile,
+            streaming: self.streaming,
+            long_lived: self.long_lived,
+            message_field: self.message_field,
+            idempotent: self.idempotent,
+            method_at,
+        })
+    }
+}
+
+impl Routed {
+    /// The lookup of `path`, the path this was made from.
+    pub(crate) fn on<'a>(&self, path: &'a str) -> Option<Lookup<'a>> {
+        Some(Lookup {
+            matched: self.matched,
+            profile: self.profile,
+            streaming: self.streaming,
+            long_lived: self.long_lived,
+            message_field: self.message_field,
+            idempotent: self.idempotent,
+            service: path.get(1..self.method_at.checked_sub(1)?)?,
+            method: path.get(self.method_at..)?,
+        })
+    }
+}
+
 /// The immutable routing table of a [`crate::ProfileSet`].
 #[derive(Clone, Debug, Default)]
 pub(crate) struct RouteTable {

@@ -2,20 +2,21 @@
 //! [`TimeoutProfileLayer`], one [`TimeoutProfileService`], one pinned
 //! [`future::ResponseFuture`] and one response body wrapper [`body::TimeoutBody`].
 //!
-//! Reading order for one RPC: `service.rs` (wiring) → `plan.rs` (the pure call plan:
-//! route, resolve, timers, the smallest cap, the wire header) → `future.rs` (wait for
+//! Reading order for one RPC: `service.rs` (wiring) → `paths.rs` (the path's route,
+//! asked of the profile table once per path) → `plan.rs` (the pure call plan:
+//! resolve, timers, the smallest cap, the wire header) → `future.rs` (wait for
 //! the response headers or the first timer) → `body.rs` (wait for messages under the
 //! remaining timers) → `record.rs` (the per-call record that emits metrics, logs and
 //! the timeout status exactly once). `retry.rs` carries out retries inside the
 //! deadline for the response future, `budget.rs` is the layer's retry budget.
 //! `per_call.rs` holds the request extensions a caller sets; `shared.rs` what every
-//! call of one layer reads, `labels.rs` the per-path names metrics and details use.
+//! call of one layer reads.
 
 pub mod body;
 mod budget;
 pub mod future;
-mod labels;
 mod layer;
+mod paths;
 mod per_call;
 mod plan;
 mod record;

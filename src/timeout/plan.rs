@@ -84,24 +84,27 @@ pub(crate) struct CallPlan<'a> {
     pub(crate) budget_paused: Option<Duration>,
 }
 
-/// Plans one call: route, resolve (per-call > message > profile default, clamped by
-/// SW4-002 §2.2), derive the timers, take the smallest cap, and choose the wire
-/// header. `message` reads the request message's own timeout field when the route
-/// has one and no per-call value was given. Bad input (a path that is not
-/// `/package.Service/Method`, a malformed `grpc-timeout`) is an `INVALID_ARGUMENT`.
+/// The answer to a request path that is not `/package.Service/Method` (it has no
+/// route): `INVALID_ARGUMENT`.
+pub(crate) fn not_a_grpc_path(path: &str) -> Status {
+    Status::invalid_argument(format!(
+        "request path {path:?} is not a gRPC path (/package.Service/Method)"
+    ))
+}
+
+/// Plans one call on its route: resolve (per-call > message > profile default,
+/// clamped by SW4-002 §2.2), derive the timers, take the smallest cap, and choose the
+/// wire header. `message` reads the request message's own timeout field when the
+/// route has one and no per-call value was given. A malformed `grpc-timeout` is an
+/// `INVALID_ARGUMENT`.
 pub(crate) fn plan<'a>(
     profiles: &'a ProfileSet,
-    path: &'a str,
+    route: Lookup<'a>,
     extensions: &http::Extensions,
     headers: &HeaderMap,
     outer: &Outer,
     message: impl FnOnce(MessageField) -> Option<Duration>,
 ) -> Result<CallPlan<'a>, Status> {
-    let route = profiles.lookup(path).ok_or_else(|| {
-        Status::invalid_argument(format!(
-            "request path {path:?} is not a gRPC path (/package.Service/Method)"
-        ))
-    })?;
     let profile = profiles.get(route.profile);
 
     // Per-call value: the typed extension first, then the grpc-timeout header.
@@ -315,6 +318,11 @@ mod tests {
     const WAIT: &str = "/sw4rm.negotiation_room.NegotiationRoomService/WaitForDecision";
     const STREAM: &str = "/sw4rm.tool.ToolService/CallStream";
 
+    /// The route of a gRPC path in `set`.
+    fn route<'a>(set: &'a ProfileSet, path: &'a str) -> Lookup<'a> {
+        set.lookup(path).expect("a gRPC path")
+    }
+
     fn ms(v: u64) -> Duration {
         Duration::from_millis(v)
     }
@@ -373,7 +381,7 @@ mod tests {
             }));
             let p = plan(
                 &set,
-                STREAM,
+                route(&set, STREAM),
                 &ext,
                 &HeaderMap::new(),
                 &Outer::default(),
@@ -462,7 +470,7 @@ mod tests {
             };
             let p = plan(
                 &set,
-                HEARTBEAT,
+                route(&set, HEARTBEAT),
                 &Default::default(),
                 &HeaderMap::new(),
                 &outer,
@@ -622,9 +630,14 @@ mod tests {
             if let Some(p) = row.stream_policy {
                 ext.insert(CallStreamingPolicy(p));
             }
-            let p = plan(&set, row.path, &ext, &headers, &Outer::default(), |_| {
-                row.message
-            })
+            let p = plan(
+                &set,
+                route(&set, row.path),
+                &ext,
+                &headers,
+                &Outer::default(),
+                |_| row.message,
+            )
             .unwrap();
             let deadline = p.timers.total.clone().map(|c| (c.limit(), c.source));
             assert_eq!(deadline, row.deadline, "{}: deadline", row.name);
@@ -652,7 +665,7 @@ mod tests {
             .unwrap();
         let p = plan(
             &set,
-            STREAM,
+            route(&set, STREAM),
             &Default::default(),
             &HeaderMap::new(),
             &Outer::default(),
@@ -675,7 +688,7 @@ mod tests {
         headers.insert(GRPC_TIMEOUT, HeaderValue::from_static("5x"));
         let err = plan(
             &set,
-            WAIT,
+            route(&set, WAIT),
             &Default::default(),
             &headers,
             &Outer::default(),
@@ -689,15 +702,7 @@ mod tests {
             "{}",
             err.message()
         );
-        let err = plan(
-            &set,
-            "/nope",
-            &Default::default(),
-            &HeaderMap::new(),
-            &Outer::default(),
-            |_| None,
-        )
-        .unwrap_err();
+        let err = not_a_grpc_path("/nope");
         assert_eq!(err.code(), tonic::Code::InvalidArgument);
         assert!(err.message().contains("\"/nope\""));
     }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use tokio::time::Instant;
 use tonic::{Code, Status};
 
-use super::labels::{Labels, LabelsRef};
+use super::paths::{Labels, LabelsRef};
 use super::plan::CallPlan;
 use super::shared::Shared;
 use crate::policy::deadline::{Cap, Phase, Progress, Timers};
@@ -124,7 +124,7 @@ impl CallRecord {
 
     /// What metrics, logs and details say about the call's path.
     fn labels(&self) -> &Labels {
-        self.shared.labels.get(&self.labels)
+        self.shared.paths.get(&self.labels)
     }
 
     pub(crate) fn start(&self) -> Instant {

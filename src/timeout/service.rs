@@ -8,7 +8,7 @@ use tokio::time::Instant;
 use tower_service::Service;
 
 use super::future::ResponseFuture;
-use super::plan::{plan, CallPlan, Outer};
+use super::plan::{not_a_grpc_path, plan, CallPlan, Outer};
 use super::record::CallRecord;
 use super::retry::Retry;
 use super::shared::Shared;
@@ -79,9 +79,12 @@ where
         let (mut parts, mut body) = req.into_parts();
         let shared = &self.shared;
         let path = parts.uri.path();
+        let Some(found) = shared.paths.find(&shared.profiles, path) else {
+            return ResponseFuture::failed(not_a_grpc_path(path));
+        };
         let planned = plan(
             &shared.profiles,
-            path,
+            found.route,
             &parts.extensions,
             &parts.headers,
             &Outer {
@@ -95,14 +98,13 @@ where
             Ok(p) => p,
             Err(status) => return ResponseFuture::failed(status),
         };
-        let labels = shared.labels.find(&shared.profiles, &planned.route, path);
         let span = rpc_span(shared.settings.span_level, &planned);
         span.in_scope(|| planned.log_clamps());
         planned.take_wire().apply(&mut parts.headers);
         let retry_plan = planned.retry.take();
         let deadline = planned.timers.total.as_ref().map(|c| start + c.limit());
         let exhausted = planned.exhausted;
-        let mut call = CallRecord::open(shared.clone(), labels, &mut planned, start, span);
+        let mut call = CallRecord::open(shared.clone(), found.labels, &mut planned, start, span);
         if exhausted {
             // Nothing (or less than the floor) is left of the inherited deadline or
             // the budget: fail at once, without sending.

@@ -1,6 +1,6 @@
 //! State shared by every call through one layer: the profile table, the settings
-//! (instruments, span level, retries, propagation) and the per-path labels
-//! (`labels.rs`).
+//! (instruments, span level, retries, propagation) and the table of routed paths
+//! (`paths.rs`).
 
 use std::sync::atomic::AtomicBool;
 
@@ -8,7 +8,7 @@ use super::budget::RetryBudget;
 use super::retry::DEFAULT_REPLAY_LIMIT;
 use crate::policy::inherit::Propagation;
 
-use super::labels::LabelTable;
+use super::paths::PathTable;
 use crate::config::ProfileSet;
 use crate::metrics::Instruments;
 
@@ -50,18 +50,18 @@ pub(crate) struct Shared {
     pub(crate) settings: Settings,
     /// Whether a transport timeout shorter than the profiles was warned about.
     pub(crate) transport_warned: AtomicBool,
-    /// The labels of every path routed so far.
-    pub(crate) labels: LabelTable,
+    /// The route and labels of every path routed so far.
+    pub(crate) paths: PathTable,
 }
 
 impl Shared {
     pub(crate) fn new(profiles: ProfileSet, settings: Settings) -> Self {
-        let labels = LabelTable::new(&profiles);
+        let paths = PathTable::new(&profiles);
         Shared {
             profiles,
             settings,
             transport_warned: AtomicBool::new(false),
-            labels,
+            paths,
         }
     }
 }
