@@ -399,12 +399,11 @@ pub(crate) struct Routed {
 impl Lookup<'_> {
     /// The lookup without `path`, which it must have split; `None` otherwise.
     pub(crate) fn routed(&self, path: &str) -> Option<Routed> {
+        if split_path(path)? != (self.service, self.method) {
+            return None;
+        }
         let method_at = path.len().checked_sub(self.method.len())?;
-        let split = (
-            path.get(1..method_at.checked_sub(1)?)?,
-            path.get(method_at..)?,
-        );
-        (split == (self.service, self.method)).then_some(Routed {
+        Some(Routed {
             matched: self.matched,
             profile: self.profile,
             streaming: self.streaming,
@@ -641,6 +640,34 @@ mod tests {
                 _ => None,
             };
             prop_assert_eq!(split_path(&path), want);
+        }
+
+        /// A lookup kept without its path and laid back onto the same path is the
+        /// same lookup, for every kind of match; it is kept only for that path.
+        #[test]
+        fn a_routed_lookup_lays_back_onto_its_own_path(
+            path in "/[ab.]{0,4}/[ab.]{0,4}",
+            other in "[ab./]{0,10}",
+        ) {
+            let route = |profile| Route {
+                profile,
+                streaming: profile == 1,
+                long_lived: false,
+                message_field: None,
+                idempotent: profile == 2,
+                source: Source::Client,
+            };
+            let mut t = RouteTable::default();
+            t.insert_exact("/a.b/a", route(1));
+            t.insert_service("b.a", route(2));
+            let Some(want) = t.lookup(&path, 9) else { return Ok(()) };
+            let routed = want.routed(&path).expect("its own path");
+            let got = routed.on(&path).expect("its own path");
+            prop_assert_eq!(
+                (got.matched, got.profile, got.streaming, got.idempotent, got.service, got.method),
+                (want.matched, want.profile, want.streaming, want.idempotent, want.service, want.method)
+            );
+            prop_assert_eq!(want.routed(&other).is_some(), other == path);
         }
     }
 }
