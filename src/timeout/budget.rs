@@ -96,17 +96,18 @@ impl RetryBudget {
         self.update(|t| rule.after_success(t));
     }
 
-    /// Applies `f` atomically; returns the value before.
+    /// Applies `f` atomically; returns the value before. A change to nothing (a
+    /// success with the bucket full, the common case) writes nothing, so that calls
+    /// on many threads do not contend for the bucket's cache line.
     fn update(&self, f: impl Fn(u32) -> u32) -> u32 {
         let cell = &self.inner.milli;
         let mut current = cell.load(Ordering::Relaxed);
         loop {
-            match cell.compare_exchange_weak(
-                current,
-                f(current),
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            ) {
+            let next = f(current);
+            if next == current {
+                return current;
+            }
+            match cell.compare_exchange_weak(current, next, Ordering::AcqRel, Ordering::Relaxed) {
                 Ok(before) => return before,
                 Err(now) => current = now,
             }

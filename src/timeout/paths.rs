@@ -99,21 +99,10 @@ impl PathTable {
             let Some(slot) = self.slots.get(i) else { break };
             let seen = match slot.get() {
                 Some(seen) => seen,
-                None => {
-                    // First sight: route it, and take the slot unless another call
-                    // took it first (for this path or another).
-                    let route = profiles.lookup(path)?;
-                    let Some(routed) = route.routed(path) else {
-                        break;
-                    };
-                    slot.get_or_init(|| {
-                        Box::new(Seen {
-                            path: path.into(),
-                            routed,
-                            labels: labels(profiles, &route),
-                        })
-                    })
-                }
+                None => match seat(slot, profiles, path)? {
+                    Some(seen) => seen,
+                    None => break,
+                },
             };
             if *seen.path == *path {
                 let route = seen.routed.on(path)?;
@@ -139,6 +128,30 @@ impl PathTable {
             },
         }
     }
+}
+
+/// A path's first sight at an empty slot: routes it and takes the slot, unless another
+/// call took it first (for this path or another). `None`: not a gRPC path;
+/// `Some(None)`: a path that cannot be kept.
+#[cold]
+#[inline(never)]
+fn seat<'t>(
+    slot: &'t OnceLock<Box<Seen>>,
+    profiles: &ProfileSet,
+    path: &str,
+) -> Option<Option<&'t Seen>> {
+    let route = profiles.lookup(path)?;
+    let Some(routed) = route.routed(path) else {
+        return Some(None);
+    };
+    let seen = slot.get_or_init(|| {
+        Box::new(Seen {
+            path: path.into(),
+            routed,
+            labels: labels(profiles, &route),
+        })
+    });
+    Some(Some(seen))
 }
 
 /// Builds the labels of a routed path, logging a fallback path.
