@@ -385,12 +385,8 @@ pub(crate) struct Lookup<'a> {
 /// onto the same path for each call without routing it again.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Routed {
-    matched: Matched,
-    profile: ProfileId,
-    streaming: bool,
-    long_lived: bool,
-    message_field: Option<MessageField>,
-    idempotent: bool,
+    /// The lookup with empty names.
+    lookup: Lookup<'static>,
     /// Where the method starts in the path (the service runs from 1 to the slash
     /// before it).
     method_at: usize,
@@ -402,32 +398,33 @@ impl Lookup<'_> {
         if split_path(path)? != (self.service, self.method) {
             return None;
         }
-        let method_at = path.len().checked_sub(self.method.len())?;
         Some(Routed {
+            lookup: self.named("", ""),
+            method_at: path.len().checked_sub(self.method.len())?,
+        })
+    }
+
+    /// The same lookup under other names.
+    fn named<'b>(&self, service: &'b str, method: &'b str) -> Lookup<'b> {
+        Lookup {
             matched: self.matched,
             profile: self.profile,
             streaming: self.streaming,
             long_lived: self.long_lived,
             message_field: self.message_field,
             idempotent: self.idempotent,
-            method_at,
-        })
+            service,
+            method,
+        }
     }
 }
 
 impl Routed {
     /// The lookup of `path`, the path this was made from.
     pub(crate) fn on<'a>(&self, path: &'a str) -> Option<Lookup<'a>> {
-        Some(Lookup {
-            matched: self.matched,
-            profile: self.profile,
-            streaming: self.streaming,
-            long_lived: self.long_lived,
-            message_field: self.message_field,
-            idempotent: self.idempotent,
-            service: path.get(1..self.method_at.checked_sub(1)?)?,
-            method: path.get(self.method_at..)?,
-        })
+        let service = path.get(1..self.method_at.checked_sub(1)?)?;
+        let method = path.get(self.method_at..)?;
+        Some(self.lookup.named(service, method))
     }
 }
 
