@@ -105,10 +105,13 @@ impl PathTable {
                 },
             };
             if *seen.path == *path {
-                let route = seen.routed.on(path)?;
-                // `i` is below the table's length, which fits.
-                let labels = LabelsRef::Seen(u32::try_from(i).ok()?);
-                return Some(Found { route, labels });
+                // The slot's index fits (the table is far shorter than `u32::MAX`),
+                // and its route lies back onto the path it was made from.
+                if let (Ok(at), Some(route)) = (u32::try_from(i), seen.routed.on(path)) {
+                    let labels = LabelsRef::Seen(at);
+                    return Some(Found { route, labels });
+                }
+                break;
             }
         }
         let route = profiles.lookup(path)?;
