@@ -115,7 +115,7 @@ impl PathTable {
             }
         }
         let route = profiles.lookup(path)?;
-        let labels = LabelsRef::Owned(Arc::new(labels(profiles, &route)));
+        let labels = LabelsRef::Owned(Arc::new(labels(profiles, &route, path)));
         Some(Found { route, labels })
     }
 
@@ -151,18 +151,17 @@ fn seat<'t>(
         Box::new(Seen {
             path: path.into(),
             routed,
-            labels: labels(profiles, &route),
+            labels: labels(profiles, &route, path),
         })
     });
     Some(Some(seen))
 }
 
 /// Builds the labels of a routed path, logging a fallback path.
-fn labels(profiles: &ProfileSet, route: &Lookup<'_>) -> Labels {
+fn labels(profiles: &ProfileSet, route: &Lookup<'_>, path: &str) -> Labels {
     if route.matched == Matched::Fallback {
         tracing::debug!(
-            service = route.service,
-            method = route.method,
+            path,
             profile = %profiles.get(route.profile).profile.name,
             "SW4RM path outside the routing table: using the fallback profile"
         );
