@@ -312,6 +312,15 @@ pub fn split_path(path: &str) -> Option<(&str, &str)> {
         .then_some((service, method))
 }
 
+/// A path already known to be `/service/method`, split where its method starts
+/// (no scan).
+fn split_at_method(path: &str, method_at: usize) -> Option<(&str, &str)> {
+    Some((
+        path.get(1..method_at.checked_sub(1)?)?,
+        path.get(method_at..)?,
+    ))
+}
+
 /// A custom route pattern: one method, or every method of a service.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -422,8 +431,7 @@ impl Lookup<'_> {
 impl Routed {
     /// The lookup of `path`, the path this was made from.
     pub(crate) fn on<'a>(&self, path: &'a str) -> Option<Lookup<'a>> {
-        let service = path.get(1..self.method_at.checked_sub(1)?)?;
-        let method = path.get(self.method_at..)?;
+        let (service, method) = split_at_method(path, self.method_at)?;
         Some(self.lookup.named(service, method))
     }
 }
@@ -478,8 +486,7 @@ impl RouteTable {
     pub(crate) fn lookup<'a>(&self, path: &'a str, fallback: ProfileId) -> Option<Lookup<'a>> {
         let exact = self.exact_index.get(path).and_then(|&(i, method_at)| {
             // A stored exact path is a valid gRPC path: split where it was split.
-            let service = path.get(1..method_at.checked_sub(1)?)?;
-            let method = path.get(method_at..)?;
+            let (service, method) = split_at_method(path, method_at)?;
             Some((i, service, method))
         });
         let (matched, route, service, method) = match exact {
