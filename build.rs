@@ -22,6 +22,8 @@ const PROTOS: &[&str] = &[
     "connector.proto",
     "logging.proto",
     "reasoning.proto",
+    // Upstream services newer than SW4RM 0.6.0.
+    "workflow.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

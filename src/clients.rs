@@ -1,5 +1,5 @@
 //! [`Sw4rm`]: one connection, the profile layer on top, and a generated tonic client
-//! for each of the fifteen services.
+//! for each of the sixteen services.
 
 use std::fmt;
 use std::time::Duration;
@@ -20,6 +20,7 @@ use crate::proto::sw4rm::router::router_service_client::RouterServiceClient;
 use crate::proto::sw4rm::scheduler::scheduler_policy_service_client::SchedulerPolicyServiceClient;
 use crate::proto::sw4rm::scheduler::scheduler_service_client::SchedulerServiceClient;
 use crate::proto::sw4rm::tool::tool_service_client::ToolServiceClient;
+use crate::proto::sw4rm::workflow::workflow_service_client::WorkflowServiceClient;
 use crate::proto::sw4rm::worktree::worktree_service_client::WorktreeServiceClient;
 use crate::timeout::{BoxError, TimeoutProfileLayer, TimeoutProfileService};
 use tower_layer::Layer;
@@ -318,7 +319,8 @@ where
         /// decide, abort).
         negotiation => NegotiationServiceClient,
         /// `sw4rm.router.RouterService`. `StreamIncoming` is a long-lived stream: it is
-        /// not ended for being idle (see the README's routes section).
+        /// not ended for being idle (see the README's routes section); `AckDelivery`
+        /// acknowledges each of its items by `seq`.
         router => RouterServiceClient,
         /// `sw4rm.hitl.HitlService` (`Decide` waits for a human: profile `hitl_escalate`).
         hitl => HitlServiceClient,
@@ -332,6 +334,10 @@ where
         logging => LoggingServiceClient,
         /// `sw4rm.reasoning.ReasoningProxy`.
         reasoning => ReasoningProxyClient,
+        /// `sw4rm.workflow.WorkflowService`: `CreateWorkflow`, `StartWorkflow` and
+        /// `ResumeWorkflow` get the `workflow_submit` profile, `GetWorkflowState`
+        /// `workflow_status`.
+        workflow => WorkflowServiceClient,
     }
 }
 

@@ -37,7 +37,8 @@ pub mod sw4rm {
     pub mod policy {
         tonic::include_proto!("sw4rm.policy");
     }
-    /// `sw4rm.router`: `RouterService` (send a message, an agent's inbound stream).
+    /// `sw4rm.router`: `RouterService` (send a message, an agent's inbound stream,
+    /// acknowledge a delivery).
     pub mod router {
         tonic::include_proto!("sw4rm.router");
     }
@@ -64,6 +65,11 @@ pub mod sw4rm {
     /// `sw4rm.reasoning`: `ReasoningProxy`.
     pub mod reasoning {
         tonic::include_proto!("sw4rm.reasoning");
+    }
+    /// `sw4rm.workflow`: `WorkflowService` (create, start, inspect and resume
+    /// workflows of agents).
+    pub mod workflow {
+        tonic::include_proto!("sw4rm.workflow");
     }
     /// `sw4rm.timeouts`: the SW4-002 `TimeoutProfile` and `StreamingTimeoutPolicy` messages.
     pub mod timeouts {

@@ -197,7 +197,7 @@ fn the_golden_listing_is_upstreams_contract() {
     );
     // One listing covers every upstream file.
     let files = proto_files(&dir);
-    assert_eq!(files.len(), 16, "{files:?}");
+    assert_eq!(files.len(), 17, "{files:?}");
 }
 
 #[test]
@@ -269,6 +269,7 @@ fn every_upstream_service_has_a_generated_client() {
         ("ConnectorService", std::any::type_name::<sw4rm::connector::connector_service_client::ConnectorServiceClient<()>>()),
         ("LoggingService", std::any::type_name::<sw4rm::logging::logging_service_client::LoggingServiceClient<()>>()),
         ("ReasoningProxy", std::any::type_name::<sw4rm::reasoning::reasoning_proxy_client::ReasoningProxyClient<()>>()),
+        ("WorkflowService", std::any::type_name::<sw4rm::workflow::workflow_service_client::WorkflowServiceClient<()>>()),
     ]);
     let services: BTreeSet<String> = upstream_lines()
         .iter()

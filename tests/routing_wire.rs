@@ -1,6 +1,6 @@
 //! Every one of the 26 RPCs reaches the server with its profile's default as the
 //! `grpc-timeout` header (real HTTP/2 over loopback), and so does every RPC of the
-//! other ten upstream SW4RM services, through the clients `Sw4rm` hands out.
+//! other eleven upstream SW4RM services, through the clients `Sw4rm` hands out.
 
 mod common;
 
@@ -86,9 +86,9 @@ const EXPECTED: [(&str, &str); 26] = [
     ("/sw4rm.tool.ToolService/Cancel", "message_route"),
 ];
 
-/// The other upstream services (SW4RM 0.6.0), written out independently: path,
-/// profile, idempotent.
-const UPSTREAM: [(&str, &str, bool); 29] = [
+/// The other upstream services (SW4RM 0.6.0, and the newer Workflow service and
+/// router acknowledgement), written out independently: path, profile, idempotent.
+const UPSTREAM: [(&str, &str, bool); 34] = [
     (
         "/sw4rm.scheduler.SchedulerPolicyService/SetNegotiationPolicy",
         "task_submit",
@@ -230,6 +230,31 @@ const UPSTREAM: [(&str, &str, bool); 29] = [
         "tool_call",
         true,
     ),
+    (
+        "/sw4rm.router.RouterService/AckDelivery",
+        "message_route",
+        true,
+    ),
+    (
+        "/sw4rm.workflow.WorkflowService/CreateWorkflow",
+        "workflow_submit",
+        false,
+    ),
+    (
+        "/sw4rm.workflow.WorkflowService/StartWorkflow",
+        "workflow_submit",
+        false,
+    ),
+    (
+        "/sw4rm.workflow.WorkflowService/GetWorkflowState",
+        "workflow_status",
+        true,
+    ),
+    (
+        "/sw4rm.workflow.WorkflowService/ResumeWorkflow",
+        "workflow_submit",
+        false,
+    ),
 ];
 
 #[test]
@@ -283,7 +308,7 @@ async fn an_upstream_rpc_goes_out_with_its_profile() {
 fn wire(profile: &str) -> &'static str {
     match profile {
         "heartbeat" => "5000000u",
-        "registration" | "task_submit" | "tool_call" => "30000000u",
+        "registration" | "task_submit" | "tool_call" | "workflow_submit" => "30000000u",
         "message_route" | "workflow_status" => "10000000u",
         "negotiation_open" | "negotiation_decision" | "handoff" => "60000000u",
         "negotiation_vote" | "hitl_escalate" => "300000m",
@@ -328,11 +353,11 @@ async fn every_rpc_carries_its_profile_default_on_the_wire() {
 
 const STREAM_INCOMING: &str = "/sw4rm.router.RouterService/StreamIncoming";
 
-/// Calls one unary RPC of the other ten upstream services with a default message.
+/// Calls one unary RPC of the other eleven upstream services with a default message.
 async fn call_upstream(sw4rm: &Sw4rm, path: &str) -> Result<(), tonic::Status> {
     use sw4rm_timeouts::proto::sw4rm::{
         activity, connector, hitl, logging, negotiation as neg, reasoning, router, scheduler,
-        worktree,
+        workflow, worktree,
     };
     macro_rules! rpc {
         ($client:expr, $method:ident, $req:ty) => {
@@ -396,6 +421,21 @@ async fn call_upstream(sw4rm: &Sw4rm, path: &str) -> Result<(), tonic::Status> {
         }
         ("sw4rm.router.RouterService", "SendMessage") => {
             rpc!(sw4rm.router(), send_message, router::SendMessageRequest)
+        }
+        ("sw4rm.router.RouterService", "AckDelivery") => {
+            rpc!(sw4rm.router(), ack_delivery, router::DeliveryAckRequest)
+        }
+        ("sw4rm.workflow.WorkflowService", m) => {
+            let mut c = sw4rm.workflow();
+            match m {
+                "CreateWorkflow" => rpc!(c, create_workflow, workflow::CreateWorkflowRequest),
+                "StartWorkflow" => rpc!(c, start_workflow, workflow::StartWorkflowRequest),
+                "GetWorkflowState" => {
+                    rpc!(c, get_workflow_state, workflow::GetWorkflowStateRequest)
+                }
+                "ResumeWorkflow" => rpc!(c, resume_workflow, workflow::ResumeWorkflowRequest),
+                _ => panic!("unknown {path}"),
+            }
         }
         ("sw4rm.hitl.HitlService", "Decide") => rpc!(sw4rm.hitl(), decide, hitl::HitlInvocation),
         ("sw4rm.worktree.WorktreeService", m) => {
@@ -555,4 +595,124 @@ async fn an_idle_limit_set_for_the_call_ends_the_inbound_stream() {
     assert!(details.elapsed_ms() >= 1_000);
     assert_eq!(details.message_count(), Some(2));
     assert_eq!(server.calls_to("StreamIncoming")[0].grpc_timeout, None);
+}
+
+/// A newcomer's first workflow call: the `workflow_submit` default on the wire, and a
+/// 200 ms override clamped up to the profile's 5 s minimum with the usual warning.
+#[tokio::test]
+async fn a_workflow_call_goes_out_with_workflow_submit() {
+    use std::time::Duration;
+    use sw4rm_timeouts::proto::sw4rm::workflow::CreateWorkflowRequest;
+
+    let server = server().await;
+    let sw4rm = connect(&server, TimeoutProfileLayer::new(standard())).await;
+    sw4rm
+        .workflow()
+        .create_workflow(CreateWorkflowRequest::default())
+        .await
+        .unwrap();
+    let (events, _guard) = common::capture_events();
+    let mut request = tonic::Request::new(CreateWorkflowRequest::default());
+    request.set_timeout(Duration::from_millis(200));
+    sw4rm.workflow().create_workflow(request).await.unwrap();
+
+    let seen: Vec<_> = server
+        .calls_to("CreateWorkflow")
+        .into_iter()
+        .map(|c| c.grpc_timeout)
+        .collect();
+    assert_eq!(
+        seen,
+        [Some("30000000u".to_owned()), Some("5000000u".to_owned())]
+    );
+    let warnings = events.with_message("clamped to the profile's bounds");
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    let w = &warnings[0];
+    assert_eq!(
+        (
+            w["level"].as_str(),
+            w["profile"].as_str(),
+            w["bound"].as_str(),
+            w["requested_ms"].as_str(),
+            w["effective_ms"].as_str()
+        ),
+        ("WARN", "workflow_submit", "min", "200", "5000")
+    );
+}
+
+/// An agent's inbox as agents run it: `StreamIncoming` open under the standard
+/// profiles, quiet for longer than `message_route`'s 10 s between two messages, and
+/// each item acknowledged by its `seq` with `AckDelivery` under its own profile. A
+/// second acknowledgement of the same `seq` is recorded as nothing new.
+#[tokio::test]
+async fn an_agent_reads_its_inbox_and_acknowledges_each_item() {
+    use std::time::{Duration, Instant};
+    use sw4rm_timeouts::proto::sw4rm::router::{DeliveryAckRequest, StreamRequest};
+    use sw4rm_timeouts::testing::{Outcome, Script, StreamScript};
+
+    const QUIET: Duration = Duration::from_millis(10_500);
+    let server = server().await;
+    server
+        .script(
+            "StreamIncoming",
+            Script::stream(StreamScript {
+                messages: 2,
+                gap: QUIET,
+                ..StreamScript::default()
+            }),
+        )
+        .unwrap();
+    let sw4rm = connect(&server, TimeoutProfileLayer::new(standard())).await;
+    let mut router = sw4rm.router();
+    let mut inbox = router
+        .stream_incoming(StreamRequest {
+            agent_id: "agent-7".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+
+    let mut seqs = Vec::new();
+    let mut arrivals = Vec::new();
+    while let Some(item) = inbox.message().await.unwrap() {
+        arrivals.push(Instant::now());
+        let ack = DeliveryAckRequest {
+            agent_id: "agent-7".into(),
+            seq: item.seq,
+            message_id: item.msg.map(|m| m.message_id).unwrap_or_default(),
+            ..Default::default()
+        };
+        assert!(
+            router
+                .ack_delivery(ack.clone())
+                .await
+                .unwrap()
+                .into_inner()
+                .recorded
+        );
+        // Idempotent: the same acknowledgement again changes nothing.
+        assert!(
+            !router
+                .ack_delivery(ack)
+                .await
+                .unwrap()
+                .into_inner()
+                .recorded
+        );
+        seqs.push(item.seq);
+    }
+
+    assert_eq!(seqs.len(), 2, "both items arrived");
+    assert_ne!(seqs[0], seqs[1], "each delivery has its own seq");
+    assert!(arrivals[1] - arrivals[0] >= QUIET - Duration::from_millis(50));
+    let stream = &server.calls_to("StreamIncoming")[0];
+    assert_eq!(
+        (stream.grpc_timeout.as_deref(), stream.outcome),
+        (None, Outcome::Completed)
+    );
+    let acks = server.calls_to("AckDelivery");
+    assert_eq!(acks.len(), 4);
+    for ack in acks {
+        assert_eq!(ack.grpc_timeout.as_deref(), Some("10000000u"));
+    }
 }

@@ -61,8 +61,9 @@ const fn with_field(mut route: StandardRoute, field: MessageField) -> StandardRo
 
 /// Every RPC of Registry, Scheduler, NegotiationRoom, Handoff and Tool with its
 /// SW4-002 profile (spec §3, extended to the upstream RPCs the spec does not list),
-/// then the unary RPCs of the other upstream SW4RM services (SchedulerPolicy,
-/// Negotiation, Router, HITL, Worktree, Activity, Connector, Logging, Reasoning).
+/// then the RPCs of the other upstream SW4RM services (SchedulerPolicy, Negotiation,
+/// Router, HITL, Worktree, Activity, Connector, Logging, Reasoning, Workflow). Every
+/// standard profile has at least one route.
 /// `RouterService/StreamIncoming`, an agent's inbound stream, is a long-lived stream:
 /// it is not ended for being idle (see [`StandardRoute::long_lived`]).
 pub const STANDARD_ROUTES: &[StandardRoute] = &[
@@ -239,6 +240,11 @@ pub const STANDARD_ROUTES: &[StandardRoute] = &[
         "/sw4rm.router.RouterService/StreamIncoming",
         names::MESSAGE_ROUTE,
     )),
+    // Acknowledging a `seq` twice answers `recorded = false` and changes nothing.
+    idempotent(r(
+        "/sw4rm.router.RouterService/AckDelivery",
+        names::MESSAGE_ROUTE,
+    )),
     r("/sw4rm.hitl.HitlService/Decide", names::HITL_ESCALATE),
     r("/sw4rm.worktree.WorktreeService/Bind", names::REGISTRATION),
     idempotent(r(
@@ -290,6 +296,24 @@ pub const STANDARD_ROUTES: &[StandardRoute] = &[
         "/sw4rm.reasoning.ReasoningProxy/Summarize",
         names::TOOL_CALL,
     )),
+    // Upstream's WorkflowService (newer than 0.6.0): the RPCs SW4-002's workflow
+    // profiles exist for. Creating, starting or resuming twice runs twice.
+    r(
+        "/sw4rm.workflow.WorkflowService/CreateWorkflow",
+        names::WORKFLOW_SUBMIT,
+    ),
+    r(
+        "/sw4rm.workflow.WorkflowService/StartWorkflow",
+        names::WORKFLOW_SUBMIT,
+    ),
+    idempotent(r(
+        "/sw4rm.workflow.WorkflowService/GetWorkflowState",
+        names::WORKFLOW_STATUS,
+    )),
+    r(
+        "/sw4rm.workflow.WorkflowService/ResumeWorkflow",
+        names::WORKFLOW_SUBMIT,
+    ),
 ];
 
 /// Splits `/package.Service/Method` into service and method; `None` when the path is
@@ -567,6 +591,21 @@ mod tests {
             assert!(split_path(route.path).is_some(), "{}", route.path);
             assert!(crate::TimeoutProfile::standard_named(route.profile).is_some());
         }
+    }
+
+    /// A standard profile that no standard route uses is a profile nobody gets.
+    #[test]
+    fn every_standard_profile_has_a_standard_route() {
+        let unused: Vec<&str> = crate::policy::profile::STANDARD_PROFILES
+            .iter()
+            .map(|p| p.name.as_ref())
+            .filter(|name| !STANDARD_ROUTES.iter().any(|r| r.profile == *name))
+            .collect();
+        assert_eq!(
+            unused,
+            Vec::<&str>::new(),
+            "standard profiles without a route"
+        );
     }
 
     #[test]

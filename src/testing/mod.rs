@@ -1,6 +1,6 @@
 //! An embedded, in-process SW4RM server for tests and examples (feature `testing`).
 //!
-//! It serves all fifteen SW4RM services (and the SW4-002 additions) over real HTTP/2
+//! It serves all sixteen SW4RM services (and the SW4-002 additions) over real HTTP/2
 //! on loopback, answers every RPC with a default (or scripted) message after a scripted
 //! latency (streams with scripted pacing), and records, per call, the `grpc-timeout` it
 //! received, its metadata, and whether the call completed or was cancelled.
@@ -52,6 +52,7 @@ use crate::proto::sw4rm::router::router_service_server::RouterServiceServer;
 use crate::proto::sw4rm::scheduler::scheduler_policy_service_server::SchedulerPolicyServiceServer;
 use crate::proto::sw4rm::scheduler::scheduler_service_server::SchedulerServiceServer;
 use crate::proto::sw4rm::tool::tool_service_server::ToolServiceServer;
+use crate::proto::sw4rm::workflow::workflow_service_server::WorkflowServiceServer;
 use crate::proto::sw4rm::worktree::worktree_service_server::WorktreeServiceServer;
 use services::Embedded;
 use state::State;
@@ -109,7 +110,8 @@ impl TestServer {
             .add_service(ActivityServiceServer::new(svc.clone()))
             .add_service(ConnectorServiceServer::new(svc.clone()))
             .add_service(LoggingServiceServer::new(svc.clone()))
-            .add_service(ReasoningProxyServer::new(svc));
+            .add_service(ReasoningProxyServer::new(svc.clone()))
+            .add_service(WorkflowServiceServer::new(svc));
         tokio::spawn(async move {
             let incoming = TcpListenerStream::new(listener);
             if let Err(e) = router

@@ -1,6 +1,7 @@
 //! Shared state of the embedded server: scripts in, call records out.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Notify;
@@ -12,6 +13,10 @@ pub(crate) struct State {
     scripts: Mutex<HashMap<&'static str, Script>>,
     calls: Mutex<Vec<CallRecord>>,
     pub(crate) changed: Notify,
+    /// The last `seq` given to an inbound message.
+    last_seq: AtomicI64,
+    /// Deliveries (agent, seq) sent and not yet acknowledged.
+    pending: Mutex<HashSet<(String, i64)>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -30,6 +35,21 @@ impl State {
 
     pub(crate) fn calls(&self) -> Vec<CallRecord> {
         lock(&self.calls).clone()
+    }
+
+    /// A `seq` no inbound message of this server had (from 1).
+    pub(crate) fn next_seq(&self) -> i64 {
+        self.last_seq.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// `seq` went out on `agent`'s inbound stream.
+    pub(crate) fn delivered(&self, agent: &str, seq: i64) {
+        lock(&self.pending).insert((agent.to_owned(), seq));
+    }
+
+    /// Acknowledges a delivery: true if it was pending (and is no longer).
+    pub(crate) fn acknowledge(&self, agent: &str, seq: i64) -> bool {
+        lock(&self.pending).remove(&(agent.to_owned(), seq))
     }
 
     pub(crate) fn begin(

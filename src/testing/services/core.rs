@@ -183,15 +183,18 @@ impl tool::tool_service_server::ToolService for Embedded {
         request: Request<tool::ToolCall>,
     ) -> Result<Response<Self::CallStreamStream>, Status> {
         let call_id = request.get_ref().call_id.clone();
-        let frames = self.stream(CALL_STREAM, request.metadata(), move |i, last| {
-            tool::ToolFrame {
+        let frames = self.stream(
+            CALL_STREAM,
+            request.metadata(),
+            move |i, last| tool::ToolFrame {
                 call_id: call_id.clone(),
                 frame_no: u64::from(i),
                 r#final: last,
                 data: vec![0; 16],
                 ..Default::default()
-            }
-        });
+            },
+            |_| {},
+        );
         Ok(Response::new(frames))
     }
 }

@@ -1,7 +1,7 @@
 //! The embedded server's service implementations: every SW4RM service, answering
 //! with default (or scripted) messages after the scripted latency, and recording every
 //! call. Reading order: this file (the shared handlers), `core.rs` (the five services
-//! of SW4-002's table), `upstream.rs` (the other ten upstream services).
+//! of SW4-002's table), `upstream.rs` (the other eleven upstream services).
 
 mod core;
 mod upstream;
@@ -30,6 +30,16 @@ impl Embedded {
         req: Request<Req>,
         path: &'static str,
     ) -> Result<Response<Resp>, Status> {
+        self.unary_with(req, path, |_| Resp::default()).await
+    }
+
+    /// A unary handler whose unscripted answer `answer` makes from the request.
+    async fn unary_with<Req, Resp: prost::Message + Default>(
+        &self,
+        req: Request<Req>,
+        path: &'static str,
+        answer: impl FnOnce(Req) -> Resp,
+    ) -> Result<Response<Resp>, Status> {
         let guard = self.state.begin(path, req.metadata());
         let script = self.state.script(path);
         let nth = guard.nth_of_path();
@@ -42,22 +52,23 @@ impl Embedded {
                 Err(Status::new(code, format!("scripted failure of {path}")))
             }
             _ => {
-                let message = script
-                    .response
-                    .and_then(|bytes| Resp::decode(bytes).ok())
-                    .unwrap_or_default();
+                let message = match script.response {
+                    Some(bytes) => Resp::decode(bytes).unwrap_or_default(),
+                    None => answer(req.into_inner()),
+                };
                 Ok(Response::new(message))
             }
         }
     }
 
     /// A server stream paced by the RPC's `StreamScript`: its scripted frames, or the
-    /// messages `frame(i, last)` makes.
+    /// messages `frame(i, last)` makes; `sent` sees each message as it goes out.
     fn stream<T: prost::Message + Default + 'static>(
         &self,
         path: &'static str,
         metadata: &MetadataMap,
         frame: impl Fn(u32, bool) -> T + Send + 'static,
+        sent: impl Fn(&T) + Send + 'static,
     ) -> Frames<T> {
         let guard = self.state.begin(path, metadata);
         let script = self.state.script(path).stream;
@@ -85,9 +96,12 @@ impl Embedded {
                     .get(i as usize)
                     .and_then(|bytes| T::decode(bytes.clone()).ok())
                     .unwrap_or_else(|| frame(i, last));
-                if tx.send(Ok(message)).await.is_err() {
-                    return;
-                }
+                let permit = match tx.reserve().await {
+                    Ok(permit) => permit,
+                    Err(_) => return,
+                };
+                sent(&message);
+                permit.send(Ok(message));
                 guard.sent_message();
             }
             if script.stall_after {

@@ -1,15 +1,19 @@
-//! The other ten services of upstream SW4RM (policy administration, negotiation
-//! rounds, router, HITL, worktrees, activity, connectors, logging, reasoning).
+//! The other eleven services of upstream SW4RM (policy administration, negotiation
+//! rounds, router, HITL, worktrees, activity, connectors, logging, reasoning,
+//! workflows).
 
 use tonic::{Request, Response, Status};
 
 use super::{unary, Embedded, Frames};
 use crate::proto::sw4rm::{
-    activity, common, connector, hitl, logging, negotiation, reasoning, router, scheduler, worktree,
+    activity, common, connector, hitl, logging, negotiation, reasoning, router, scheduler,
+    workflow, worktree,
 };
 
 /// The router's long-lived inbound stream of one agent.
 const STREAM_INCOMING: &str = "/sw4rm.router.RouterService/StreamIncoming";
+/// The consumer's acknowledgement of one inbound message.
+const ACK_DELIVERY: &str = "/sw4rm.router.RouterService/AckDelivery";
 
 #[tonic::async_trait]
 impl scheduler::scheduler_policy_service_server::SchedulerPolicyService for Embedded {
@@ -222,19 +226,70 @@ impl router::router_service_server::RouterService for Embedded {
 
     type StreamIncomingStream = Frames<router::StreamItem>;
 
+    /// Numbered messages, each with a `seq` new to this server; every `seq` sent is
+    /// pending until `AckDelivery` acknowledges it.
     async fn stream_incoming(
         &self,
         request: Request<router::StreamRequest>,
     ) -> Result<Response<Self::StreamIncomingStream>, Status> {
         let agent_id = request.get_ref().agent_id.clone();
-        let frames = self.stream(STREAM_INCOMING, request.metadata(), move |i, _| {
-            router::StreamItem {
+        let (state, pending) = (self.state.clone(), self.state.clone());
+        let agent = agent_id.clone();
+        let frames = self.stream(
+            STREAM_INCOMING,
+            request.metadata(),
+            move |i, _| router::StreamItem {
                 msg: Some(common::Envelope {
                     message_id: format!("{agent_id}-{i}"),
                     ..Default::default()
                 }),
-            }
-        });
+                seq: state.next_seq(),
+            },
+            move |item| pending.delivered(&agent, item.seq),
+        );
         Ok(Response::new(frames))
     }
+
+    /// `recorded` is true for a `seq` this agent's stream delivered and nobody has
+    /// acknowledged yet; false otherwise (acknowledging twice changes nothing).
+    async fn ack_delivery(
+        &self,
+        request: Request<router::DeliveryAckRequest>,
+    ) -> Result<Response<router::DeliveryAckResponse>, Status> {
+        let state = self.state.clone();
+        self.unary_with(request, ACK_DELIVERY, move |ack| {
+            router::DeliveryAckResponse {
+                recorded: state.acknowledge(&ack.agent_id, ack.seq),
+            }
+        })
+        .await
+    }
+}
+
+#[tonic::async_trait]
+impl workflow::workflow_service_server::WorkflowService for Embedded {
+    unary!(
+        create_workflow,
+        workflow::CreateWorkflowRequest,
+        workflow::CreateWorkflowResponse,
+        "/sw4rm.workflow.WorkflowService/CreateWorkflow"
+    );
+    unary!(
+        start_workflow,
+        workflow::StartWorkflowRequest,
+        workflow::StartWorkflowResponse,
+        "/sw4rm.workflow.WorkflowService/StartWorkflow"
+    );
+    unary!(
+        get_workflow_state,
+        workflow::GetWorkflowStateRequest,
+        workflow::GetWorkflowStateResponse,
+        "/sw4rm.workflow.WorkflowService/GetWorkflowState"
+    );
+    unary!(
+        resume_workflow,
+        workflow::ResumeWorkflowRequest,
+        workflow::ResumeWorkflowResponse,
+        "/sw4rm.workflow.WorkflowService/ResumeWorkflow"
+    );
 }
