@@ -8,9 +8,10 @@
 //! ## Connecting: your own `Endpoint`
 //!
 //! [`crate::Sw4rm::builder`] takes a tonic `Endpoint`, so TLS, keep-alive, origin,
-//! user agent and lazy connecting are set as tonic users set them; the builder adds a
-//! connect timeout and the HTTP/2 settings a client that cancels calls at their
-//! deadline needs ([`crate::cancel_safe`]):
+//! user agent, connect timeout and lazy connecting are set as tonic users set them,
+//! and stand; the builder adds a connect timeout where the endpoint has none
+//! ([`crate::DEFAULT_CONNECT_TIMEOUT`]) and the HTTP/2 settings a client that cancels
+//! calls at their deadline needs ([`crate::cancel_safe`]):
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -20,10 +21,11 @@
 //! let endpoint = Endpoint::from_static("http://scheduler.swarm.internal:50051")
 //!     .http2_keep_alive_interval(Duration::from_secs(30))
 //!     .user_agent("planner-agent/1.4")?;
-//! // TLS: `endpoint.tls_config(ClientTlsConfig::new()...)` with tonic's TLS feature.
+//! // TLS: `endpoint.tls_config(ClientTlsConfig::new()...)` with a `tls-*` feature
+//! // (see the README's "TLS" section).
 //! let sw4rm = Sw4rm::builder(endpoint)
 //!     .layer(TimeoutProfileLayer::new(ProfileSet::from_global()?))
-//!     .connect_lazy(); // calls made before the connection is up still end at their deadlines
+//!     .connect_lazy()?; // calls made before the connection is up still end at their deadlines
 //! # drop(sw4rm); Ok(()) }
 //! ```
 //!

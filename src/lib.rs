@@ -52,10 +52,19 @@
 //!
 //! ## Features
 //!
+//! * `server`: generated tonic servers for the SW4RM services, and tonic's server,
+//!   for agents that serve SW4RM RPCs.
 //! * `testing`: `testing::TestServer`, an embedded in-process SW4RM server with
-//!   scripted latency and stream pacing, for agents' own tests.
+//!   scripted latency and stream pacing, for agents' own tests (implies `server`;
+//!   with a TLS provider it also serves TLS).
 //! * `prometheus`: `metrics::prometheus_exporter`, an OpenTelemetry Prometheus exporter
 //!   that keeps the SW4-002 metric names exact.
+//! * `cli`: the `sw4rm-timeouts` operator command (`explain`, `check`, `routes`,
+//!   `service-config`).
+//! * `tls-ring` or `tls-aws-lc`: TLS (rustls) with that crypto provider;
+//!   `tls-native-roots`, `tls-webpki-roots`: the trust roots [`Sw4rm::connect`] uses
+//!   for `https://` URLs. Without a provider an `https://` URL is refused, never
+//!   reached in plaintext.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -112,7 +121,8 @@ pub use prost;
 pub use prost_types;
 pub use tonic;
 
-/// The README's code, compiled as a doctest so it cannot drift from the API.
-#[cfg(doctest)]
+/// The README's code, compiled as a doctest so it cannot drift from the API (in a
+/// build with TLS, which its TLS section needs: the workspace's `cargo test`).
+#[cfg(all(doctest, any(feature = "tls-ring", feature = "tls-aws-lc")))]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;

@@ -206,7 +206,8 @@ async fn endpoint_timeout_is_reported_as_itself_even_for_an_infinite_call() {
         .timeout(Duration::from_millis(100));
     let sw4rm = sw4rm_timeouts::Sw4rm::builder(endpoint)
         .layer(TimeoutProfileLayer::standard().without_metrics())
-        .connect_lazy();
+        .connect_lazy()
+        .unwrap();
     let mut req = tonic::Request::new(
         sw4rm_timeouts::proto::sw4rm::negotiation_room::WaitForDecisionRequest::default(),
     );

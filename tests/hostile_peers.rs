@@ -41,7 +41,10 @@ fn fast() -> TimeoutProfileLayer {
 
 fn lazy(addr: SocketAddr, layer: TimeoutProfileLayer) -> Sw4rm {
     let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{addr}")).unwrap();
-    Sw4rm::builder(endpoint).layer(layer).connect_lazy()
+    Sw4rm::builder(endpoint)
+        .layer(layer)
+        .connect_lazy()
+        .unwrap()
 }
 
 async fn heartbeat(sw4rm: &Sw4rm) -> Result<(), tonic::Status> {
@@ -377,7 +380,8 @@ async fn more_calls_than_the_channel_buffer_against_a_peer_that_never_accepts() 
     let sw4rm = Sw4rm::builder(endpoint)
         .layer(TimeoutProfileLayer::new(profiles).without_metrics())
         .connect_timeout(None)
-        .connect_lazy();
+        .connect_lazy()
+        .unwrap();
     // tonic's channel buffer holds 1,024 calls; 1,100 are made at once.
     let start = Instant::now();
     let mut set = tokio::task::JoinSet::new();
@@ -454,6 +458,46 @@ async fn a_closed_port_names_the_endpoint_and_the_cause_once() {
             .starts_with("invalid SW4RM endpoint \"not a uri\": "),
         "{err}"
     );
+}
+
+/// A lazily connected client whose peer's port is closed: each call fails with
+/// `UNAVAILABLE` naming the endpoint and the root cause, as an eager connect does.
+#[tokio::test]
+async fn a_lazy_connection_to_a_closed_port_names_the_endpoint_and_the_cause() {
+    let addr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let sw4rm = lazy(addr, TimeoutProfileLayer::standard().without_retries());
+    let status = heartbeat(&sw4rm).await.unwrap_err();
+    assert_eq!(status.code(), Code::Unavailable, "{status}");
+    let message = status.message();
+    assert!(
+        message.starts_with(&format!(
+            "cannot connect to the SW4RM endpoint http://{addr}/: "
+        )) && message.contains("refused"),
+        "{message}"
+    );
+}
+
+/// The connect timeout set on the caller's own `Endpoint` stands: the SDK's 5 s
+/// default does not replace it.
+#[tokio::test]
+async fn the_endpoints_own_connect_timeout_stands() {
+    let (addr, _fill, _listener) = full_backlog().await;
+    let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect_timeout(ms(300));
+    let start = Instant::now();
+    // The SDK's default is 5 s: a connect still pending at 4 s did not use the
+    // endpoint's 300 ms.
+    let connect = Sw4rm::builder(endpoint).connect();
+    let err = tokio::time::timeout(Duration::from_secs(4), connect)
+        .await
+        .expect("the endpoint's 300 ms connect timeout applies, not the SDK's 5 s")
+        .unwrap_err();
+    assert!(start.elapsed() >= ms(300));
+    assert!(err.to_string().contains("deadline has elapsed"), "{err}");
 }
 
 // ---------------------------------------------------------------------------------

@@ -150,7 +150,10 @@ fn serve(
 
 fn sw4rm(addr: SocketAddr, layer: TimeoutProfileLayer) -> Sw4rm {
     let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{addr}")).unwrap();
-    Sw4rm::builder(endpoint).layer(layer).connect_lazy()
+    Sw4rm::builder(endpoint)
+        .layer(layer)
+        .connect_lazy()
+        .unwrap()
 }
 
 /// Heartbeats get `deadline`, a minimum of 10 ms, and this retry policy.

@@ -27,6 +27,8 @@
 mod script;
 mod services;
 mod state;
+#[cfg(any(feature = "tls-ring", feature = "tls-aws-lc"))]
+mod tls;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -37,6 +39,9 @@ use tokio::sync::oneshot;
 use tokio_stream::wrappers::TcpListenerStream;
 
 pub use script::{CallRecord, Outcome, Script, StreamScript};
+#[cfg(any(feature = "tls-ring", feature = "tls-aws-lc"))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "tls-ring", feature = "tls-aws-lc"))))]
+pub use tls::TestTls;
 
 use crate::policy::route::STANDARD_ROUTES;
 use crate::proto::sw4rm::activity::activity_service_server::ActivityServiceServer;
@@ -70,11 +75,67 @@ pub struct TestServer {
     addr: SocketAddr,
     state: Arc<State>,
     shutdown: Option<oneshot::Sender<()>>,
+    #[cfg(any(feature = "tls-ring", feature = "tls-aws-lc"))]
+    tls: Option<TestTls>,
 }
 
 impl TestServer {
-    /// Starts the server on `127.0.0.1` with an OS-chosen port.
+    /// Starts the server on `127.0.0.1` with an OS-chosen port, in plaintext.
     pub async fn start() -> std::io::Result<TestServer> {
+        let server = tonic::transport::Server::builder();
+        let (addr, state, shutdown) = TestServer::serve(server).await?;
+        Ok(TestServer {
+            addr,
+            state,
+            shutdown: Some(shutdown),
+            #[cfg(any(feature = "tls-ring", feature = "tls-aws-lc"))]
+            tls: None,
+        })
+    }
+
+    /// Starts the server with TLS: a certificate authority made now signs its
+    /// certificate (for `localhost` and `127.0.0.1`); [`TestServer::tls`] hands the CA
+    /// to trust to the test. The URL is `https://127.0.0.1:PORT`.
+    #[cfg(any(feature = "tls-ring", feature = "tls-aws-lc"))]
+    #[cfg_attr(docsrs, doc(cfg(any(feature = "tls-ring", feature = "tls-aws-lc"))))]
+    pub async fn start_tls() -> std::io::Result<TestServer> {
+        TestServer::start_with_tls(false).await
+    }
+
+    /// [`TestServer::start_tls`], and the server requires a client identity signed by
+    /// its CA (mutual TLS): [`TestTls::client_tls_config`] carries one.
+    #[cfg(any(feature = "tls-ring", feature = "tls-aws-lc"))]
+    #[cfg_attr(docsrs, doc(cfg(any(feature = "tls-ring", feature = "tls-aws-lc"))))]
+    pub async fn start_mutual_tls() -> std::io::Result<TestServer> {
+        TestServer::start_with_tls(true).await
+    }
+
+    #[cfg(any(feature = "tls-ring", feature = "tls-aws-lc"))]
+    async fn start_with_tls(mutual: bool) -> std::io::Result<TestServer> {
+        let tls = TestTls::generate(mutual).map_err(std::io::Error::other)?;
+        let server = tonic::transport::Server::builder()
+            .tls_config(tls.server_tls_config())
+            .map_err(std::io::Error::other)?;
+        let (addr, state, shutdown) = TestServer::serve(server).await?;
+        Ok(TestServer {
+            addr,
+            state,
+            shutdown: Some(shutdown),
+            tls: Some(tls),
+        })
+    }
+
+    /// The certificates of a TLS server (`None` for a plaintext one).
+    #[cfg(any(feature = "tls-ring", feature = "tls-aws-lc"))]
+    #[cfg_attr(docsrs, doc(cfg(any(feature = "tls-ring", feature = "tls-aws-lc"))))]
+    pub fn tls(&self) -> Option<&TestTls> {
+        self.tls.as_ref()
+    }
+
+    /// Serves every service on a new loopback listener.
+    async fn serve(
+        server: tonic::transport::Server,
+    ) -> std::io::Result<(SocketAddr, Arc<State>, oneshot::Sender<()>)> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let state = Arc::new(State::default());
@@ -82,7 +143,7 @@ impl TestServer {
             state: state.clone(),
         };
         let (tx, rx) = oneshot::channel::<()>();
-        let router = tonic::transport::Server::builder()
+        let router = server
             // This server exists to be cancelled at deadlines: a burst of calls reset
             // by their client before the server accepted them is its normal load, not
             // the rapid-reset attack h2's default guard (20 pending resets, then
@@ -123,11 +184,7 @@ impl TestServer {
                 tracing::error!(error = %e, "embedded SW4RM server stopped");
             }
         });
-        Ok(TestServer {
-            addr,
-            state,
-            shutdown: Some(tx),
-        })
+        Ok((addr, state, tx))
     }
 
     /// The bound address.
@@ -135,8 +192,12 @@ impl TestServer {
         self.addr
     }
 
-    /// `http://127.0.0.1:PORT`.
+    /// `http://127.0.0.1:PORT`, or `https://127.0.0.1:PORT` for a TLS server.
     pub fn url(&self) -> String {
+        #[cfg(any(feature = "tls-ring", feature = "tls-aws-lc"))]
+        if self.tls.is_some() {
+            return format!("https://{}", self.addr);
+        }
         format!("http://{}", self.addr)
     }
 

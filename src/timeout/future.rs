@@ -20,7 +20,7 @@ use super::BoxError;
 use crate::policy::deadline::{Phase, Progress};
 use crate::policy::retry::{Failure, Pushback};
 use crate::wire::details::DetectedBy;
-use crate::wire::status::{code_of_error, is_server_timeout, is_transport_timeout};
+use crate::wire::status::{is_server_timeout, is_transport_timeout};
 
 type Request = http::Request<tonic::body::Body>;
 
@@ -318,8 +318,7 @@ fn failed_attempt<S, B>(
             }
         }
     }
-    call.finish(|| code_of_error(&*err));
-    Step::Fail(err)
+    Step::Fail(call.failed(err))
 }
 
 /// The attempt in flight reached its attempt timeout: retry, or end the call with it.

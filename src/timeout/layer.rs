@@ -47,6 +47,7 @@ impl TimeoutProfileLayer {
                     span_level: tracing::Level::DEBUG,
                     retry: RetrySettings::default(),
                     propagation: Propagation::default(),
+                    endpoint: None,
                 },
             )),
         }
@@ -153,6 +154,11 @@ impl TimeoutProfileLayer {
     /// streaming), is sent once.
     pub fn with_replay_limit(self, bytes: usize) -> Self {
         self.with_settings(|s| s.retry.replay_limit = bytes)
+    }
+
+    /// Names `endpoint` in the status of a call that cannot connect to it.
+    pub(crate) fn naming_endpoint(self, endpoint: String) -> Self {
+        self.with_settings(|s| s.endpoint = Some(endpoint.into()))
     }
 
     /// The profile table in use.

@@ -12,11 +12,13 @@ use tonic::{Code, Status};
 use super::paths::{Labels, LabelsRef};
 use super::plan::CallPlan;
 use super::shared::Shared;
+use super::BoxError;
 use crate::policy::deadline::{Cap, Phase, Progress, Timers};
 use crate::policy::route::ProfileId;
 use crate::policy::source::Source;
 use crate::policy::streaming::millis;
 use crate::wire::details::{DetectedBy, TimeoutDetails};
+use crate::wire::status::{code_of_error, unreachable};
 
 /// Whether the call's end event has been emitted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -152,6 +154,16 @@ impl CallRecord {
         if self.state == State::Open {
             self.state = State::Ended;
             self.record(false, code);
+        }
+    }
+
+    /// The call failed below the layer with `err`: ends the record, and gives the error
+    /// the caller sees (a failed connect as `UNAVAILABLE` naming the endpoint).
+    pub(crate) fn failed(&mut self, err: BoxError) -> BoxError {
+        self.finish(|| code_of_error(&*err));
+        match unreachable(err, self.shared.settings.endpoint.as_deref()) {
+            Ok(status) => status.into(),
+            Err(err) => err,
         }
     }
 

@@ -3,6 +3,7 @@
 //! (`paths.rs`).
 
 use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 use super::budget::RetryBudget;
 use super::retry::DEFAULT_REPLAY_LIMIT;
@@ -40,6 +41,9 @@ pub(crate) struct Settings {
     pub(crate) span_level: tracing::Level,
     pub(crate) retry: RetrySettings,
     pub(crate) propagation: Propagation,
+    /// The endpoint the service under the layer connects to, when known (a `Sw4rm`
+    /// built from a URL or an `Endpoint`): named when a call cannot connect.
+    pub(crate) endpoint: Option<Arc<str>>,
 }
 
 #[derive(Debug)]

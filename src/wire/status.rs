@@ -1,7 +1,10 @@
 //! Reading what ended a call from the transport's error or the peer's status headers.
 
 use tokio::time::Instant;
-use tonic::Code;
+use tonic::{Code, Status};
+
+/// An error from below the layer.
+type Error = Box<dyn std::error::Error + Send + Sync>;
 
 /// The `grpc-status` header (a constant name: looking it up parses nothing).
 pub(crate) const GRPC_STATUS: http::HeaderName = http::HeaderName::from_static("grpc-status");
@@ -79,6 +82,25 @@ pub(crate) fn code_of_error(err: &(dyn std::error::Error + 'static)) -> Code {
             .then_some(Code::Unavailable)
         })
         .unwrap_or(Code::Unknown)
+}
+
+/// The status for a call that could not connect (a `tonic::ConnectError` in the
+/// chain): `UNAVAILABLE`, naming the endpoint (when known) and the innermost cause
+/// ("Connection refused"), with the error as its source; any other error back as it is.
+pub(crate) fn unreachable(err: Error, endpoint: Option<&str>) -> Result<Status, Error> {
+    if !causes(&*err).any(|e| e.is::<tonic::ConnectError>()) {
+        return Err(err);
+    }
+    let cause = causes(&*err)
+        .last()
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    let mut status = Status::unavailable(match endpoint {
+        Some(endpoint) => format!("cannot connect to the SW4RM endpoint {endpoint}: {cause}"),
+        None => format!("cannot connect to the SW4RM endpoint: {cause}"),
+    });
+    status.set_source(err.into());
+    Ok(status)
 }
 
 /// gRPC's mapping of an HTTP/2 `RST_STREAM` reason to a status code.

@@ -1,0 +1,252 @@
+//! [`Sw4rmBuilder`]: a [`Sw4rm`] from the caller's own tonic `Endpoint`, whose settings
+//! stand; the SDK only adds what the caller left unset (a connect timeout) and the
+//! HTTP/2 settings of [`cancel_safe`].
+
+use std::time::Duration;
+
+use tonic::transport::Endpoint;
+
+use super::error::ConnectError;
+use super::scheme::{transport, TlsBuild, TlsConfigBy};
+use super::Sw4rm;
+use crate::timeout::TimeoutProfileLayer;
+
+/// How long [`Sw4rm::connect`] and [`Sw4rmBuilder`] wait for a TCP (and TLS)
+/// connection when nobody said otherwise (neither the `Endpoint` nor
+/// [`Sw4rmBuilder::connect_timeout`]). Without it a peer that drops SYNs (a full
+/// accept backlog) keeps a connect pending for about two minutes while the kernel
+/// retries.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Locally reset streams HTTP/2 remembers on a connection built by [`cancel_safe`].
+pub const RESET_STREAMS_REMEMBERED: usize = 10_000;
+
+/// How long HTTP/2 remembers a locally reset stream on a connection built by
+/// [`cancel_safe`].
+pub const RESET_STREAM_MEMORY: Duration = Duration::from_secs(30);
+
+/// The HTTP/2 settings a client that cancels calls at their deadline needs.
+///
+/// When a call is cancelled, its stream is reset; frames the server had already sent
+/// for it keep arriving. h2 ignores them only while it still remembers the reset
+/// stream (by default 50 streams, for 1 s); each frame for a forgotten one counts as
+/// a protocol error, and after 1,024 of them the client closes the connection with
+/// `GOAWAY(ENHANCE_YOUR_CALM)` and *every* call on it fails. Under a slow link or a
+/// busy server, sustained cancel-at-deadline traffic reaches that within seconds.
+/// This remembers up to [`RESET_STREAMS_REMEMBERED`] reset streams for
+/// [`RESET_STREAM_MEMORY`] (a few hundred bytes each, only while they exist), which
+/// covers late answers at thousands of cancellations a second.
+///
+/// [`Sw4rm`] applies it to the connections it builds; apply it yourself to an
+/// `Endpoint` whose `Channel` you pass to [`Sw4rm::with_layer`] or put under the layer.
+/// It replaces whatever the endpoint had for these two settings (tonic cannot read
+/// them back): to choose other values, set them after it, or with
+/// [`Sw4rmBuilder::reset_stream_memory`].
+///
+/// ```
+/// use sw4rm_timeouts::{cancel_safe, ProfileSet, Sw4rm};
+/// use tonic::transport::Endpoint;
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let endpoint = cancel_safe(Endpoint::from_static("http://sw4rm.example:50051"));
+/// let channel = endpoint.connect().await?;      // your own channel
+/// let sw4rm = Sw4rm::with_profiles(channel, ProfileSet::standard());
+/// # drop(sw4rm); Ok(()) }
+/// ```
+pub fn cancel_safe(endpoint: Endpoint) -> Endpoint {
+    remember_resets(endpoint, RESET_STREAMS_REMEMBERED, RESET_STREAM_MEMORY)
+}
+
+fn remember_resets(endpoint: Endpoint, streams: usize, memory: Duration) -> Endpoint {
+    endpoint
+        .http2_max_concurrent_reset_streams(streams)
+        .http2_reset_stream_duration(memory)
+}
+
+/// Who chose the connect timeout on the builder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ConnectTimeout {
+    /// Nobody: the endpoint's own, else [`DEFAULT_CONNECT_TIMEOUT`].
+    Unset,
+    /// [`Sw4rmBuilder::connect_timeout`]: this one (`None`: the endpoint's own).
+    Set(Option<Duration>),
+}
+
+/// The connect timeout a connection gets: what the builder was told, else what the
+/// endpoint was told, else the SDK's default.
+fn connect_timeout(builder: ConnectTimeout, endpoint: Option<Duration>) -> Option<Duration> {
+    match builder {
+        ConnectTimeout::Set(Some(t)) => Some(t),
+        ConnectTimeout::Set(None) => endpoint,
+        ConnectTimeout::Unset => endpoint.or(Some(DEFAULT_CONNECT_TIMEOUT)),
+    }
+}
+
+/// Builds a [`Sw4rm`] from a tonic [`Endpoint`]: TLS (your own CA, domain name, client
+/// identity for mutual TLS), keep-alive, origin, user agent and every other tonic
+/// setting are yours to set on it, and stand. The builder adds the profile layer, a
+/// connect timeout where the endpoint has none ([`DEFAULT_CONNECT_TIMEOUT`]) and the
+/// HTTP/2 settings of [`cancel_safe`].
+///
+/// An `https://` endpoint connects with the TLS configuration you gave it (tonic
+/// refuses one without); in a build without a TLS feature it is refused
+/// ([`ConnectError::TlsUnavailable`]), never reached in plaintext.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::time::Duration;
+/// use sw4rm_timeouts::testing::TestServer;
+/// use sw4rm_timeouts::{ProfileSet, Sw4rm, TimeoutProfileLayer};
+///
+/// let server = TestServer::start().await?;
+/// let endpoint = tonic::transport::Endpoint::from_shared(server.url())?
+///     .tcp_nodelay(true)
+///     .connect_timeout(Duration::from_secs(2)); // stands: the SDK's 5 s default does not replace it
+/// let sw4rm = Sw4rm::builder(endpoint)
+///     .layer(TimeoutProfileLayer::new(ProfileSet::standard()))
+///     .connect()
+///     .await?;
+/// sw4rm.registry().heartbeat(sw4rm_timeouts::proto::sw4rm::registry::HeartbeatRequest::default()).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Sw4rmBuilder {
+    endpoint: Endpoint,
+    layer: TimeoutProfileLayer,
+    connect_timeout: ConnectTimeout,
+    reset_streams: (usize, Duration),
+    tls_by: TlsConfigBy,
+}
+
+impl Sw4rmBuilder {
+    pub(crate) fn new(endpoint: Endpoint) -> Self {
+        Sw4rmBuilder {
+            endpoint,
+            layer: TimeoutProfileLayer::standard(),
+            connect_timeout: ConnectTimeout::Unset,
+            reset_streams: (RESET_STREAMS_REMEMBERED, RESET_STREAM_MEMORY),
+            tls_by: TlsConfigBy::Caller,
+        }
+    }
+
+    /// A builder for an endpoint whose TLS the SDK configured.
+    pub(crate) fn with_sdk_tls(mut self) -> Self {
+        self.tls_by = TlsConfigBy::Sdk;
+        self
+    }
+
+    /// The profile layer (profiles, meter provider, span level). Default: the standard
+    /// profiles only, without global configuration.
+    pub fn layer(mut self, layer: TimeoutProfileLayer) -> Self {
+        self.layer = layer;
+        self
+    }
+
+    /// How long to wait for the connection. Without this call: the endpoint's own
+    /// `connect_timeout`, else [`DEFAULT_CONNECT_TIMEOUT`]. `None` leaves it to the
+    /// endpoint's own setting (none at all if it has none).
+    pub fn connect_timeout(mut self, timeout: impl Into<Option<Duration>>) -> Self {
+        self.connect_timeout = ConnectTimeout::Set(timeout.into());
+        self
+    }
+
+    /// How many locally reset HTTP/2 streams the connection remembers, and for how
+    /// long (default [`RESET_STREAMS_REMEMBERED`] for [`RESET_STREAM_MEMORY`]; see
+    /// [`cancel_safe`] for why). tonic cannot read these two settings back from an
+    /// `Endpoint`, so this is the one place to set them: values set on the endpoint
+    /// are replaced.
+    pub fn reset_stream_memory(mut self, streams: usize, memory: Duration) -> Self {
+        self.reset_streams = (streams, memory);
+        self
+    }
+
+    /// The endpoint as it will connect, or why it must not.
+    fn endpoint(&self) -> Result<Endpoint, ConnectError> {
+        let uri = self.endpoint.uri();
+        transport(uri.scheme_str(), TlsBuild::COMPILED, self.tls_by)
+            .map_err(|e| ConnectError::scheme(uri.to_string(), e))?;
+        let (streams, memory) = self.reset_streams;
+        let endpoint = remember_resets(self.endpoint.clone(), streams, memory);
+        Ok(
+            match connect_timeout(self.connect_timeout, endpoint.get_connect_timeout()) {
+                Some(t) => endpoint.connect_timeout(t),
+                None => endpoint,
+            },
+        )
+    }
+
+    /// The layer, naming the endpoint in the errors of calls that cannot reach it.
+    fn layer_for(&self, endpoint: &Endpoint) -> TimeoutProfileLayer {
+        self.layer
+            .clone()
+            .naming_endpoint(endpoint.uri().to_string())
+    }
+
+    /// Connects now; fails if the endpoint cannot be reached within the connect timeout.
+    pub async fn connect(self) -> Result<Sw4rm, ConnectError> {
+        let endpoint = self.endpoint()?;
+        match endpoint.connect().await {
+            Ok(channel) => Ok(Sw4rm::with_layer(channel, self.layer_for(&endpoint))),
+            Err(error) => Err(ConnectError::Unreachable {
+                endpoint: endpoint.uri().to_string(),
+                error,
+            }),
+        }
+    }
+
+    /// Connects on first use (and reconnects as needed); every call still ends by its
+    /// deadline, time spent connecting included, and a call that cannot connect fails
+    /// with `UNAVAILABLE` naming the endpoint and the cause. Fails at once only for an
+    /// endpoint that must not be connected to ([`ConnectError::UnsupportedScheme`],
+    /// [`ConnectError::TlsUnavailable`]).
+    pub fn connect_lazy(self) -> Result<Sw4rm, ConnectError> {
+        let endpoint = self.endpoint()?;
+        let channel = endpoint.connect_lazy();
+        Ok(Sw4rm::with_layer(channel, self.layer_for(&endpoint)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connect_timeout_table() {
+        let (s, none) = (Duration::from_secs, None);
+        let table = [
+            // Nobody said: the SDK's default.
+            (ConnectTimeout::Unset, none, Some(DEFAULT_CONNECT_TIMEOUT)),
+            // The endpoint said: it stands, shorter or longer than the default.
+            (ConnectTimeout::Unset, Some(s(1)), Some(s(1))),
+            (ConnectTimeout::Unset, Some(s(60)), Some(s(60))),
+            // The builder said: it wins.
+            (ConnectTimeout::Set(Some(s(2))), Some(s(1)), Some(s(2))),
+            (ConnectTimeout::Set(Some(s(2))), none, Some(s(2))),
+            // The builder said "the endpoint's own".
+            (ConnectTimeout::Set(None), Some(s(1)), Some(s(1))),
+            (ConnectTimeout::Set(None), none, none),
+        ];
+        for (builder, endpoint, want) in table {
+            assert_eq!(
+                connect_timeout(builder, endpoint),
+                want,
+                "{builder:?} {endpoint:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_endpoints_connect_timeout_reaches_the_connection() {
+        let endpoint =
+            Endpoint::from_static("http://127.0.0.1:1").connect_timeout(Duration::from_millis(500));
+        let built = Sw4rmBuilder::new(endpoint).endpoint().unwrap();
+        assert_eq!(
+            built.get_connect_timeout(),
+            Some(Duration::from_millis(500))
+        );
+        let plain = Sw4rmBuilder::new(Endpoint::from_static("http://127.0.0.1:1"));
+        assert_eq!(
+            plain.endpoint().unwrap().get_connect_timeout(),
+            Some(DEFAULT_CONNECT_TIMEOUT)
+        );
+    }
+}

@@ -1,0 +1,166 @@
+//! [`ConnectError`]: why connecting failed, in one line that names the endpoint and
+//! what actually went wrong.
+
+use std::fmt;
+
+use super::scheme::{SchemeError, PROVIDER_FEATURES, ROOTS_FEATURES};
+use crate::config::ConfigError;
+
+/// Why connecting failed.
+///
+/// Every message stands alone: the endpoint, what went wrong and, where it helps,
+/// what to do. No variant has a `source()`, so reporters that print the chain
+/// (anyhow, eyre) do not repeat it.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use sw4rm_timeouts::{ConnectError, Sw4rm, TimeoutProfileLayer};
+/// let err = Sw4rm::connect_with("grpc://127.0.0.1:50051", TimeoutProfileLayer::standard())
+///     .await
+///     .unwrap_err();
+/// assert!(matches!(err, ConnectError::UnsupportedScheme { .. }));
+/// assert_eq!(
+///     err.to_string(),
+///     "SW4RM endpoint grpc://127.0.0.1:50051/: the scheme `grpc` is not supported: \
+///      use http:// (plaintext) or https:// (TLS)"
+/// );
+/// # }
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ConnectError {
+    /// The global configuration is invalid; `Display` lists every problem, one per
+    /// line, as `sw4rm-timeouts check` prints them.
+    Config(ConfigError),
+    /// The endpoint is not a valid URI.
+    InvalidEndpoint {
+        /// The endpoint as given.
+        endpoint: String,
+        /// Why tonic rejected it.
+        error: tonic::transport::Error,
+    },
+    /// The endpoint's scheme is neither `http` nor `https`.
+    UnsupportedScheme {
+        /// The endpoint's URI.
+        endpoint: String,
+        /// The scheme as given (empty when there is none).
+        scheme: String,
+    },
+    /// An `https://` endpoint in a build that cannot do what TLS needs here: it is
+    /// refused rather than reached in plaintext.
+    TlsUnavailable {
+        /// The endpoint's URI.
+        endpoint: String,
+        /// The crate features that would make it work.
+        features: &'static str,
+    },
+    /// The endpoint could not be reached.
+    Unreachable {
+        /// The endpoint's URI.
+        endpoint: String,
+        /// The error from tonic; its innermost cause is in `Display`.
+        error: tonic::transport::Error,
+    },
+}
+
+impl ConnectError {
+    /// The transport error, if tonic reported one.
+    pub fn transport_error(&self) -> Option<&tonic::transport::Error> {
+        match self {
+            ConnectError::InvalidEndpoint { error, .. }
+            | ConnectError::Unreachable { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+
+    /// The error for an endpoint whose scheme cannot be connected to as asked.
+    pub(crate) fn scheme(endpoint: String, error: SchemeError) -> Self {
+        let features = match error {
+            SchemeError::Unsupported(scheme) => {
+                return ConnectError::UnsupportedScheme { endpoint, scheme }
+            }
+            SchemeError::NoProvider => PROVIDER_FEATURES,
+            SchemeError::NoRoots => ROOTS_FEATURES,
+        };
+        ConnectError::TlsUnavailable { endpoint, features }
+    }
+}
+
+/// The innermost cause of an error: what actually went wrong ("Connection refused").
+pub(crate) fn root_cause<'a>(
+    error: &'a (dyn std::error::Error + 'static),
+) -> &'a (dyn std::error::Error + 'static) {
+    crate::wire::status::causes(error).last().unwrap_or(error)
+}
+
+/// What tonic says when an `https` endpoint has no TLS configuration.
+const HTTPS_WITHOUT_TLS: &str = "Connecting to HTTPS without TLS enabled";
+
+impl fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConnectError::Config(e) => fmt::Display::fmt(e, f),
+            ConnectError::InvalidEndpoint { endpoint, error } => write!(
+                f,
+                "invalid SW4RM endpoint {endpoint:?}: {}",
+                root_cause(error)
+            ),
+            ConnectError::UnsupportedScheme { endpoint, scheme } if scheme.is_empty() => write!(
+                f,
+                "SW4RM endpoint {endpoint}: no scheme: use http:// (plaintext) or https:// (TLS)"
+            ),
+            ConnectError::UnsupportedScheme { endpoint, scheme } => write!(
+                f,
+                "SW4RM endpoint {endpoint}: the scheme `{scheme}` is not supported: \
+                 use http:// (plaintext) or https:// (TLS)"
+            ),
+            ConnectError::TlsUnavailable { endpoint, features } => write!(
+                f,
+                "SW4RM endpoint {endpoint}: https:// needs TLS, and this build of \
+                 sw4rm-timeouts cannot provide it: enable the feature {features} \
+                 (the endpoint is never reached in plaintext)"
+            ),
+            ConnectError::Unreachable { endpoint, error } => {
+                let cause = root_cause(error).to_string();
+                write!(
+                    f,
+                    "cannot connect to the SW4RM endpoint {endpoint}: {cause}"
+                )?;
+                if cause == HTTPS_WITHOUT_TLS {
+                    f.write_str(
+                        " (give the Endpoint a TLS configuration: \
+                         `.tls_config(ClientTlsConfig::new().with_enabled_roots())`, \
+                         or your own CA and domain name)",
+                    )?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl std::error::Error for ConnectError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The message lists every problem of the configuration, without `source()`.
+    #[test]
+    fn a_configuration_error_lists_its_problems() {
+        let config = crate::ProfileSet::builder()
+            .without_global()
+            .default_timeout_ms("heartbeat", 0)
+            .min_timeout_ms("tool_call", 0)
+            .build()
+            .unwrap_err();
+        let problems = config.issues().len();
+        assert!(problems >= 2, "{config}");
+        let err = ConnectError::Config(config);
+        let text = err.to_string();
+        assert_eq!(text.lines().count(), problems + 1, "{text}");
+        assert!(text.contains("profiles.heartbeat."), "{text}");
+        assert!(text.contains("profiles.tool_call.min_timeout_ms"), "{text}");
+        assert!(std::error::Error::source(&err).is_none());
+    }
+}

@@ -1,0 +1,201 @@
+//! TLS over loopback, with certificates made by the embedded server at start: a
+//! handshake through the caller's own `Endpoint` (own CA) with the profile deadline
+//! inside it, an untrusted certificate refused, mutual TLS, and `https://` never
+//! reaching a server in plaintext — with the TLS features compiled in (`cargo test`)
+//! and without them (`cargo test -p sw4rm-timeouts --features testing --test tls`,
+//! which `.ci/run` runs too).
+
+mod common;
+
+use sw4rm_timeouts::proto::sw4rm::registry::HeartbeatRequest;
+use sw4rm_timeouts::testing::TestServer;
+use sw4rm_timeouts::tonic::transport::Endpoint;
+use sw4rm_timeouts::{ConnectError, Sw4rm, TimeoutProfileLayer};
+
+async fn heartbeat(sw4rm: &Sw4rm) -> Result<(), tonic::Status> {
+    sw4rm
+        .registry()
+        .heartbeat(HeartbeatRequest::default())
+        .await
+        .map(drop)
+}
+
+/// An `https://` URL to a plaintext server: refused, whatever was compiled in, and
+/// the server never sees a call.
+#[tokio::test]
+async fn https_to_a_plaintext_server_is_refused() {
+    let server = TestServer::start().await.unwrap();
+    let https = format!("https://{}", server.addr());
+    let err = Sw4rm::connect_with(https.clone(), TimeoutProfileLayer::standard())
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains(&format!("SW4RM endpoint {https}/")), "{text}");
+    let endpoint = Endpoint::from_shared(https).unwrap();
+    let eager = Sw4rm::builder(endpoint.clone()).connect().await;
+    assert!(eager.is_err());
+    match Sw4rm::builder(endpoint).connect_lazy() {
+        // With TLS compiled in: the call fails, it is never sent in plaintext.
+        Ok(lazy) => {
+            let status = heartbeat(&lazy).await.unwrap_err();
+            assert_eq!(status.code(), tonic::Code::Unavailable, "{status}");
+        }
+        Err(err) => assert!(matches!(err, ConnectError::TlsUnavailable { .. }), "{err}"),
+    }
+    assert_eq!(server.calls().len(), 0, "{:?}", server.calls());
+}
+
+#[tokio::test]
+async fn schemes_other_than_http_and_https_are_refused() {
+    for url in [
+        "grpc://127.0.0.1:1",
+        "grpcs://127.0.0.1:1",
+        "ftp://127.0.0.1:1",
+    ] {
+        let err = Sw4rm::connect_with(url, TimeoutProfileLayer::standard())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, ConnectError::UnsupportedScheme { .. }),
+            "{url}: {err}"
+        );
+        let scheme = url.split(':').next().unwrap();
+        assert!(
+            err.to_string()
+                .contains(&format!("the scheme `{scheme}` is not supported")),
+            "{err}"
+        );
+    }
+}
+
+/// Built without a crypto provider, `https://` is refused before any connection, with
+/// the features to enable named.
+#[cfg(not(any(feature = "tls-ring", feature = "tls-aws-lc")))]
+mod without_tls {
+    use super::*;
+
+    #[tokio::test]
+    async fn https_is_refused_naming_the_features() {
+        let server = TestServer::start().await.unwrap();
+        let https = format!("https://{}", server.addr());
+        let err = Sw4rm::connect_with(https.clone(), TimeoutProfileLayer::standard())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, ConnectError::TlsUnavailable { .. }),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "SW4RM endpoint {https}/: https:// needs TLS, and this build of \
+                 sw4rm-timeouts cannot provide it: enable the feature `tls-ring` or \
+                 `tls-aws-lc` (the endpoint is never reached in plaintext)"
+            )
+        );
+        let endpoint = Endpoint::from_shared(https).unwrap();
+        let lazy = Sw4rm::builder(endpoint).connect_lazy().unwrap_err();
+        assert!(matches!(lazy, ConnectError::TlsUnavailable { .. }));
+        assert_eq!(server.calls().len(), 0);
+    }
+}
+
+#[cfg(any(feature = "tls-ring", feature = "tls-aws-lc"))]
+mod with_tls {
+    use super::*;
+    use sw4rm_timeouts::tonic::transport::ClientTlsConfig;
+
+    /// The caller's own `Endpoint` with the server's CA: the handshake works and the
+    /// profile's deadline arrives inside the TLS connection.
+    #[tokio::test]
+    async fn a_handshake_with_our_own_ca_carries_the_profile_deadline() {
+        let server = TestServer::start_tls().await.unwrap();
+        let tls = server.tls().unwrap().client_tls_config();
+        let endpoint = Endpoint::from_shared(server.url())
+            .unwrap()
+            .tls_config(tls)
+            .unwrap();
+        let sw4rm = Sw4rm::builder(endpoint).connect().await.unwrap();
+        heartbeat(&sw4rm).await.unwrap();
+        let calls = server.calls();
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].grpc_timeout.as_deref(), Some("5000000u"));
+    }
+
+    /// A certificate signed by nobody the client trusts: refused, by
+    /// `Sw4rm::connect`'s compiled-in roots and by an `Endpoint` trusting another CA.
+    #[tokio::test]
+    async fn a_certificate_nobody_trusts_is_refused() {
+        let server = TestServer::start_tls().await.unwrap();
+        let err = Sw4rm::connect_with(server.url(), TimeoutProfileLayer::standard())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ConnectError::Unreachable { .. }), "{err:?}");
+        assert!(err.to_string().contains("UnknownIssuer"), "{err}");
+
+        let other = TestServer::start_tls().await.unwrap();
+        let endpoint = Endpoint::from_shared(server.url())
+            .unwrap()
+            .tls_config(other.tls().unwrap().client_tls_config())
+            .unwrap();
+        let err = Sw4rm::builder(endpoint).connect().await.unwrap_err();
+        // Another CA of the same name: the signature does not verify.
+        assert!(
+            err.to_string().contains("invalid peer certificate"),
+            "{err}"
+        );
+        assert_eq!(server.calls().len(), 0);
+    }
+
+    /// Mutual TLS: the client identity from the caller's `ClientTlsConfig` is
+    /// presented, and without one no call reaches the server.
+    #[tokio::test]
+    async fn mutual_tls_presents_the_client_identity() {
+        let server = TestServer::start_mutual_tls().await.unwrap();
+        let tls = server.tls().unwrap();
+        assert!(tls.is_mutual());
+        let endpoint = Endpoint::from_shared(server.url()).unwrap();
+        let sw4rm = Sw4rm::builder(
+            endpoint
+                .clone()
+                .tls_config(tls.client_tls_config())
+                .unwrap(),
+        )
+        .connect()
+        .await
+        .unwrap();
+        heartbeat(&sw4rm).await.unwrap();
+        assert_eq!(server.calls().len(), 1);
+
+        let anonymous = ClientTlsConfig::new().ca_certificate(
+            sw4rm_timeouts::tonic::transport::Certificate::from_pem(tls.ca_certificate_pem()),
+        );
+        let refused = match Sw4rm::builder(endpoint.tls_config(anonymous).unwrap())
+            .connect()
+            .await
+        {
+            // TLS 1.3 may finish the client's side of the handshake before the server
+            // refuses: then the first call fails.
+            Ok(sw4rm) => heartbeat(&sw4rm).await.is_err(),
+            Err(_) => true,
+        };
+        assert!(refused);
+        assert_eq!(server.calls().len(), 1, "no call without the identity");
+    }
+
+    /// An `https` endpoint of the caller's without a TLS configuration: refused, and
+    /// the message says what to give it.
+    #[tokio::test]
+    async fn an_https_endpoint_without_a_tls_configuration_says_what_to_do() {
+        let server = TestServer::start_tls().await.unwrap();
+        let endpoint = Endpoint::from_shared(server.url()).unwrap();
+        let err = Sw4rm::builder(endpoint).connect().await.unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("Connecting to HTTPS without TLS enabled")
+                && text.contains("give the Endpoint a TLS configuration"),
+            "{text}"
+        );
+        assert_eq!(server.calls().len(), 0);
+    }
+}
