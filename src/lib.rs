@@ -108,10 +108,10 @@ pub use policy::profile::{
 pub use policy::retry::{RetryPolicy, RetryPolicyBuilder, RetryPolicyError};
 pub use policy::source::Source;
 pub use policy::streaming::StreamingTimeoutPolicy;
-pub use scope::OperationBudget;
+pub use scope::{EnvelopeError, OperationBudget};
 pub use timeout::{
-    BoxError, CallRetry, CallStreamingPolicy, CallTimeout, RetryBudget, TimeoutProfileLayer,
-    TimeoutProfileService, ATTEMPTS_HEADER,
+    BoxError, CallBudgetEnvelope, CallRetry, CallStreamingPolicy, CallTimeout, RetryBudget,
+    TimeoutProfileLayer, TimeoutProfileService, ATTEMPTS_HEADER,
 };
 pub use wire::details::{DetectedBy, TimeoutDetails, TIMEOUT_DOMAIN, TIMEOUT_REASON};
 

@@ -79,6 +79,7 @@ pub mod sw4rm {
 
 use std::time::Duration;
 
+use crate::policy::envelope::Envelope;
 use crate::policy::profile::{ProfileError, TimeoutProfile};
 use crate::policy::streaming::StreamingTimeoutPolicy;
 use sw4rm::timeouts as pb;
@@ -126,6 +127,30 @@ impl From<StreamingTimeoutPolicy> for pb::StreamingTimeoutPolicy {
             initial_timeout_ms: p.initial_timeout_ms,
             message_gap_timeout_ms: p.message_gap_timeout_ms,
             total_timeout_ms: p.total_timeout_ms,
+        }
+    }
+}
+
+impl From<&sw4rm::handoff::BudgetEnvelope> for Envelope {
+    fn from(m: &sw4rm::handoff::BudgetEnvelope) -> Self {
+        Envelope {
+            tokens: m.token_budget_remaining,
+            wall_ms: m.wall_time_remaining_ms,
+            epoch_ms: m.deadline_epoch_ms,
+            depth: m.current_depth,
+            max_depth: m.max_delegation_depth,
+        }
+    }
+}
+
+impl From<Envelope> for sw4rm::handoff::BudgetEnvelope {
+    fn from(e: Envelope) -> Self {
+        sw4rm::handoff::BudgetEnvelope {
+            token_budget_remaining: e.tokens,
+            wall_time_remaining_ms: e.wall_ms,
+            deadline_epoch_ms: e.epoch_ms,
+            current_depth: e.depth,
+            max_delegation_depth: e.max_depth,
         }
     }
 }

@@ -39,6 +39,10 @@ pub enum Source {
     Inherited,
     /// What remained of an [`crate::OperationBudget`] (a cap).
     Budget,
+    /// What remained of an [`crate::OperationBudget`] built from a handoff's SW4-004
+    /// `BudgetEnvelope` ([`crate::OperationBudget::from_envelope`]): a budget (level
+    /// `budget`) that came from the delegating agent.
+    BudgetEnvelope,
     /// A shorter deadline below the layer that tonic enforced (`Endpoint::timeout`, or
     /// a `grpc-timeout` written under the layer); its value is not known, the time
     /// it fired is.
@@ -55,7 +59,7 @@ impl Source {
             Source::Message => "message",
             Source::PerCall => "per_call",
             Source::Inherited => "inherited",
-            Source::Budget => "budget",
+            Source::Budget | Source::BudgetEnvelope => "budget",
             Source::Transport => "transport",
         }
     }
@@ -81,6 +85,7 @@ impl Source {
             "per_call" => Source::PerCall,
             "inherited" => Source::Inherited,
             "budget" => Source::Budget,
+            "budget (envelope)" => Source::BudgetEnvelope,
             "transport" => Source::Transport,
             _ => return None,
         })
@@ -92,6 +97,7 @@ impl fmt::Display for Source {
         match self {
             Source::File(p) => write!(f, "global (file {})", p.display()),
             Source::Env(v) => write!(f, "global (env {v})"),
+            Source::BudgetEnvelope => f.write_str("budget (envelope)"),
             other => f.write_str(other.level()),
         }
     }
@@ -110,6 +116,7 @@ mod tests {
             (Source::PerCall, "per_call"),
             (Source::Inherited, "inherited"),
             (Source::Budget, "budget"),
+            (Source::BudgetEnvelope, "budget (envelope)"),
             (Source::Transport, "transport"),
             (
                 Source::File(Arc::from(Path::new("/etc/sw4rm.toml"))),

@@ -19,10 +19,11 @@ mod budget;
 mod server;
 mod task;
 
-pub use budget::{OperationBudget, PauseGuard};
+pub use budget::{EnvelopeError, OperationBudget, PauseGuard, DEFAULT_MAX_CLOCK_SKEW};
 pub use server::{
     InboundDeadline, InboundDeadlineFuture, InboundDeadlineLayer, InboundDeadlineService,
 };
 pub use task::{carry, current_deadline, detach, with_deadline, Scope, Scoped};
 
+pub(crate) use budget::epoch_ms_now;
 pub(crate) use task::{current, Current};

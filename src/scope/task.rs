@@ -32,6 +32,8 @@ pub(crate) struct Current {
     /// What remains of the budget and the time it has been paused, unless it is
     /// paused now (a call made during a pause is not capped by the budget).
     pub(crate) budget: Option<(std::time::Duration, std::time::Duration)>,
+    /// The envelope the budget was read from, when the work continues a delegation.
+    pub(crate) delegation: Option<crate::policy::envelope::Envelope>,
 }
 
 /// The caps of the current task's scope, at `now`; `None` outside any scope (the
@@ -45,6 +47,7 @@ pub(crate) fn current(now: Instant) -> Option<Current> {
             Some(Current {
                 inherited: s.deadline.map(|d| d.saturating_duration_since(now)),
                 budget: s.budget.as_ref().and_then(|b| b.cap_at(now)),
+                delegation: s.budget.as_ref().and_then(OperationBudget::delegation),
             })
         })
         .ok()

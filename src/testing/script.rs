@@ -190,4 +190,28 @@ pub struct CallRecord {
     pub outcome: Outcome,
     /// Stream messages sent.
     pub messages_sent: u32,
+    /// The request message as received, encoded (read it with
+    /// [`CallRecord::request_as`]).
+    pub request: bytes::Bytes,
+}
+
+impl CallRecord {
+    /// The request message as received, decoded as `M` (`None` when it does not
+    /// decode as one).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use sw4rm_timeouts::proto::sw4rm::registry::HeartbeatRequest;
+    /// use sw4rm_timeouts::testing::TestServer;
+    /// use sw4rm_timeouts::{Sw4rm, TimeoutProfileLayer};
+    /// let server = TestServer::start().await?;
+    /// let sw4rm = Sw4rm::connect_with(server.url(), TimeoutProfileLayer::standard()).await?;
+    /// let beat = HeartbeatRequest { agent_id: "agent-7".into(), ..Default::default() };
+    /// sw4rm.registry().heartbeat(beat.clone()).await?;
+    /// assert_eq!(server.calls()[0].request_as::<HeartbeatRequest>(), Some(beat));
+    /// # Ok(()) }
+    /// ```
+    pub fn request_as<M: prost::Message + Default>(&self) -> Option<M> {
+        M::decode(self.request.clone()).ok()
+    }
 }

@@ -55,8 +55,9 @@ impl State {
     pub(crate) fn begin(
         self: &Arc<Self>,
         path: &'static str,
-        metadata: &tonic::metadata::MetadataMap,
+        request: &tonic::Request<impl prost::Message>,
     ) -> CallGuard {
+        let metadata = request.metadata();
         let grpc_timeout = metadata
             .get("grpc-timeout")
             .and_then(|v| v.to_str().ok())
@@ -87,6 +88,7 @@ impl State {
                 metadata: custom,
                 outcome: Outcome::Running,
                 messages_sent: 0,
+                request: request.get_ref().encode_to_vec().into(),
             });
             id
         };

@@ -48,6 +48,7 @@ impl TimeoutProfileLayer {
                     retry: RetrySettings::default(),
                     propagation: Propagation::default(),
                     endpoint: None,
+                    envelopes: true,
                 },
             )),
         }
@@ -154,6 +155,19 @@ impl TimeoutProfileLayer {
     /// streaming), is sent once.
     pub fn with_replay_limit(self, bytes: usize) -> Self {
         self.with_settings(|s| s.retry.replay_limit = bytes)
+    }
+
+    /// Leaves every handoff's `BudgetEnvelope` as the caller wrote it (or absent).
+    /// By default a `RequestHandoff` made inside a scope (an inherited deadline, an
+    /// [`crate::OperationBudget`]) carries an envelope no larger than what remains,
+    /// one hop deeper (SW4-004); per call: [`crate::CallBudgetEnvelope::AsWritten`].
+    ///
+    /// ```
+    /// let layer = sw4rm_timeouts::TimeoutProfileLayer::standard().without_budget_envelopes();
+    /// # drop(layer);
+    /// ```
+    pub fn without_budget_envelopes(self) -> Self {
+        self.with_settings(|s| s.envelopes = false)
     }
 
     /// Names `endpoint` in the status of a call that cannot connect to it.

@@ -8,12 +8,14 @@
 //! the response headers or the first timer) → `body.rs` (wait for messages under the
 //! remaining timers) → `record.rs` (the per-call record that emits metrics, logs and
 //! the timeout status exactly once). `retry.rs` carries out retries inside the
-//! deadline for the response future, `budget.rs` is the layer's retry budget.
+//! deadline for the response future, `budget.rs` is the layer's retry budget;
+//! `delegation.rs` writes a handoff's budget envelope (SW4-004).
 //! `per_call.rs` holds the request extensions a caller sets; `shared.rs` what every
 //! call of one layer reads.
 
 pub mod body;
 mod budget;
+mod delegation;
 pub mod future;
 mod layer;
 mod paths;
@@ -27,7 +29,7 @@ mod shared;
 pub use body::TimeoutBody;
 pub use budget::RetryBudget;
 pub use layer::TimeoutProfileLayer;
-pub use per_call::{CallRetry, CallStreamingPolicy, CallTimeout};
+pub use per_call::{CallBudgetEnvelope, CallRetry, CallStreamingPolicy, CallTimeout};
 pub use retry::ATTEMPTS_HEADER;
 pub use service::TimeoutProfileService;
 

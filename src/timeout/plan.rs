@@ -216,9 +216,13 @@ fn scope_caps(
             Inherit::Cap(d) => (Cap::new(d, Source::Inherited), false),
             Inherit::Exhausted(d) => (Cap::new(d, Source::Inherited), true),
         });
+    let budget_source = match scope.delegation {
+        Some(_) => Source::BudgetEnvelope,
+        None => Source::Budget,
+    };
     let budget_cap = scope
         .budget
-        .map(|(remaining, _)| (Cap::new(remaining, Source::Budget), remaining.is_zero()));
+        .map(|(remaining, _)| (Cap::new(remaining, budget_source), remaining.is_zero()));
     let exhausted =
         inherited_cap.as_ref().is_some_and(|c| c.1) || budget_cap.as_ref().is_some_and(|c| c.1);
     tighten(
@@ -228,10 +232,27 @@ fn scope_caps(
             .flatten(),
     );
     let budget_paused = match total {
-        Some(cap) if cap.source == Source::Budget => scope.budget.map(|(_, paused)| paused),
+        Some(cap) if cap.source.level() == "budget" => scope.budget.map(|(_, paused)| paused),
         _ => None,
     };
     (exhausted, budget_paused)
+}
+
+/// What the scope's caps leave for work beyond this call (a delegation's envelope):
+/// the smaller of the inherited deadline, less the hop offset, and the budget's
+/// remainder; `None` when neither caps.
+pub(crate) fn scope_left(scope: &Current, propagation: &Propagation) -> Option<Duration> {
+    let inherited = scope
+        .inherited
+        .map(|remaining| match inherited(remaining, propagation) {
+            Inherit::Cap(d) => d,
+            Inherit::Exhausted(_) => Duration::ZERO,
+        });
+    let budget = scope.budget.map(|(remaining, _)| remaining);
+    match (inherited, budget) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// The call's retry plan: the per-call policy or the profile's, the per-call
@@ -460,12 +481,11 @@ mod tests {
                 exhausted: true,
             },
         ];
-        for row in rows {
+        // The Heartbeat's plan inside a scope: its deadline and source, whether it is
+        // exhausted, and the budget's paused time.
+        let in_scope = |scope: Current| {
             let outer = Outer {
-                scope: Some(Current {
-                    inherited: row.inherited,
-                    budget: row.budget.map(|b| (b, ms(7))),
-                }),
+                scope: Some(scope),
                 ..Outer::default()
             };
             let p = plan(
@@ -478,13 +498,56 @@ mod tests {
             )
             .unwrap();
             let total = p.timers.total.clone().map(|c| (c.limit(), c.source));
+            (total, p.exhausted, p.budget_paused)
+        };
+        for row in rows {
+            let (total, exhausted, paused) = in_scope(Current {
+                inherited: row.inherited,
+                budget: row.budget.map(|b| (b, ms(7))),
+                delegation: None,
+            });
             assert_eq!(total, Some(row.total.clone()), "{}", row.name);
-            assert_eq!(p.exhausted, row.exhausted, "{}", row.name);
+            assert_eq!(exhausted, row.exhausted, "{}", row.name);
             assert_eq!(
-                p.budget_paused,
+                paused,
                 (row.total.1 == Source::Budget).then_some(ms(7)),
                 "{}",
                 row.name
+            );
+        }
+        // A budget read from a handoff's envelope names itself, and keeps its paused
+        // time like any budget.
+        let (total, _, paused) = in_scope(Current {
+            inherited: None,
+            budget: Some((ms(1_000), ms(7))),
+            delegation: Some(Default::default()),
+        });
+        assert_eq!(total, Some((ms(1_000), Source::BudgetEnvelope)));
+        assert_eq!(paused, Some(ms(7)));
+    }
+
+    #[test]
+    fn scope_left_is_the_smallest_scope_cap() {
+        let p = Propagation::default().hop_offset(ms(5));
+        let scope = |inherited, budget: Option<Duration>| Current {
+            inherited,
+            budget: budget.map(|b| (b, ms(0))),
+            delegation: None,
+        };
+        let table = [
+            (None, None, None),
+            (Some(ms(1_000)), None, Some(ms(995))),
+            (None, Some(ms(700)), Some(ms(700))),
+            (Some(ms(1_000)), Some(ms(700)), Some(ms(700))),
+            (Some(ms(500)), Some(ms(700)), Some(ms(495))),
+            // Below the floor: nothing left.
+            (Some(ms(5)), None, Some(ms(0))),
+        ];
+        for (inherited, budget, want) in table {
+            assert_eq!(
+                scope_left(&scope(inherited, budget), &p),
+                want,
+                "{inherited:?} {budget:?}"
             );
         }
     }

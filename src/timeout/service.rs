@@ -7,7 +7,9 @@ use std::task::{Context, Poll};
 use tokio::time::Instant;
 use tower_service::Service;
 
+use super::delegation::{refused, stamp_handoff};
 use super::future::ResponseFuture;
+use super::per_call::CallBudgetEnvelope;
 use super::plan::{not_a_grpc_path, plan, CallPlan, Outer};
 use super::record::CallRecord;
 use super::retry::Retry;
@@ -15,6 +17,7 @@ use super::shared::Shared;
 use super::BoxError;
 use crate::config::ProfileSet;
 use crate::policy::deadline::Phase;
+use crate::policy::message::MessageField;
 use crate::policy::streaming::millis;
 use crate::wire::details::DetectedBy;
 use crate::wire::message_field;
@@ -82,6 +85,7 @@ where
         let Some(found) = shared.paths.find(&shared.profiles, path) else {
             return ResponseFuture::failed(not_a_grpc_path(path));
         };
+        let scope = crate::scope::current(start);
         let planned = plan(
             &shared.profiles,
             found.route,
@@ -89,7 +93,7 @@ where
             &parts.headers,
             &Outer {
                 retries: shared.settings.retry.on,
-                scope: crate::scope::current(start),
+                scope,
                 propagation: shared.settings.propagation,
             },
             |field| message_field::peek(&mut body, field),
@@ -104,12 +108,24 @@ where
         let retry_plan = planned.retry.take();
         let deadline = planned.timers.total.as_ref().map(|c| start + c.limit());
         let exhausted = planned.exhausted;
+        // A handoff (its request is a `HandoffRequest`) made inside a scope.
+        let delegation = scope.filter(|_| {
+            planned.route.message_field == Some(MessageField::HandoffTimeout)
+                && shared.settings.envelopes
+                && parts.extensions.get::<CallBudgetEnvelope>().is_none()
+        });
         let mut call = CallRecord::open(shared.clone(), found.labels, &mut planned, start, span);
         if exhausted {
             // Nothing (or less than the floor) is left of the inherited deadline or
             // the budget: fail at once, without sending.
             let status = call.timed_out(Phase::Total, 0, DetectedBy::Client);
             return ResponseFuture::failed(status);
+        }
+        if let Some(scope) = delegation {
+            let propagation = &shared.settings.propagation;
+            if let Err(refusal) = stamp_handoff(&mut body, &scope, propagation) {
+                return ResponseFuture::failed(refused(&mut call, refusal));
+            }
         }
         // Retries need the whole request kept for replay; a body that is not all
         // there yet (client streaming) or too large is sent once.

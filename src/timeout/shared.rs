@@ -44,6 +44,8 @@ pub(crate) struct Settings {
     /// The endpoint the service under the layer connects to, when known (a `Sw4rm`
     /// built from a URL or an `Endpoint`): named when a call cannot connect.
     pub(crate) endpoint: Option<Arc<str>>,
+    /// Write a `BudgetEnvelope` into handoffs made inside a scope.
+    pub(crate) envelopes: bool,
 }
 
 #[derive(Debug)]

@@ -77,30 +77,46 @@ fn read_varint(buf: &mut &[u8]) -> Option<u64> {
     None
 }
 
-/// Walks the fields of a message, calling `f(field, wire_type, payload)`; the payload
-/// is the varint value's bytes position for varints (ignored) or the bytes of a
-/// length-delimited field. Returns `None` on malformed input.
-fn fields<'a>(mut buf: &'a [u8], mut f: impl FnMut(u32, Value<'a>)) -> Option<()> {
+/// Walks the fields of a message, calling `f(field, value)` for varints and
+/// length-delimited fields. Returns `None` on malformed input.
+pub(crate) fn fields<'a>(mut buf: &'a [u8], mut f: impl FnMut(u32, Value<'a>)) -> Option<()> {
     while !buf.is_empty() {
-        let key = read_varint(&mut buf)?;
-        let field = u32::try_from(key >> 3).ok()?;
-        match key & 7 {
-            0 => f(field, Value::Varint(read_varint(&mut buf)?)),
-            1 => buf = buf.get(8..)?,
-            2 => {
-                let len = usize::try_from(read_varint(&mut buf)?).ok()?;
-                let (bytes, rest) = (buf.get(..len)?, &buf[len..]);
-                buf = rest;
-                f(field, Value::Bytes(bytes));
-            }
-            5 => buf = buf.get(4..)?,
-            _ => return None,
+        if let (field, Some(value)) = next_field(&mut buf)? {
+            f(field, value);
         }
     }
     Some(())
 }
 
-enum Value<'a> {
+/// Reads one field of a message and advances `buf` past it: its number and value
+/// (`None` for fixed-width values, which nothing here reads); `None` on malformed
+/// input.
+pub(crate) fn next_field<'a>(buf: &mut &'a [u8]) -> Option<(u32, Option<Value<'a>>)> {
+    let key = read_varint(buf)?;
+    let field = u32::try_from(key >> 3).ok()?;
+    let value = match key & 7 {
+        0 => Some(Value::Varint(read_varint(buf)?)),
+        1 => {
+            *buf = buf.get(8..)?;
+            None
+        }
+        2 => {
+            let len = usize::try_from(read_varint(buf)?).ok()?;
+            let bytes = buf.get(..len)?;
+            *buf = buf.get(len..)?;
+            Some(Value::Bytes(bytes))
+        }
+        5 => {
+            *buf = buf.get(4..)?;
+            None
+        }
+        _ => return None,
+    };
+    Some((field, value))
+}
+
+/// A field's value.
+pub(crate) enum Value<'a> {
     Varint(u64),
     Bytes(&'a [u8]),
 }

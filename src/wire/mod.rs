@@ -1,11 +1,14 @@
 //! gRPC over HTTP/2, as this crate reads and writes it: the `grpc-timeout` header,
-//! message framing, timeout fields inside request messages, the timeout details
-//! (`google.rpc.ErrorInfo`) and what a peer's status says.
+//! message framing, timeout fields inside request messages, a handoff's budget
+//! envelope, the timeout details (`google.rpc.ErrorInfo`) and what a peer's status
+//! says.
 //!
 //! Reading order: `grpc_timeout.rs` → `details.rs`; `framing.rs`,
-//! `message_field.rs` and `replay.rs` for the body; `status.rs` for classifying answers.
+//! `message_field.rs`, `envelope.rs` and `replay.rs` for the body; `status.rs` for
+//! classifying answers.
 
 pub(crate) mod details;
+pub(crate) mod envelope;
 pub(crate) mod framing;
 pub mod grpc_timeout;
 pub(crate) mod message_field;

@@ -185,7 +185,7 @@ impl tool::tool_service_server::ToolService for Embedded {
         let call_id = request.get_ref().call_id.clone();
         let frames = self.stream(
             CALL_STREAM,
-            request.metadata(),
+            &request,
             move |i, last| tool::ToolFrame {
                 call_id: call_id.clone(),
                 frame_no: u64::from(i),

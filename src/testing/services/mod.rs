@@ -10,7 +10,6 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status};
 
 use super::state::State;
@@ -25,7 +24,7 @@ pub(crate) struct Embedded {
 pub(crate) type Frames<T> = ReceiverStream<Result<T, Status>>;
 
 impl Embedded {
-    async fn unary<Req, Resp: Default + prost::Message>(
+    async fn unary<Req: prost::Message, Resp: Default + prost::Message>(
         &self,
         req: Request<Req>,
         path: &'static str,
@@ -34,13 +33,13 @@ impl Embedded {
     }
 
     /// A unary handler whose unscripted answer `answer` makes from the request.
-    async fn unary_with<Req, Resp: prost::Message + Default>(
+    async fn unary_with<Req: prost::Message, Resp: prost::Message + Default>(
         &self,
         req: Request<Req>,
         path: &'static str,
         answer: impl FnOnce(Req) -> Resp,
     ) -> Result<Response<Resp>, Status> {
-        let guard = self.state.begin(path, req.metadata());
+        let guard = self.state.begin(path, &req);
         let script = self.state.script(path);
         let nth = guard.nth_of_path();
         if !script.latency.is_zero() && script.slow_first.is_none_or(|n| nth < n) {
@@ -66,11 +65,11 @@ impl Embedded {
     fn stream<T: prost::Message + Default + 'static>(
         &self,
         path: &'static str,
-        metadata: &MetadataMap,
+        request: &Request<impl prost::Message>,
         frame: impl Fn(u32, bool) -> T + Send + 'static,
         sent: impl Fn(&T) + Send + 'static,
     ) -> Frames<T> {
-        let guard = self.state.begin(path, metadata);
+        let guard = self.state.begin(path, request);
         let script = self.state.script(path).stream;
         let count = match script.frames.len() {
             0 => script.messages,

@@ -237,7 +237,7 @@ impl router::router_service_server::RouterService for Embedded {
         let agent = agent_id.clone();
         let frames = self.stream(
             STREAM_INCOMING,
-            request.metadata(),
+            &request,
             move |i, _| router::StreamItem {
                 msg: Some(common::Envelope {
                     message_id: format!("{agent_id}-{i}"),

@@ -1,0 +1,340 @@
+//! SW4-004's `BudgetEnvelope` as pure arithmetic: what a delegation carries on the way
+//! out (never more than what remains, nor than the caller wrote; one hop deeper), and
+//! how much time a received envelope grants, with a guard against clock skew.
+//!
+//! In an envelope, 0 means "not set" for the wall time, the epoch deadline and the
+//! maximum depth (proto3 sends no zeros).
+
+use std::time::Duration;
+
+/// A `BudgetEnvelope`'s fields.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Envelope {
+    pub(crate) tokens: u64,
+    pub(crate) wall_ms: u64,
+    pub(crate) epoch_ms: u64,
+    pub(crate) depth: u32,
+    pub(crate) max_depth: u32,
+}
+
+/// Why a delegation is refused before it is sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// It would run at `next`, beyond `max_delegation_depth`.
+    Depth { next: u32, max: u32 },
+    /// Nothing (less than a millisecond) is left to grant.
+    Spent,
+}
+
+/// The envelope a delegation carries: `base` (what the caller wrote, or the envelope
+/// the current work was handed) one hop deeper, its wall time and epoch deadline no
+/// later than `left` (what remains of the scope's caps, if any) allows, measured at
+/// `now_epoch_ms`. Never grows a value `base` set.
+pub(crate) fn outgoing(
+    base: Envelope,
+    left: Option<Duration>,
+    now_epoch_ms: u64,
+) -> Result<Envelope, Refusal> {
+    let next = base.depth.saturating_add(1);
+    if base.max_depth > 0 && next > base.max_depth {
+        return Err(Refusal::Depth {
+            next,
+            max: base.max_depth,
+        });
+    }
+    let mut out = Envelope {
+        depth: next,
+        ..base
+    };
+    if let Some(left) = left {
+        // Whole milliseconds, rounded down: never more than remains.
+        let ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
+        if ms == 0 {
+            return Err(Refusal::Spent);
+        }
+        out.wall_ms = smallest_set(base.wall_ms, ms);
+        out.epoch_ms = smallest_set(base.epoch_ms, now_epoch_ms.saturating_add(ms));
+    }
+    Ok(out)
+}
+
+/// The envelope a delegation starts from: what the caller wrote, within what the work
+/// it belongs to was handed (`inbound`, whose times the scope's budget already
+/// carries): the deeper depth, the smaller of the limits set.
+pub(crate) fn base(written: Option<Envelope>, inbound: Option<Envelope>) -> Envelope {
+    match (written, inbound) {
+        (None, None) => Envelope::default(),
+        (Some(e), None) | (None, Some(e)) => e,
+        (Some(w), Some(i)) => Envelope {
+            tokens: smallest_set(w.tokens, i.tokens),
+            depth: w.depth.max(i.depth),
+            max_depth: smallest_set(w.max_depth, i.max_depth),
+            ..w
+        },
+    }
+}
+
+/// The smaller of two values where 0 is "not set" (0 only when neither is set).
+fn smallest_set<T: Ord + Default + Copy>(a: T, b: T) -> T {
+    let unset = T::default();
+    match (a == unset, b == unset) {
+        (true, _) => b,
+        (_, true) => a,
+        _ => a.min(b),
+    }
+}
+
+/// What a received envelope's time was read from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Basis {
+    /// No time in the envelope: no time cap.
+    Unlimited,
+    /// The wall time remaining, measured from arrival.
+    Wall,
+    /// The epoch deadline on this host's clock.
+    Epoch,
+    /// Both agree (within the skew allowed): the smaller.
+    Both,
+    /// The epoch deadline is further from what the wall time says than the skew
+    /// allowed (`epoch_left_ms` after arrival, negative when already past): the clocks
+    /// disagree, or the envelope waited longer than that on the way. The wall time wins.
+    Skewed { epoch_left_ms: i64 },
+}
+
+/// The time a received envelope grants from arrival (`now_epoch_ms` on this host's
+/// clock): the smaller of the wall time and the time to the epoch deadline, unless
+/// they disagree by more than `max_skew`; then the wall time, which needs no
+/// agreement between clocks.
+pub(crate) fn incoming(
+    envelope: &Envelope,
+    now_epoch_ms: u64,
+    max_skew: Duration,
+) -> (Option<Duration>, Basis) {
+    let epoch_left =
+        (envelope.epoch_ms > 0).then(|| i128::from(envelope.epoch_ms) - i128::from(now_epoch_ms));
+    let ms = |v: i128| Duration::from_millis(u64::try_from(v.max(0)).unwrap_or(u64::MAX));
+    match (envelope.wall_ms, epoch_left) {
+        (0, None) => (None, Basis::Unlimited),
+        (wall, None) => (Some(ms(wall.into())), Basis::Wall),
+        (0, Some(epoch)) => (Some(ms(epoch)), Basis::Epoch),
+        (wall, Some(epoch)) => {
+            let skew = i128::try_from(max_skew.as_millis()).unwrap_or(i128::MAX);
+            if (epoch - i128::from(wall)).abs() > skew {
+                let epoch_left_ms = i64::try_from(epoch).unwrap_or(i64::MAX);
+                (Some(ms(wall.into())), Basis::Skewed { epoch_left_ms })
+            } else {
+                (Some(ms(epoch.min(wall.into()))), Basis::Both)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const NOW: u64 = 1_800_000_000_000;
+
+    fn env(wall_ms: u64, epoch_ms: u64, depth: u32, max_depth: u32) -> Envelope {
+        Envelope {
+            tokens: 5_000,
+            wall_ms,
+            epoch_ms,
+            depth,
+            max_depth,
+        }
+    }
+
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    #[test]
+    fn outgoing_table() {
+        type Row = (Envelope, Option<Duration>, Result<Envelope, Refusal>);
+        let table: [Row; 9] = [
+            // Nothing written, 30 s left: stamped with what remains, one hop deeper.
+            (
+                env(0, 0, 0, 0),
+                Some(ms(30_000)),
+                Ok(env(30_000, NOW + 30_000, 1, 0)),
+            ),
+            // The caller wrote less than remains: theirs stands.
+            (
+                env(10_000, NOW + 10_000, 1, 5),
+                Some(ms(30_000)),
+                Ok(env(10_000, NOW + 10_000, 2, 5)),
+            ),
+            // The caller wrote more than remains: lowered.
+            (
+                env(60_000, NOW + 60_000, 1, 5),
+                Some(ms(30_000)),
+                Ok(env(30_000, NOW + 30_000, 2, 5)),
+            ),
+            // Written wall time, no epoch: the epoch is what remains.
+            (
+                env(10_000, 0, 0, 0),
+                Some(ms(30_000)),
+                Ok(env(10_000, NOW + 30_000, 1, 0)),
+            ),
+            // Sub-millisecond precision is rounded down.
+            (
+                env(0, 0, 0, 0),
+                Some(Duration::from_micros(2_999)),
+                Ok(env(2, NOW + 2, 1, 0)),
+            ),
+            // No time cap in scope: the times stay as written.
+            (env(10_000, 0, 2, 3), None, Ok(env(10_000, 0, 3, 3))),
+            // Depth: the last hop allowed, then refused.
+            (
+                env(0, 0, 2, 3),
+                Some(ms(1_000)),
+                Ok(env(1_000, NOW + 1_000, 3, 3)),
+            ),
+            (
+                env(0, 0, 3, 3),
+                Some(ms(1_000)),
+                Err(Refusal::Depth { next: 4, max: 3 }),
+            ),
+            // Nothing left.
+            (
+                env(0, 0, 0, 0),
+                Some(Duration::from_micros(999)),
+                Err(Refusal::Spent),
+            ),
+        ];
+        for (i, (base, left, want)) in table.into_iter().enumerate() {
+            assert_eq!(outgoing(base, left, NOW), want, "row {i}");
+        }
+    }
+
+    #[test]
+    fn base_table() {
+        let inbound = Envelope {
+            tokens: 800,
+            depth: 2,
+            max_depth: 4,
+            ..Envelope::default()
+        };
+        assert_eq!(base(None, None), Envelope::default());
+        assert_eq!(base(None, Some(inbound)), inbound);
+        let written = env(10_000, NOW + 10_000, 0, 0);
+        assert_eq!(base(Some(written), None), written);
+        // Written beside an inbound envelope: depth never goes back, limits only shrink.
+        assert_eq!(
+            base(Some(written), Some(inbound)),
+            Envelope {
+                tokens: 800,
+                depth: 2,
+                max_depth: 4,
+                ..written
+            }
+        );
+        let tighter = env(10_000, 0, 3, 3);
+        assert_eq!(
+            base(Some(tighter), Some(inbound)),
+            Envelope {
+                tokens: 800,
+                ..tighter
+            }
+        );
+        // A limit only one side sets stands.
+        let unlimited = Envelope {
+            max_depth: 0,
+            tokens: 0,
+            ..inbound
+        };
+        assert_eq!(base(Some(tighter), Some(unlimited)), tighter);
+    }
+
+    #[test]
+    fn incoming_table() {
+        let skew = ms(30_000);
+        type Row = (u64, u64, (Option<Duration>, Basis));
+        let table: [Row; 8] = [
+            (0, 0, (None, Basis::Unlimited)),
+            (20_000, 0, (Some(ms(20_000)), Basis::Wall)),
+            (0, NOW + 15_000, (Some(ms(15_000)), Basis::Epoch)),
+            // An epoch deadline already past grants nothing.
+            (0, NOW - 5, (Some(ms(0)), Basis::Epoch)),
+            // Both, in agreement: the smaller (time spent on the way counts).
+            (20_000, NOW + 19_200, (Some(ms(19_200)), Basis::Both)),
+            (20_000, NOW + 21_000, (Some(ms(20_000)), Basis::Both)),
+            // Far in the future of the wall time: the wall time wins.
+            (
+                20_000,
+                NOW + 3_600_000,
+                (
+                    Some(ms(20_000)),
+                    Basis::Skewed {
+                        epoch_left_ms: 3_600_000,
+                    },
+                ),
+            ),
+            // Far in the past: the wall time wins too.
+            (
+                20_000,
+                NOW - 3_600_000,
+                (
+                    Some(ms(20_000)),
+                    Basis::Skewed {
+                        epoch_left_ms: -3_600_000,
+                    },
+                ),
+            ),
+        ];
+        for (i, (wall, epoch, want)) in table.into_iter().enumerate() {
+            assert_eq!(
+                incoming(&env(wall, epoch, 1, 3), NOW, skew),
+                want,
+                "row {i}"
+            );
+        }
+    }
+
+    proptest! {
+        /// Budgets never grow from hop to hop: what a delegation carries is never more
+        /// than the caller wrote nor than remains, and always one hop deeper.
+        #[test]
+        fn an_envelope_never_grows(
+            wall in 0u64..10_000_000,
+            epoch_in in 0u64..10_000_000,
+            depth in 0u32..10,
+            max_depth in 0u32..10,
+            left_ms in proptest::option::of(0u64..10_000_000),
+        ) {
+            let epoch = if epoch_in == 0 { 0 } else { NOW + epoch_in };
+            let base = env(wall, epoch, depth, max_depth);
+            match outgoing(base, left_ms.map(ms), NOW) {
+                Ok(out) => {
+                    prop_assert_eq!(out.depth, depth + 1);
+                    prop_assert!(max_depth == 0 || out.depth <= max_depth);
+                    prop_assert_eq!(out.tokens, base.tokens);
+                    if wall > 0 { prop_assert!(out.wall_ms <= wall); }
+                    if epoch > 0 { prop_assert!(out.epoch_ms <= epoch); }
+                    if let Some(left) = left_ms {
+                        prop_assert!(out.wall_ms <= left && out.wall_ms > 0);
+                        prop_assert!(out.epoch_ms <= NOW + left);
+                    }
+                }
+                Err(Refusal::Depth { next, max }) => {
+                    prop_assert!(max > 0 && next > max);
+                }
+                Err(Refusal::Spent) => prop_assert_eq!(left_ms, Some(0)),
+            }
+        }
+
+        /// A received envelope never grants more than its wall time, when it has one.
+        #[test]
+        fn reading_never_exceeds_the_wall_time(
+            wall in 1u64..10_000_000,
+            epoch_offset in -10_000_000i64..10_000_000,
+            skew in 0u64..100_000,
+        ) {
+            let epoch = NOW.saturating_add_signed(epoch_offset);
+            let (left, _) = incoming(&env(wall, epoch, 0, 0), NOW, ms(skew));
+            prop_assert!(left.is_some_and(|l| l <= ms(wall)));
+        }
+    }
+}
