@@ -3,8 +3,13 @@
 use std::process::Command;
 
 fn cli(args: &[&str]) -> (i32, String, String) {
+    cli_env(args, &[])
+}
+
+fn cli_env(args: &[&str], vars: &[(&str, &str)]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_sw4rm-timeouts"))
         .args(args)
+        .envs(vars.iter().copied())
         .env_remove("SW4RM_CONFIG")
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
@@ -71,4 +76,106 @@ fn explain_routes_and_service_config() {
     let (code, _, err) = cli(&[]);
     assert_eq!(code, 2);
     assert!(err.contains("usage:"), "{err}");
+}
+
+#[test]
+fn help_version_and_no_command() {
+    for args in [&["--help"][..], &["-h"], &["help"]] {
+        let (code, out, err) = cli(args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        assert!(
+            out.contains("usage: sw4rm-timeouts COMMAND"),
+            "{args:?}: {out}"
+        );
+        for command in [
+            "explain",
+            "check FILE",
+            "routes",
+            "service-config",
+            "help [COMMAND]",
+        ] {
+            assert!(out.contains(command), "{args:?} lists {command}: {out}");
+        }
+    }
+    for args in [&["help", "check"][..], &["check", "--help"]] {
+        let (code, out, _) = cli(args);
+        assert_eq!(code, 0, "{args:?}");
+        assert!(
+            out.starts_with("usage: sw4rm-timeouts check FILE\n"),
+            "{args:?}: {out}"
+        );
+    }
+    let (code, out, _) = cli(&["--version"]);
+    assert_eq!(
+        (code, out.trim()),
+        (0, concat!("sw4rm-timeouts ", env!("CARGO_PKG_VERSION")))
+    );
+
+    // No command: usage on stderr, exit 2; the same for an unknown one.
+    let (code, out, err) = cli(&[]);
+    assert_eq!(code, 2);
+    assert!(out.is_empty());
+    assert!(
+        err.starts_with("no command given\n") && err.contains("usage:"),
+        "{err}"
+    );
+    let (code, _, err) = cli(&["help", "explian"]);
+    assert_eq!(code, 2);
+    assert!(err.starts_with("help: unknown command `explian`"), "{err}");
+}
+
+/// The README's command lines run as written.
+#[test]
+fn the_readme_examples_run() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let prefix = "cargo run --features cli --bin sw4rm-timeouts -- ";
+    let lines: Vec<&str> = readme
+        .lines()
+        .filter_map(|l| l.strip_prefix(prefix))
+        .collect();
+    assert!(lines.len() >= 4, "{lines:?}");
+    for line in lines {
+        let args: Vec<&str> = line.split('#').next().unwrap().split_whitespace().collect();
+        let (code, _, err) = cli(&args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+    }
+}
+
+/// The configuration mistakes a newcomer makes are named as written.
+#[test]
+fn mistakes_are_named_as_written() {
+    // Single underscores: reported (not silently ignored), with the name it should have.
+    let (code, _, err) = cli_env(
+        &["explain"],
+        &[("SW4RM_PROFILES_HEARTBEAT_DEFAULT_TIMEOUT_MS", "2000")],
+    );
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("SW4RM_PROFILES_HEARTBEAT_DEFAULT_TIMEOUT_MS: malformed name")
+            && err.contains("did you mean SW4RM_PROFILES__HEARTBEAT__DEFAULT_TIMEOUT_MS?"),
+        "{err}"
+    );
+
+    // A zero default: the value written, and the rule it breaks.
+    let dir = std::env::temp_dir().join(format!("sw4rm-cli-zero-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let zero = dir.join("zero.toml");
+    std::fs::write(&zero, "[profiles.heartbeat]\ndefault_timeout_ms = 0\n").unwrap();
+    let (code, _, err) = cli(&["check", zero.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("profiles.heartbeat.default_timeout_ms = 0: must be greater than 0"),
+        "{err}"
+    );
+    assert!(!err.contains("min_timeout_ms"), "{err}");
+    std::fs::remove_dir_all(dir).ok();
+
+    // The example file and the README give a profile timeout's range alike.
+    let root = env!("CARGO_MANIFEST_DIR");
+    for file in ["README.md", "sw4rm.example.toml"] {
+        let text = std::fs::read_to_string(format!("{root}/{file}")).unwrap();
+        assert!(text.contains("1 to 4294967295"), "{file}");
+        assert!(!text.contains("0 to 4294967295"), "{file}");
+    }
 }

@@ -352,3 +352,31 @@ async fn the_server_layer_answers_deadline_exceeded_and_drops_the_handler() {
         .is_err());
     assert_eq!(*scoped.lock().unwrap(), Some((None, None)));
 }
+
+/// A call refused because the budget was spent before it started says so, instead of
+/// "exceeded its deadline of 0 ms after 0 ms".
+#[tokio::test]
+async fn a_call_after_the_budget_is_spent_says_it_was_not_sent() {
+    let last = server().await;
+    let sw4rm = common::connect(&last, TimeoutProfileLayer::standard()).await;
+    let budget = OperationBudget::new(ms(50));
+    {
+        let _human = budget.pause();
+        tokio::time::sleep(ms(30)).await;
+    }
+    tokio::time::sleep(ms(100)).await;
+    let status = budget
+        .run(sw4rm.registry().heartbeat(HeartbeatRequest::default()))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::DeadlineExceeded);
+    let message = status.message();
+    assert!(
+        message.starts_with(
+            "/sw4rm.registry.RegistryService/Heartbeat was not sent: its operation budget was \
+             spent before the call started (heartbeat profile, from budget, 0 ms left, "
+        ) && message.ends_with(" ms of the budget spent paused)"),
+        "{message}"
+    );
+    assert_eq!(last.calls().len(), 0);
+}

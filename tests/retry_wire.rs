@@ -476,3 +476,69 @@ async fn retries_off_sends_once() {
     let _ = client.registry().heartbeat(req).await;
     assert_eq!(log.lock().unwrap().len(), 2, "CallRetry::off sends once");
 }
+
+/// A script counts the calls made after it was set: re-scripting after a call starts
+/// the count over.
+#[tokio::test]
+async fn a_new_script_counts_calls_from_when_it_was_set() {
+    use sw4rm_timeouts::proto::sw4rm::registry::HeartbeatRequest;
+    use sw4rm_timeouts::testing::Script;
+
+    let server = common::server().await;
+    let sw4rm = common::connect(&server, TimeoutProfileLayer::standard().without_retries()).await;
+    let beat = || async {
+        sw4rm
+            .registry()
+            .heartbeat(HeartbeatRequest::default())
+            .await
+    };
+    beat().await.unwrap();
+    server
+        .script("Heartbeat", Script::fail_first(1, tonic::Code::Unavailable))
+        .unwrap();
+    assert_eq!(beat().await.unwrap_err().code(), tonic::Code::Unavailable);
+    beat().await.unwrap();
+    // Set again: its first call fails again.
+    server
+        .script("Heartbeat", Script::fail_first(1, tonic::Code::Unavailable))
+        .unwrap();
+    assert_eq!(beat().await.unwrap_err().code(), tonic::Code::Unavailable);
+    beat().await.unwrap();
+}
+
+/// `attempts` in a timeout's details: 1 for a call under a retry policy that was never
+/// retried, none for a call sent once by design.
+#[tokio::test]
+async fn a_timeout_never_retried_reports_one_attempt() {
+    use sw4rm_timeouts::proto::sw4rm::registry::HeartbeatRequest;
+    use sw4rm_timeouts::testing::Script;
+    use sw4rm_timeouts::{ProfileSet, TimeoutDetails};
+
+    let server = common::server().await;
+    server
+        .script("Heartbeat", Script::latency(Duration::from_secs(5)))
+        .unwrap();
+    let profiles = ProfileSet::builder()
+        .without_global()
+        .default_timeout_ms("heartbeat", 1_000)
+        .build()
+        .unwrap();
+    for (layer, want) in [
+        (TimeoutProfileLayer::new(profiles.clone()), Some(1)),
+        (TimeoutProfileLayer::new(profiles).without_retries(), None),
+    ] {
+        let sw4rm = common::connect(&server, layer).await;
+        let status = sw4rm
+            .registry()
+            .heartbeat(HeartbeatRequest::default())
+            .await
+            .unwrap_err();
+        let details = TimeoutDetails::from_status(&status).unwrap();
+        assert_eq!(details.attempts(), want);
+        assert!(
+            !status.message().contains("attempts"),
+            "{}",
+            status.message()
+        );
+    }
+}

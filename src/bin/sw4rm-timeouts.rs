@@ -6,6 +6,7 @@
 //! sw4rm-timeouts check FILE                   validate a deployment file (and SW4RM_*)
 //! sw4rm-timeouts routes [--config FILE]       path → profile, shape, idempotent
 //! sw4rm-timeouts service-config [--mode default|max] [--config FILE]
+//! sw4rm-timeouts help [COMMAND] | --help | --version
 //! ```
 //!
 //! Without `--config` the global configuration is read as the SDK reads it
@@ -14,9 +15,56 @@
 
 use std::process::ExitCode;
 
-use sw4rm_timeouts::{GlobalConfig, ProfileField, ProfileSet, ServiceConfigMode, Source};
+use sw4rm_timeouts::{GlobalConfig, ProfileSet, ServiceConfigMode};
 
-const USAGE: &str = "usage: sw4rm-timeouts <explain|check FILE|routes|service-config [--mode default|max]> [--config FILE]";
+/// One command: its name, synopsis and what it does.
+const COMMANDS: [(&str, &str, &str); 4] = [
+    (
+        "explain",
+        "explain [--config FILE]",
+        "the effective profiles, one line each, naming the source of every value that is not standard",
+    ),
+    (
+        "check",
+        "check FILE",
+        "validates a deployment file (and the SW4RM_* environment): every problem, one per line",
+    ),
+    (
+        "routes",
+        "routes [--config FILE]",
+        "every route: path, profile, unary|streaming|long-lived, idempotent, source (tab-separated)",
+    ),
+    (
+        "service-config",
+        "service-config [--mode default|max] [--config FILE]",
+        "the profile table as a gRPC service config (JSON) for clients in other languages",
+    ),
+];
+
+fn usage() -> String {
+    let mut out = String::from(
+        "sw4rm-timeouts: the SW4-002 timeout configuration of a deployment\n\n\
+         usage: sw4rm-timeouts COMMAND [OPTIONS]\n\ncommands:\n",
+    );
+    for (_, synopsis, what) in COMMANDS {
+        out.push_str(&format!("  {synopsis}\n      {what}\n"));
+    }
+    out.push_str(
+        "  help [COMMAND]\n      this text, or one command's\n\n\
+         options:\n  -h, --help     this text\n  -V, --version  the version\n\n\
+         Without --config the global configuration is read as the SDK reads it\n\
+         (SW4RM_CONFIG or ./sw4rm.toml, and SW4RM_*). Exit codes: 0 success, 1 an invalid\n\
+         configuration (the problems on stderr), 2 a usage error.\n\n\
+         example: sw4rm-timeouts check sw4rm.example.toml\n",
+    );
+    out
+}
+
+/// One command's help, or `None` for a name that is no command.
+fn command_help(name: &str) -> Option<String> {
+    let (_, synopsis, what) = COMMANDS.iter().find(|(n, _, _)| *n == name)?;
+    Some(format!("usage: sw4rm-timeouts {synopsis}\n\n{what}.\n"))
+}
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -26,7 +74,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(Failure::Usage(why)) => {
-            eprintln!("{why}\n{USAGE}");
+            eprintln!("{why}\n\n{}", usage());
             ExitCode::from(2)
         }
         Err(Failure::Config(e)) => {
@@ -63,9 +111,27 @@ fn profiles(config: Option<&str>) -> Result<ProfileSet, Failure> {
 
 fn run(args: &[String]) -> Result<String, Failure> {
     let command = args.first().map(String::as_str);
+    let wants_help = args.iter().skip(1).any(|a| a == "--help" || a == "-h");
+    match (command, args.get(1).map(String::as_str)) {
+        (None, _) => return Err(Failure::Usage("no command given".into())),
+        (Some("--help" | "-h"), _) | (Some("help"), None) => return Ok(usage()),
+        (Some("--version" | "-V"), _) => {
+            return Ok(format!("sw4rm-timeouts {}\n", env!("CARGO_PKG_VERSION")))
+        }
+        (Some("help"), Some(name)) => {
+            return command_help(name)
+                .ok_or_else(|| Failure::Usage(format!("help: unknown command `{name}`")))
+        }
+        (Some(name), _) if wants_help => {
+            if let Some(help) = command_help(name) {
+                return Ok(help);
+            }
+        }
+        _ => {}
+    }
     let config = option(args, "--config")?;
     match command {
-        Some("explain") => Ok(explain(&profiles(config)?)),
+        Some("explain") => Ok(profiles(config)?.explain()),
         Some("check") => {
             let file = args
                 .get(1)
@@ -92,39 +158,8 @@ fn run(args: &[String]) -> Result<String, Failure> {
             Ok(profiles(config)?.service_config(mode))
         }
         Some(other) => Err(Failure::Usage(format!("unknown command `{other}`"))),
-        None => Err(Failure::Usage("no command".into())),
+        None => Err(Failure::Usage("no command given".into())),
     }
-}
-
-/// One line per profile; the fields not from the standard table name their source.
-fn explain(set: &ProfileSet) -> String {
-    let mut out = format!(
-        "{:<22} {:>10} {:>9} {:>10} {:>4} {:>8}  {}\n",
-        "profile", "default_ms", "min_ms", "max_ms", "inf", "attempts", "set by"
-    );
-    for p in set.profiles() {
-        let t = p.profile();
-        let changed: Vec<String> = ProfileField::ALL
-            .iter()
-            .filter(|f| p.source_of(**f) != &Source::Standard)
-            .map(|f| format!("{}={}", f.key(), p.source_of(*f)))
-            .collect();
-        out.push_str(&format!(
-            "{:<22} {:>10} {:>9} {:>10} {:>4} {:>8}  {}\n",
-            t.name,
-            t.default_timeout_ms,
-            t.min_timeout_ms,
-            t.max_timeout_ms,
-            if t.allow_infinite { "yes" } else { "no" },
-            p.retry().max_attempts(),
-            if changed.is_empty() {
-                "standard".to_owned()
-            } else {
-                changed.join(", ")
-            }
-        ));
-    }
-    out
 }
 
 /// Tab-separated: pattern, profile, unary|streaming|long-lived, idempotent|-, source.

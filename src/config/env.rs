@@ -12,6 +12,7 @@ use std::ffi::OsString;
 use figment::value::{Dict, Value};
 
 use super::error::{did_you_mean, ConfigIssue};
+use crate::policy::profile::ProfileField;
 use crate::policy::source::Source;
 
 const PREFIX: &str = "SW4RM_";
@@ -52,6 +53,41 @@ fn issue(name: &str, value: &str, rule: impl Into<String>) -> ConfigIssue {
     }
 }
 
+/// The rule a name breaks when it is clearly meant for us but joins its keys with
+/// single underscores (`SW4RM_PROFILES_HEARTBEAT_DEFAULT_TIMEOUT_MS`), with the name it
+/// should have where the key path can be told; `None` for any other name.
+fn single_underscores(rest: &str, top_keys: &[&str]) -> Option<String> {
+    let lower = rest.to_ascii_lowercase();
+    if lower.contains("__") || top_keys.contains(&lower.as_str()) {
+        return None;
+    }
+    let top = top_keys
+        .iter()
+        .find(|t| lower.strip_prefix(**t).is_some_and(|r| r.starts_with('_')))?;
+    let after = &lower[top.len() + 1..];
+    let suggestion = (*top == "profiles")
+        .then(|| {
+            ProfileField::ALL.iter().find_map(|f| {
+                let flat = f.key().replace('.', "_");
+                let profile = after.strip_suffix(&flat)?.strip_suffix('_')?;
+                (!profile.is_empty())
+                    .then(|| format!("profiles__{profile}__{}", f.key().replace('.', "__")))
+            })
+        })
+        .flatten()
+        .map(|path| match rest.bytes().any(|b| b.is_ascii_lowercase()) {
+            true => format!(" (did you mean {}{path}?)", PREFIX.to_ascii_lowercase()),
+            false => format!(
+                " (did you mean {PREFIX}{})",
+                path.to_ascii_uppercase() + "?"
+            ),
+        })
+        .unwrap_or_default();
+    Some(format!(
+        "malformed name: keys are joined by two underscores (`__`), so it sets nothing{suggestion}"
+    ))
+}
+
 /// Reads the variables (the process environment, or a map a test or app gives).
 pub(super) fn read(
     vars: impl IntoIterator<Item = (OsString, OsString)>,
@@ -83,6 +119,10 @@ pub(super) fn read(
             }
             continue;
         };
+        if let Some(rule) = single_underscores(rest, top_keys) {
+            issues.push(issue(name, value, rule));
+            continue;
+        }
         if segments.iter().any(String::is_empty) {
             if ours {
                 issues.push(issue(
@@ -194,6 +234,36 @@ mod tests {
                 var: "SW4RM_SECRETS__BACKEND__",
                 rule: None,
                 read: false,
+            },
+            // Single underscores: clearly ours, and malformed.
+            Row {
+                var: "SW4RM_PROFILES_HEARTBEAT_DEFAULT_TIMEOUT_MS",
+                rule: Some(
+                    "keys are joined by two underscores (`__`), so it sets nothing (did you \
+                     mean SW4RM_PROFILES__HEARTBEAT__DEFAULT_TIMEOUT_MS?)",
+                ),
+                read: false,
+            },
+            Row {
+                var: "sw4rm_profiles_task_submit_retry_max_attempts",
+                rule: Some("(did you mean sw4rm_profiles__task_submit__retry__max_attempts?)"),
+                read: false,
+            },
+            Row {
+                var: "SW4RM_ROUTES_X",
+                rule: Some("keys are joined by two underscores (`__`), so it sets nothing"),
+                read: false,
+            },
+            // Not ours: another tool's variable, and our own top-level key.
+            Row {
+                var: "SW4RM_LOG_LEVEL",
+                rule: None,
+                read: true, // into the tree, where no key of ours reads it
+            },
+            Row {
+                var: "SW4RM_FALLBACK_PROFILE",
+                rule: None,
+                read: true,
             },
             Row {
                 var: "SW4RM_CONFIG",

@@ -216,6 +216,9 @@ impl ProfileField {
 pub enum ProfileRule {
     /// `min_timeout_ms` must be greater than 0.
     MinIsZero,
+    /// `default_timeout_ms` must be greater than 0 (no deadline is said per call, as
+    /// 0, where the profile allows infinite).
+    DefaultIsZero,
     /// `min_timeout_ms` must not exceed `default_timeout_ms`.
     MinAboveDefault {
         /// The default it exceeds.
@@ -253,6 +256,9 @@ impl fmt::Display for ProfileRule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ProfileRule::MinIsZero => f.write_str("must be greater than 0"),
+            ProfileRule::DefaultIsZero => f.write_str(
+                "must be greater than 0 (for no deadline, set allow_infinite and pass 0 per call)",
+            ),
             ProfileRule::MinAboveDefault { default_ms } => {
                 write!(f, "must be <= default_timeout_ms ({default_ms})")
             }
@@ -460,7 +466,10 @@ impl TimeoutProfile {
         if self.min_timeout_ms == 0 {
             out.push(v(ProfileField::Min, 0, ProfileRule::MinIsZero));
         }
-        if self.min_timeout_ms > self.default_timeout_ms {
+        if self.default_timeout_ms == 0 {
+            // The value written is the default: the minimum above it follows from it.
+            out.push(v(ProfileField::Default, 0, ProfileRule::DefaultIsZero));
+        } else if self.min_timeout_ms > self.default_timeout_ms {
             out.push(v(
                 ProfileField::Min,
                 self.min_timeout_ms,
@@ -535,11 +544,14 @@ mod tests {
 
     #[test]
     fn violations_name_field_and_value() {
-        use ProfileField::{Max, Min};
+        use ProfileField::{Default, Max, Min};
         type Row = ((u32, u32, u32), &'static [(ProfileField, u64)]);
-        let table: [Row; 5] = [
+        let table: [Row; 7] = [
             ((5, 1, 10), &[]),
             ((5, 0, 10), &[(Min, 0)]),
+            // A zero default is the value written: the minimum above it is not blamed.
+            ((0, 1_000, 30_000), &[(Default, 0)]),
+            ((0, 0, 10), &[(Min, 0), (Default, 0)]),
             ((5, 6, 10), &[(Min, 6)]),
             ((11, 1, 10), &[(Max, 10)]),
             ((5, 20, 4), &[(Min, 20), (Max, 4)]),

@@ -204,7 +204,8 @@ impl TestServer {
     /// Scripts an RPC, named by its path (`/sw4rm.registry.RegistryService/Heartbeat`)
     /// or its method name (`Heartbeat`) where only one service has a method of that name
     /// (`Decide` is both `HitlService/Decide` and `NegotiationService/Decide`: give the
-    /// path).
+    /// path). The script replaces the RPC's previous one, and its `fail_first` /
+    /// `slow_first` count the calls made from now on.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -9,11 +9,12 @@ pub struct Script {
     pub latency: Duration,
     /// Answer with this status instead of a response (after `latency`).
     pub fail_with: Option<tonic::Code>,
-    /// With `fail_with`: fail only the first this many calls of the RPC, then answer
-    /// (`None`: fail every call).
+    /// With `fail_with`: fail only the first this many calls of the RPC made after the
+    /// script was set ([`super::TestServer::script`]), then answer (`None`: fail every
+    /// call).
     pub fail_first: Option<usize>,
-    /// With `latency`: wait only in the first this many calls of the RPC, then
-    /// answer at once (`None`: every call waits).
+    /// With `latency`: wait only in the first this many calls of the RPC made after the
+    /// script was set, then answer at once (`None`: every call waits).
     pub slow_first: Option<usize>,
     /// The response message, encoded (`None`: the default message). Set it with
     /// [`Script::respond_with`].
@@ -31,7 +32,8 @@ impl Script {
         }
     }
 
-    /// A unary script that fails the first `n` calls with `code`, then answers.
+    /// A unary script that fails the first `n` calls with `code`, then answers. Calls
+    /// count from the moment the script is set, so re-scripting starts over.
     ///
     /// ```
     /// use sw4rm_timeouts::testing::Script;
@@ -46,7 +48,8 @@ impl Script {
         }
     }
 
-    /// A unary script whose first `n` calls wait `latency`, the rest answer at once.
+    /// A unary script whose first `n` calls wait `latency`, the rest answer at once
+    /// (counted from the moment the script is set).
     ///
     /// ```
     /// use std::time::Duration;

@@ -10,7 +10,8 @@ use super::script::{CallRecord, Outcome, Script};
 
 #[derive(Debug, Default)]
 pub(crate) struct State {
-    scripts: Mutex<HashMap<&'static str, Script>>,
+    /// Each RPC's script, and how many calls the server had seen when it was set.
+    scripts: Mutex<HashMap<&'static str, (Script, usize)>>,
     calls: Mutex<Vec<CallRecord>>,
     pub(crate) changed: Notify,
     /// The last `seq` given to an inbound message.
@@ -26,10 +27,13 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl State {
     pub(crate) fn set_script(&self, path: &'static str, script: Script) {
-        lock(&self.scripts).insert(path, script);
+        let since = lock(&self.calls).len();
+        lock(&self.scripts).insert(path, (script, since));
     }
 
-    pub(crate) fn script(&self, path: &str) -> Script {
+    /// The RPC's script, and the id from which its calls count (those made after it
+    /// was set).
+    pub(crate) fn script(&self, path: &str) -> (Script, usize) {
         lock(&self.scripts).get(path).cloned().unwrap_or_default()
     }
 
@@ -117,11 +121,13 @@ impl CallGuard {
         self.state.changed.notify_waiters();
     }
 
-    /// How many calls of the same RPC came before this one.
-    pub(crate) fn nth_of_path(&self) -> usize {
+    /// How many calls of the same RPC came before this one, counting from call `since`
+    /// (when its script was set).
+    pub(crate) fn nth_of_path(&self, since: usize) -> usize {
         let calls = lock(&self.state.calls);
         let path = calls.get(self.id).map(|c| c.path);
-        calls[..self.id.min(calls.len())]
+        let end = self.id.min(calls.len());
+        calls[since.min(end)..end]
             .iter()
             .filter(|c| Some(c.path) == path)
             .count()

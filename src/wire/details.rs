@@ -9,6 +9,7 @@ use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
 use crate::policy::deadline::Phase;
+use crate::policy::route::split_path;
 use crate::policy::source::Source;
 
 /// `ErrorInfo.reason` of every SW4-002 timeout.
@@ -133,7 +134,37 @@ impl TimeoutDetails {
         self.detected_by
     }
 
-    /// Attempts made, when the call was under a retry policy (SW4-002 §5.2).
+    /// Whether these details describe the call to `path` (`/package.Service/Method`):
+    /// false when they name another RPC — a server that timed out on its own
+    /// downstream call and passed that call's details on (another hop's timeout, not
+    /// this call's).
+    ///
+    /// ```
+    /// use std::collections::HashMap;
+    /// use sw4rm_timeouts::{TimeoutDetails, TIMEOUT_DOMAIN, TIMEOUT_REASON};
+    /// use tonic_types::{ErrorDetails, StatusExt};
+    /// // A Heartbeat answered with the details of the server's own downstream call.
+    /// let metadata: HashMap<String, String> = [
+    ///     ("profile_name", "workflow_status"), ("configured_timeout_ms", "10000"),
+    ///     ("elapsed_ms", "10001"), ("service", "sw4rm.scheduler.SchedulerService"),
+    ///     ("method", "GetTaskStatus"), ("source", "standard"),
+    /// ].into_iter().map(|(k, v)| (k.to_owned(), v.to_owned())).collect();
+    /// let status = tonic::Status::with_error_details(
+    ///     tonic::Code::DeadlineExceeded,
+    ///     "downstream timed out",
+    ///     ErrorDetails::with_error_info(TIMEOUT_REASON, TIMEOUT_DOMAIN, metadata),
+    /// );
+    /// let details = TimeoutDetails::from_status(&status).unwrap();
+    /// assert!(!details.describes("/sw4rm.registry.RegistryService/Heartbeat")); // another hop's
+    /// assert!(details.describes("/sw4rm.scheduler.SchedulerService/GetTaskStatus"));
+    /// ```
+    pub fn describes(&self, path: &str) -> bool {
+        split_path(path) == Some((self.service.as_str(), self.method.as_str()))
+    }
+
+    /// Attempts made, when the call was under a retry policy (SW4-002 §5.2): `Some(1)`
+    /// for a call that was never retried, `None` for a call sent once by design
+    /// (retries off, or a policy of one attempt).
     pub fn attempts(&self) -> Option<u32> {
         self.attempts
     }
@@ -223,6 +254,28 @@ impl TimeoutDetails {
 
 impl fmt::Display for TimeoutDetails {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Refused at the start: the scope's cap was spent before the call began.
+        let spent = match self.source.level() {
+            "budget" => Some("its operation budget was spent"),
+            "inherited" => Some("too little of its inherited deadline was left"),
+            _ => None,
+        }
+        .filter(|_| {
+            self.elapsed_ms == 0
+                && self.phase == Phase::Total
+                && self.detected_by == DetectedBy::Client
+        });
+        if let Some(why) = spent {
+            write!(
+                f,
+                "/{}/{} was not sent: {why} before the call started ({} profile, from {}, {} ms left",
+                self.service, self.method, self.profile_name, self.source, self.configured_timeout_ms
+            )?;
+            if let Some(paused) = self.budget_paused_ms {
+                write!(f, ", {paused} ms of the budget spent paused")?;
+            }
+            return f.write_str(")");
+        }
         write!(
             f,
             "/{}/{} exceeded its {} of {} ms ({} profile, from {}) after {} ms",

@@ -1,9 +1,11 @@
-//! `Display` for [`ProfileSet`]: the effective table with the source of every value,
-//! for operators debugging a deployment.
+//! The effective table for operators: `Display` for [`ProfileSet`] (every value with
+//! its source) and [`ProfileSet::explain`] (one line per profile).
 
 use std::fmt;
 
 use crate::config::Field;
+use crate::policy::profile::ProfileField;
+use crate::policy::source::Source;
 
 use super::ProfileSet;
 
@@ -77,5 +79,54 @@ fn kind(route: &crate::policy::route::Route) -> &'static str {
         (true, false, false) => " (streaming)",
         (false, false, true) => " (idempotent)",
         (false, false, false) => "",
+    }
+}
+
+impl ProfileSet {
+    /// The effective table in the compact form `sw4rm-timeouts explain` prints: one
+    /// line per profile (default, min, max, infinite, attempts), naming the source of
+    /// every field that is not the standard value. (`Display` gives every field with
+    /// its source, for a close look at one deployment.)
+    ///
+    /// ```
+    /// let set = sw4rm_timeouts::ProfileSet::builder()
+    ///     .without_global()
+    ///     .default_timeout_ms("heartbeat", 2_000)
+    ///     .build()?;
+    /// let table = set.explain();
+    /// assert!(table.starts_with("profile "));
+    /// let heartbeat = table.lines().find(|l| l.starts_with("heartbeat")).unwrap();
+    /// assert!(heartbeat.contains("2000") && heartbeat.ends_with("default_timeout_ms=client"));
+    /// # Ok::<(), sw4rm_timeouts::ConfigError>(())
+    /// ```
+    pub fn explain(&self) -> String {
+        let set = self;
+        let mut out = format!(
+            "{:<22} {:>10} {:>9} {:>10} {:>4} {:>8}  {}\n",
+            "profile", "default_ms", "min_ms", "max_ms", "inf", "attempts", "set by"
+        );
+        for p in set.profiles() {
+            let t = p.profile();
+            let changed: Vec<String> = ProfileField::ALL
+                .iter()
+                .filter(|f| p.source_of(**f) != &Source::Standard)
+                .map(|f| format!("{}={}", f.key(), p.source_of(*f)))
+                .collect();
+            out.push_str(&format!(
+                "{:<22} {:>10} {:>9} {:>10} {:>4} {:>8}  {}\n",
+                t.name,
+                t.default_timeout_ms,
+                t.min_timeout_ms,
+                t.max_timeout_ms,
+                if t.allow_infinite { "yes" } else { "no" },
+                p.retry().max_attempts(),
+                if changed.is_empty() {
+                    "standard".to_owned()
+                } else {
+                    changed.join(", ")
+                }
+            ));
+        }
+        out
     }
 }

@@ -40,8 +40,8 @@ impl Embedded {
         answer: impl FnOnce(Req) -> Resp,
     ) -> Result<Response<Resp>, Status> {
         let guard = self.state.begin(path, &req);
-        let script = self.state.script(path);
-        let nth = guard.nth_of_path();
+        let (script, since) = self.state.script(path);
+        let nth = guard.nth_of_path(since);
         if !script.latency.is_zero() && script.slow_first.is_none_or(|n| nth < n) {
             tokio::time::sleep(script.latency).await;
         }
@@ -70,7 +70,7 @@ impl Embedded {
         sent: impl Fn(&T) + Send + 'static,
     ) -> Frames<T> {
         let guard = self.state.begin(path, request);
-        let script = self.state.script(path).stream;
+        let script = self.state.script(path).0.stream;
         let count = match script.frames.len() {
             0 => script.messages,
             n => u32::try_from(n).unwrap_or(u32::MAX),
