@@ -104,3 +104,58 @@
 //! assert_eq!(wire.default_timeout_ms, 5_000);
 //! assert_eq!(TimeoutProfile::try_from(wire).unwrap(), heartbeat);
 //! ```
+//!
+//! ## Serving a stream: the associated stream type
+//!
+//! An agent that serves a server-streaming RPC (`RouterService/StreamIncoming`,
+//! `ToolService/CallStream`) names the stream type its handler returns. With the
+//! `server` feature, a channel-backed stream is the usual choice: the handler returns
+//! at once and a task feeds the stream; when the client goes away (or its deadline
+//! passes) the channel closes and the task stops.
+//!
+//! ```
+//! # #[cfg(feature = "server")]
+//! # mod example {
+//! use std::pin::Pin;
+//! use sw4rm_timeouts::proto::sw4rm::common::Envelope;
+//! use sw4rm_timeouts::proto::sw4rm::router::router_service_server::RouterService;
+//! use sw4rm_timeouts::proto::sw4rm::router::{
+//!     DeliveryAckRequest, DeliveryAckResponse, SendMessageRequest, SendMessageResponse,
+//!     StreamItem, StreamRequest,
+//! };
+//! use sw4rm_timeouts::tonic::{self, Request, Response, Status};
+//!
+//! /// Any stream of items: here, the receiving end of a channel.
+//! type Inbox = Pin<Box<dyn tokio_stream::Stream<Item = Result<StreamItem, Status>> + Send>>;
+//!
+//! struct Router;
+//!
+//! #[tonic::async_trait]
+//! impl RouterService for Router {
+//!     async fn send_message(&self, _: Request<SendMessageRequest>) -> Result<Response<SendMessageResponse>, Status> {
+//!         Ok(Response::new(SendMessageResponse { accepted: true, ..Default::default() }))
+//!     }
+//!
+//!     type StreamIncomingStream = Inbox;
+//!
+//!     async fn stream_incoming(&self, request: Request<StreamRequest>) -> Result<Response<Inbox>, Status> {
+//!         let agent = request.into_inner().agent_id;
+//!         let (tx, rx) = tokio::sync::mpsc::channel(16);
+//!         tokio::spawn(async move {
+//!             for seq in 1.. {
+//!                 let msg = Envelope { message_id: format!("{agent}-{seq}"), ..Default::default() };
+//!                 if tx.send(Ok(StreamItem { msg: Some(msg), seq })).await.is_err() {
+//!                     break; // the client went away
+//!                 }
+//!                 tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+//!             }
+//!         });
+//!         Ok(Response::new(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))))
+//!     }
+//!
+//!     async fn ack_delivery(&self, _: Request<DeliveryAckRequest>) -> Result<Response<DeliveryAckResponse>, Status> {
+//!         Ok(Response::new(DeliveryAckResponse { recorded: true }))
+//!     }
+//! }
+//! # }
+//! ```

@@ -1,19 +1,44 @@
 //! Deadlines that follow the work across calls: the deadline of an inbound call
 //! (agents are servers too) and operation budgets that span many calls and pause
-//! while a human decides. Outgoing calls made inside a scope are capped by it.
+//! while a human decides. Outgoing calls made inside a scope are capped by it: the
+//! smallest cap wins, and a timeout's details name it.
 //!
-//! Reading order: `task.rs` (the scope a task runs in, and how to carry it to other
-//! tasks or leave it) → `server.rs` (the tower layer for tonic servers that reads the
-//! inbound `grpc-timeout`, opens the scope for the handler and enforces it) →
-//! `budget.rs` (the operation budget and its pause guard). The arithmetic is in
-//! `policy/inherit.rs`; the client layer reads the scope when it plans a
-//! call.
+//! How to use it:
 //!
-//! What flows by itself: everything the handler (or the future given to
-//! [`OperationBudget::run`]) awaits in its own task. What does not: work moved to
-//! another task (`tokio::spawn`, a channel to a worker, a future stored and polled
-//! later elsewhere). Wrap such work with [`carry`] to take the scope along, or with
-//! [`detach`] to run it under no inherited deadline and no budget on purpose.
+//! * **Serving calls**: put [`InboundDeadlineLayer`] on your tonic server. Each
+//!   handler runs inside the deadline its caller sent (`grpc-timeout`), and every
+//!   call it makes gets at most what remains, less a hop offset ([`crate::Propagation`]).
+//! * **An operation of many calls**: `OperationBudget::new(total).run(future)` caps
+//!   every call made inside; `budget.pause()` stops the clock while a human decides.
+//! * **A handoff you received**: `OperationBudget::from_envelope(&request.budget)`
+//!   runs the delegated work under what it was handed (SW4-004); handoffs made inside
+//!   carry an envelope one hop deeper.
+//! * **Work moved to another task**: what the handler (or the future given to
+//!   [`OperationBudget::run`]) awaits in its own task sees the scope by itself;
+//!   `tokio::spawn`ed work, a channel to a worker, or a future polled elsewhere does
+//!   not. Wrap it with [`carry`] to take the scope along, or with [`detach`] to run it
+//!   under no inherited deadline and no budget on purpose (cleanup that must outlive
+//!   the caller).
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! use std::time::Duration;
+//! use sw4rm_timeouts::{scope, OperationBudget};
+//! let budget = OperationBudget::new(Duration::from_secs(30));
+//! budget.run(async {
+//!     // Calls made here are capped by what remains of the 30 s.
+//!     let worker = tokio::spawn(scope::carry(async { /* ...and here too */ }));
+//!     worker.await.unwrap();
+//! }).await;
+//! # }
+//! ```
+
+// Reading order (for contributors): `task.rs` (the scope a task runs in, carried or
+// left) → `server.rs` (the tower layer for tonic servers: reads the inbound
+// `grpc-timeout`, opens the scope for the handler, enforces it) → `budget.rs` (the
+// operation budget, its pause guard, and budgets read from envelopes). The arithmetic
+// is in `policy/inherit.rs` and `policy/envelope.rs`; the client layer reads the
+// scope when it plans a call.
 
 mod budget;
 mod server;

@@ -173,9 +173,10 @@ pub(crate) fn plan<'a>(
 
     // Retries (SW4-002 §5.2): the deadline above covers every attempt; an attempt
     // timeout below it is one more cap, on the first attempt only.
-    let retry = outer
-        .retries
-        .then(|| retry_plan(profile, extensions, route.idempotent, &timers));
+    let retry = outer.retries.then(|| {
+        let floor = retry_floor(profile, &timers, &outer.propagation);
+        retry_plan(profile, extensions, route.idempotent, &timers, floor)
+    });
     let retry = retry.flatten();
     let attempt = retry.as_ref().and_then(|r| r.first.as_ref());
 
@@ -255,13 +256,30 @@ pub(crate) fn scope_left(scope: &Current, propagation: &Propagation) -> Option<D
     }
 }
 
+/// The least time a retry may run under. Under the call's own deadline: the profile's
+/// minimum (SW4-002 §2.2 bounds what callers ask for). Under an inherited deadline or
+/// a budget, which are limits, not requests (the call itself goes out below the
+/// minimum): the propagation floor, the least any call is sent with.
+fn retry_floor(profile: &ResolvedProfile, timers: &Timers, propagation: &Propagation) -> Duration {
+    let scope_capped = timers
+        .total
+        .as_ref()
+        .is_some_and(|c| matches!(c.source.level(), "inherited" | "budget"));
+    match scope_capped {
+        true => propagation.min_to_send(),
+        false => profile.profile.min_timeout(),
+    }
+}
+
 /// The call's retry plan: the per-call policy or the profile's, the per-call
-/// idempotency or the route's; `None` when the policy makes one attempt.
+/// idempotency or the route's; `None` when the policy makes one attempt. No retry
+/// runs under less than `floor`.
 fn retry_plan(
     profile: &ResolvedProfile,
     extensions: &http::Extensions,
     route_idempotent: bool,
     timers: &Timers,
+    floor: Duration,
 ) -> Option<RetryPlan> {
     let per_call = extensions.get::<CallRetry>();
     let call_policy = per_call.and_then(CallRetry::retry_policy);
@@ -286,7 +304,7 @@ fn retry_plan(
         idempotent: per_call
             .and_then(CallRetry::is_idempotent)
             .unwrap_or(route_idempotent),
-        min_timeout,
+        min_timeout: floor,
         first,
     })
 }
@@ -524,6 +542,43 @@ mod tests {
         });
         assert_eq!(total, Some((ms(1_000), Source::BudgetEnvelope)));
         assert_eq!(paused, Some(ms(7)));
+    }
+
+    /// A retry under an inherited deadline may run down to the propagation floor; under
+    /// the call's own deadline, down to the profile's minimum.
+    #[test]
+    fn the_retry_floor_under_a_scope_is_the_propagation_floor() {
+        let set = ProfileSet::standard();
+        let floor = |scope: Option<Current>| {
+            let outer = Outer {
+                retries: true,
+                scope,
+                ..Outer::default()
+            };
+            let p = plan(
+                &set,
+                route(&set, HEARTBEAT),
+                &Default::default(),
+                &HeaderMap::new(),
+                &outer,
+                |_| None,
+            )
+            .unwrap();
+            p.retry.map(|r| r.min_timeout)
+        };
+        let inherited = |left| Current {
+            inherited: Some(left),
+            budget: None,
+            delegation: None,
+        };
+        assert_eq!(floor(None), Some(ms(1_000)), "the heartbeat's minimum");
+        assert_eq!(
+            floor(Some(inherited(ms(600)))),
+            Some(ms(1)),
+            "below the minimum"
+        );
+        // An inherited deadline above the profile's own leaves the profile in charge.
+        assert_eq!(floor(Some(inherited(ms(60_000)))), Some(ms(1_000)));
     }
 
     #[test]
