@@ -1,79 +1,82 @@
 //! Generated prost messages and tonic clients/servers for the SW4RM services,
-//! wire-identical to the upstream SW4RM protos, plus the SW4-002 additions.
+//! wire-identical to the upstream SW4RM protos, plus the SW4-002 additions. The code
+//! is generated from `proto/` by `build/generate.rs` and ships in `src/generated/`
+//! (`tests/generated_code.rs` keeps it current), so building the crate runs no code
+//! generator.
 #![allow(missing_docs, clippy::all, clippy::pedantic)]
 
 /// The `sw4rm.*` packages.
 pub mod sw4rm {
     /// `sw4rm.common`: shared enums, `Envelope`, `Ack`, `Empty`.
     pub mod common {
-        tonic::include_proto!("sw4rm.common");
+        include!("generated/sw4rm.common.rs");
     }
     /// `sw4rm.registry`: `RegistryService`.
     pub mod registry {
-        tonic::include_proto!("sw4rm.registry");
+        include!("generated/sw4rm.registry.rs");
     }
     /// `sw4rm.scheduler`: `SchedulerService` and `SchedulerPolicyService`.
     pub mod scheduler {
-        tonic::include_proto!("sw4rm.scheduler");
+        include!("generated/sw4rm.scheduler.rs");
     }
     /// `sw4rm.negotiation_room`: `NegotiationRoomService`.
     pub mod negotiation_room {
-        tonic::include_proto!("sw4rm.negotiation_room");
+        include!("generated/sw4rm.negotiation_room.rs");
     }
     /// `sw4rm.handoff`: `HandoffService`.
     pub mod handoff {
-        tonic::include_proto!("sw4rm.handoff");
+        include!("generated/sw4rm.handoff.rs");
     }
     /// `sw4rm.tool`: `ToolService`.
     pub mod tool {
-        tonic::include_proto!("sw4rm.tool");
+        include!("generated/sw4rm.tool.rs");
     }
     /// `sw4rm.negotiation`: `NegotiationService` (open, propose, counter, evaluate,
     /// decide, abort).
     pub mod negotiation {
-        tonic::include_proto!("sw4rm.negotiation");
+        include!("generated/sw4rm.negotiation.rs");
     }
     /// `sw4rm.policy`: negotiation policy messages used by `SchedulerPolicyService`.
     pub mod policy {
-        tonic::include_proto!("sw4rm.policy");
+        include!("generated/sw4rm.policy.rs");
     }
     /// `sw4rm.router`: `RouterService` (send a message, an agent's inbound stream,
     /// acknowledge a delivery).
     pub mod router {
-        tonic::include_proto!("sw4rm.router");
+        include!("generated/sw4rm.router.rs");
     }
     /// `sw4rm.hitl`: `HitlService` (a human's decision).
     pub mod hitl {
-        tonic::include_proto!("sw4rm.hitl");
+        include!("generated/sw4rm.hitl.rs");
     }
     /// `sw4rm.worktree`: `WorktreeService`.
     pub mod worktree {
-        tonic::include_proto!("sw4rm.worktree");
+        include!("generated/sw4rm.worktree.rs");
     }
     /// `sw4rm.activity`: `ActivityService` (negotiation artifacts).
     pub mod activity {
-        tonic::include_proto!("sw4rm.activity");
+        include!("generated/sw4rm.activity.rs");
     }
     /// `sw4rm.connector`: `ConnectorService` (tool providers).
     pub mod connector {
-        tonic::include_proto!("sw4rm.connector");
+        include!("generated/sw4rm.connector.rs");
     }
     /// `sw4rm.logging`: `LoggingService`.
     pub mod logging {
-        tonic::include_proto!("sw4rm.logging");
+        include!("generated/sw4rm.logging.rs");
     }
     /// `sw4rm.reasoning`: `ReasoningProxy`.
     pub mod reasoning {
-        tonic::include_proto!("sw4rm.reasoning");
+        include!("generated/sw4rm.reasoning.rs");
     }
     /// `sw4rm.workflow`: `WorkflowService` (create, start, inspect and resume
     /// workflows of agents).
     pub mod workflow {
-        tonic::include_proto!("sw4rm.workflow");
+        include!("generated/sw4rm.workflow.rs");
     }
     /// `sw4rm.timeouts`: the SW4-002 `TimeoutProfile` and `StreamingTimeoutPolicy` messages.
     pub mod timeouts {
-        tonic::include_proto!("sw4rm.timeouts");
+        include!("generated/sw4rm.timeouts.rs");
     }
 }
 
