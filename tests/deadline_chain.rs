@@ -99,8 +99,8 @@ impl RegistryService for Middle {
 async fn middle(last: &TestServer) -> (String, Arc<Seen>) {
     // A generous hop offset: the middle's own call ends well before its caller's
     // deadline, whatever the load.
-    let layer =
-        TimeoutProfileLayer::standard().with_propagation(Propagation::default().hop_offset(HOP));
+    let layer = TimeoutProfileLayer::standard()
+        .with_propagation(Propagation::default().with_hop_offset(HOP));
     let downstream = common::connect(last, layer).await;
     let seen = Arc::new(Seen::default());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -379,7 +379,7 @@ async fn an_empty_budget_returns_the_original_error() {
     let metrics = Metrics::new();
     let policy = quick(5, 1);
     // 4 tokens: retries while more than 2 are left.
-    let budget = RetryBudget::with_max_tokens(4);
+    let budget = RetryBudget::new(4);
     let layer = heartbeat_layer(5_000, policy, &metrics).with_retry_budget(budget.clone());
     let client = sw4rm(addr, layer);
     for expected_total in [2, 3] {

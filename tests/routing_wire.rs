@@ -576,7 +576,7 @@ async fn an_idle_limit_set_for_the_call_ends_the_inbound_stream() {
         agent_id: "agent-7".into(),
     });
     CallStreamingPolicy::default()
-        .message_gap(Duration::from_millis(1_000))
+        .with_message_gap(Duration::from_millis(1_000))
         .apply(&mut request);
     let mut stream = sw4rm
         .router()

@@ -12,9 +12,10 @@ use std::time::Duration;
 /// use std::time::Duration;
 /// use sw4rm_timeouts::Propagation;
 /// let p = Propagation::default()
-///     .hop_offset(Duration::from_millis(20))
-///     .max_propagated(Duration::from_secs(60));
-/// assert_eq!(p.offset(), Duration::from_millis(20));
+///     .with_hop_offset(Duration::from_millis(20))
+///     .with_max_propagated(Duration::from_secs(60));
+/// assert_eq!(p.hop_offset(), Duration::from_millis(20));
+/// assert_eq!(p.max_propagated(), Some(Duration::from_secs(60)));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Propagation {
@@ -37,36 +38,37 @@ impl Default for Propagation {
 impl Propagation {
     /// Time kept back for the hop (the network and the reply): an outgoing call gets
     /// the inherited remaining time minus this.
-    pub fn hop_offset(mut self, offset: Duration) -> Self {
+    pub fn with_hop_offset(mut self, offset: Duration) -> Self {
         self.offset = offset;
         self
     }
 
     /// The most an outgoing call inherits, however much the inbound call had.
-    pub fn max_propagated(mut self, max: Duration) -> Self {
+    pub fn with_max_propagated(mut self, max: Duration) -> Self {
         self.max = Some(max);
         self
     }
 
     /// Below this much inherited time an outgoing call is not sent: it fails at once
-    /// with `DEADLINE_EXCEEDED`.
-    pub fn floor(mut self, floor: Duration) -> Self {
+    /// with `DEADLINE_EXCEEDED`. Retries of a call capped by an inherited deadline or
+    /// a budget run down to it too.
+    pub fn with_floor(mut self, floor: Duration) -> Self {
         self.floor = floor;
         self
     }
 
     /// The hop offset.
-    pub fn offset(&self) -> Duration {
+    pub fn hop_offset(&self) -> Duration {
         self.offset
     }
 
     /// The cap on what is propagated, if any.
-    pub fn max(&self) -> Option<Duration> {
+    pub fn max_propagated(&self) -> Option<Duration> {
         self.max
     }
 
     /// The floor below which calls are not sent.
-    pub fn min_to_send(&self) -> Duration {
+    pub fn floor(&self) -> Duration {
         self.floor
     }
 }
@@ -115,8 +117,8 @@ mod tests {
     #[test]
     fn inherited_table() {
         let p = Propagation::default();
-        let capped = p.max_propagated(ms(1_000));
-        let floor = p.floor(ms(50));
+        let capped = p.with_max_propagated(ms(1_000));
+        let floor = p.with_floor(ms(50));
         let rows = [
             ("offset taken off", ms(3_000), p, Inherit::Cap(ms(2_995))),
             (
@@ -170,7 +172,7 @@ mod tests {
 
         #[test]
         fn inheriting_never_grows(remaining in 0u64..100_000, offset in 0u64..1_000) {
-            let p = Propagation::default().hop_offset(ms(offset));
+            let p = Propagation::default().with_hop_offset(ms(offset));
             match inherited(ms(remaining), &p) {
                 Inherit::Cap(c) | Inherit::Exhausted(c) => prop_assert!(c <= ms(remaining)),
             }

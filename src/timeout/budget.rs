@@ -21,7 +21,7 @@ use crate::policy::retry::Throttle;
 ///
 /// ```
 /// use sw4rm_timeouts::{RetryBudget, TimeoutProfileLayer};
-/// let budget = RetryBudget::with_max_tokens(20).token_ratio(0.5);
+/// let budget = RetryBudget::new(20).with_token_ratio(0.5);
 /// let layer = TimeoutProfileLayer::standard().with_retry_budget(budget.clone());
 /// assert_eq!(budget.tokens(), 20.0);
 /// # drop(layer);
@@ -40,7 +40,7 @@ struct Bucket {
 impl RetryBudget {
     /// A full bucket of `max_tokens` (at least 1, at most 1,000) with the default
     /// ratio 0.1.
-    pub fn with_max_tokens(max_tokens: u32) -> Self {
+    pub fn new(max_tokens: u32) -> Self {
         RetryBudget::from_rule(Throttle {
             max_milli: max_tokens.clamp(1, 1_000) * 1_000,
             ratio_milli: 100,
@@ -49,7 +49,7 @@ impl RetryBudget {
 
     /// Tokens given back by each call answered without a retryable failure
     /// (0.001 to the bucket's size; gRPC allows three decimals).
-    pub fn token_ratio(self, ratio: f64) -> Self {
+    pub fn with_token_ratio(self, ratio: f64) -> Self {
         let rule = self.inner.rule;
         let milli = if ratio.is_finite() {
             (ratio * 1_000.0)
@@ -81,6 +81,16 @@ impl RetryBudget {
     /// The bucket's size.
     pub fn max_tokens(&self) -> u32 {
         self.inner.rule.max_milli / 1_000
+    }
+
+    /// Tokens given back by each call answered without a retryable failure.
+    ///
+    /// ```
+    /// let budget = sw4rm_timeouts::RetryBudget::new(20).with_token_ratio(0.5);
+    /// assert_eq!((budget.max_tokens(), budget.token_ratio()), (20, 0.5));
+    /// ```
+    pub fn token_ratio(&self) -> f64 {
+        f64::from(self.inner.rule.ratio_milli) / 1_000.0
     }
 
     /// A failed attempt takes a token; returns whether a retry may follow.
@@ -117,7 +127,7 @@ impl RetryBudget {
 
 impl Default for RetryBudget {
     fn default() -> Self {
-        RetryBudget::with_max_tokens(10)
+        RetryBudget::new(10)
     }
 }
 
@@ -140,9 +150,9 @@ mod tests {
 
     #[test]
     fn bounds() {
-        assert_eq!(RetryBudget::with_max_tokens(0).max_tokens(), 1);
-        assert_eq!(RetryBudget::with_max_tokens(5_000).max_tokens(), 1_000);
-        let b = RetryBudget::with_max_tokens(2).token_ratio(f64::NAN);
+        assert_eq!(RetryBudget::new(0).max_tokens(), 1);
+        assert_eq!(RetryBudget::new(5_000).max_tokens(), 1_000);
+        let b = RetryBudget::new(2).with_token_ratio(f64::NAN);
         b.succeed();
         assert_eq!(b.tokens(), 2.0);
     }

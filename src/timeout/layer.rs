@@ -112,7 +112,7 @@ impl TimeoutProfileLayer {
     /// use std::time::Duration;
     /// use sw4rm_timeouts::{Propagation, TimeoutProfileLayer};
     /// let layer = TimeoutProfileLayer::standard()
-    ///     .with_propagation(Propagation::default().hop_offset(Duration::from_millis(20)));
+    ///     .with_propagation(Propagation::default().with_hop_offset(Duration::from_millis(20)));
     /// # drop(layer);
     /// ```
     pub fn with_propagation(self, propagation: Propagation) -> Self {

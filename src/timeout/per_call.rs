@@ -68,8 +68,8 @@ impl CallTimeout {
 /// use std::time::Duration;
 /// use sw4rm_timeouts::CallStreamingPolicy;
 /// let p = CallStreamingPolicy::default()
-///     .message_gap(Duration::from_millis(500))
-///     .total(Duration::from_secs(600));
+///     .with_message_gap(Duration::from_millis(500))
+///     .with_total(Duration::from_secs(600));
 /// assert_eq!((p.0.message_gap_timeout_ms, p.0.total_timeout_ms), (500, 600_000));
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -81,19 +81,19 @@ fn saturating_ms(d: Duration) -> u32 {
 
 impl CallStreamingPolicy {
     /// Time to the first complete message (zero: the profile's).
-    pub fn initial(mut self, d: Duration) -> Self {
+    pub fn with_initial(mut self, d: Duration) -> Self {
         self.0.initial_timeout_ms = saturating_ms(d);
         self
     }
 
     /// Longest silence between complete messages (zero: the profile's).
-    pub fn message_gap(mut self, d: Duration) -> Self {
+    pub fn with_message_gap(mut self, d: Duration) -> Self {
         self.0.message_gap_timeout_ms = saturating_ms(d);
         self
     }
 
     /// Cap on the whole stream, sent as `grpc-timeout` (zero: the profile's).
-    pub fn total(mut self, d: Duration) -> Self {
+    pub fn with_total(mut self, d: Duration) -> Self {
         self.0.total_timeout_ms = saturating_ms(d);
         self
     }

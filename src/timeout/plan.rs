@@ -266,7 +266,7 @@ fn retry_floor(profile: &ResolvedProfile, timers: &Timers, propagation: &Propaga
         .as_ref()
         .is_some_and(|c| matches!(c.source.level(), "inherited" | "budget"));
     match scope_capped {
-        true => propagation.min_to_send(),
+        true => propagation.floor(),
         false => profile.profile.min_timeout(),
     }
 }
@@ -583,7 +583,7 @@ mod tests {
 
     #[test]
     fn scope_left_is_the_smallest_scope_cap() {
-        let p = Propagation::default().hop_offset(ms(5));
+        let p = Propagation::default().with_hop_offset(ms(5));
         let scope = |inherited, budget: Option<Duration>| Current {
             inherited,
             budget: budget.map(|b| (b, ms(0))),
