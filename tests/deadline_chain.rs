@@ -374,9 +374,13 @@ async fn a_call_after_the_budget_is_spent_says_it_was_not_sent() {
     assert!(
         message.starts_with(
             "/sw4rm.registry.RegistryService/Heartbeat was not sent: its operation budget was \
-             spent before the call started (heartbeat profile, from budget, 0 ms left, "
-        ) && message.ends_with(" ms of the budget spent paused)"),
+             spent before the call started (heartbeat profile, from budget, 0 ms left; the \
+             budget ran "
+        ) && message.ends_with(" ms of them paused)"),
         "{message}"
     );
+    let details = TimeoutDetails::from_status(&status).unwrap();
+    assert!(details.budget_elapsed_ms().unwrap() >= 130);
+    assert!(details.budget_paused_ms().unwrap() >= 30);
     assert_eq!(last.calls().len(), 0);
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::task::{with_budget, Scoped};
+use super::task::{with_budget, BudgetNow, Scoped};
 use crate::policy::envelope::{incoming, Basis, Envelope};
 use crate::policy::inherit::budget_remaining;
 use crate::proto::sw4rm::handoff::BudgetEnvelope;
@@ -217,12 +217,16 @@ impl OperationBudget {
 
     /// The cap for a call starting at `now`: what remains and the paused time, or
     /// `None` while paused (or without a time limit).
-    pub(crate) fn cap_at(&self, now: Instant) -> Option<(Duration, Duration)> {
+    pub(crate) fn cap_at(&self, now: Instant) -> Option<BudgetNow> {
         let state = self.lock();
         if state.depth > 0 {
             return None;
         }
-        Some((state.remaining_at(now)?, state.paused_at(now)))
+        Some(BudgetNow {
+            remaining: state.remaining_at(now)?,
+            paused: state.paused_at(now),
+            ran: now.saturating_duration_since(state.started),
+        })
     }
 
     /// The envelope this budget continues, if it was read from one.
@@ -441,7 +445,14 @@ mod tests {
     async fn calls_see_no_cap_while_paused() {
         let b = OperationBudget::new(s(60));
         let now = Instant::now();
-        assert_eq!(b.cap_at(now), Some((s(60), s(0))));
+        assert_eq!(
+            b.cap_at(now),
+            Some(BudgetNow {
+                remaining: s(60),
+                paused: s(0),
+                ran: s(0)
+            })
+        );
         let g = b.pause();
         assert_eq!(b.cap_at(now), None);
         drop(g);

@@ -51,4 +51,4 @@ pub use server::{
 pub use task::{carry, current_deadline, detach, with_deadline, Scope, Scoped};
 
 pub(crate) use budget::epoch_ms_now;
-pub(crate) use task::{current, Current};
+pub(crate) use task::{current, BudgetNow, Current};

@@ -31,9 +31,20 @@ pub(crate) struct Current {
     pub(crate) inherited: Option<std::time::Duration>,
     /// What remains of the budget and the time it has been paused, unless it is
     /// paused now (a call made during a pause is not capped by the budget).
-    pub(crate) budget: Option<(std::time::Duration, std::time::Duration)>,
+    pub(crate) budget: Option<BudgetNow>,
     /// The envelope the budget was read from, when the work continues a delegation.
     pub(crate) delegation: Option<crate::policy::envelope::Envelope>,
+}
+
+/// An operation budget at the start of a call.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct BudgetNow {
+    /// What remains.
+    pub(crate) remaining: std::time::Duration,
+    /// Time spent paused so far.
+    pub(crate) paused: std::time::Duration,
+    /// Time since the budget started, paused time included.
+    pub(crate) ran: std::time::Duration,
 }
 
 /// The caps of the current task's scope, at `now`; `None` outside any scope (the

@@ -19,7 +19,7 @@ use crate::policy::retry::first_timeout;
 use crate::policy::route::Lookup;
 use crate::policy::source::Source;
 use crate::policy::streaming::{millis, stream_timers};
-use crate::scope::Current;
+use crate::scope::{BudgetNow, Current};
 use crate::wire::grpc_timeout::{self, GRPC_TIMEOUT};
 
 /// What to do with the request's `grpc-timeout` header.
@@ -80,8 +80,8 @@ pub(crate) struct CallPlan<'a> {
     /// Too little of an inherited deadline or a budget is left: fail at once
     /// without sending.
     pub(crate) exhausted: bool,
-    /// The budget's paused time, when a budget caps the call.
-    pub(crate) budget_paused: Option<Duration>,
+    /// The budget at the call's start, when a budget caps the call.
+    pub(crate) budget: Option<BudgetNow>,
 }
 
 /// The answer to a request path that is not `/package.Service/Method` (it has no
@@ -166,7 +166,7 @@ pub(crate) fn plan<'a>(
     }
     // The one rule for every cap: the smallest wins and names itself. An inherited
     // deadline and an operation budget only ever shrink the call's deadline.
-    let (exhausted, budget_paused) = match outer.scope {
+    let (exhausted, budget) = match outer.scope {
         Some(scope) => scope_caps(&mut timers.total, &scope, &outer.propagation),
         None => (false, None),
     };
@@ -199,18 +199,18 @@ pub(crate) fn plan<'a>(
         gap_clamped,
         retry,
         exhausted,
-        budget_paused,
+        budget,
     })
 }
 
 /// Lowers the call's deadline to the caps of the scope it is made in (an inherited
 /// deadline, an operation budget): whether too little of either is left to send, and
-/// the budget's paused time when the budget is the smallest cap.
+/// the budget when it is the smallest cap.
 fn scope_caps(
     total: &mut Option<Cap>,
     scope: &Current,
     propagation: &Propagation,
-) -> (bool, Option<Duration>) {
+) -> (bool, Option<BudgetNow>) {
     let inherited_cap = scope
         .inherited
         .map(|remaining| match inherited(remaining, propagation) {
@@ -223,7 +223,7 @@ fn scope_caps(
     };
     let budget_cap = scope
         .budget
-        .map(|(remaining, _)| (Cap::new(remaining, budget_source), remaining.is_zero()));
+        .map(|b| (Cap::new(b.remaining, budget_source), b.remaining.is_zero()));
     let exhausted =
         inherited_cap.as_ref().is_some_and(|c| c.1) || budget_cap.as_ref().is_some_and(|c| c.1);
     tighten(
@@ -232,11 +232,11 @@ fn scope_caps(
             .into_iter()
             .flatten(),
     );
-    let budget_paused = match total {
-        Some(cap) if cap.source.level() == "budget" => scope.budget.map(|(_, paused)| paused),
+    let budget = match total {
+        Some(cap) if cap.source.level() == "budget" => scope.budget,
         _ => None,
     };
-    (exhausted, budget_paused)
+    (exhausted, budget)
 }
 
 /// What the scope's caps leave for work beyond this call (a delegation's envelope):
@@ -249,7 +249,7 @@ pub(crate) fn scope_left(scope: &Current, propagation: &Propagation) -> Option<D
             Inherit::Cap(d) => d,
             Inherit::Exhausted(_) => Duration::ZERO,
         });
-    let budget = scope.budget.map(|(remaining, _)| remaining);
+    let budget = scope.budget.map(|b| b.remaining);
     match (inherited, budget) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
@@ -516,12 +516,16 @@ mod tests {
             )
             .unwrap();
             let total = p.timers.total.clone().map(|c| (c.limit(), c.source));
-            (total, p.exhausted, p.budget_paused)
+            (total, p.exhausted, p.budget.map(|b| b.paused))
         };
         for row in rows {
             let (total, exhausted, paused) = in_scope(Current {
                 inherited: row.inherited,
-                budget: row.budget.map(|b| (b, ms(7))),
+                budget: row.budget.map(|remaining| BudgetNow {
+                    remaining,
+                    paused: ms(7),
+                    ran: ms(9),
+                }),
                 delegation: None,
             });
             assert_eq!(total, Some(row.total.clone()), "{}", row.name);
@@ -537,7 +541,11 @@ mod tests {
         // time like any budget.
         let (total, _, paused) = in_scope(Current {
             inherited: None,
-            budget: Some((ms(1_000), ms(7))),
+            budget: Some(BudgetNow {
+                remaining: ms(1_000),
+                paused: ms(7),
+                ran: ms(9),
+            }),
             delegation: Some(Default::default()),
         });
         assert_eq!(total, Some((ms(1_000), Source::BudgetEnvelope)));
@@ -586,7 +594,10 @@ mod tests {
         let p = Propagation::default().with_hop_offset(ms(5));
         let scope = |inherited, budget: Option<Duration>| Current {
             inherited,
-            budget: budget.map(|b| (b, ms(0))),
+            budget: budget.map(|remaining| BudgetNow {
+                remaining,
+                ..BudgetNow::default()
+            }),
             delegation: None,
         };
         let table = [

@@ -17,6 +17,7 @@ use crate::policy::deadline::{Cap, Phase, Progress, Timers};
 use crate::policy::route::ProfileId;
 use crate::policy::source::Source;
 use crate::policy::streaming::millis;
+use crate::scope::BudgetNow;
 use crate::wire::details::{DetectedBy, TimeoutDetails};
 use crate::wire::status::{code_of_error, unreachable};
 
@@ -40,8 +41,8 @@ pub(crate) struct CallRecord {
     /// Attempts made, and the attempt timeout in force, under a retry policy.
     attempts: Option<u32>,
     attempt: Option<Cap>,
-    /// The budget's paused time, when a budget caps the call.
-    paused: Option<std::time::Duration>,
+    /// The budget at the call's start, when a budget caps the call.
+    budget: Option<BudgetNow>,
     /// The `grpc-status` of the response headers (a trailers-only answer), kept only
     /// when a metric family records statuses.
     header_code: Option<Code>,
@@ -68,7 +69,7 @@ impl CallRecord {
             state: State::Open,
             attempts: None,
             attempt: None,
-            paused: plan.budget_paused,
+            budget: plan.budget,
             header_code: None,
         }
     }
@@ -265,7 +266,8 @@ impl CallRecord {
             detected_by,
             attempts: self.attempts,
             attempt_timeout_ms: self.attempt.as_ref().map(|c| millis(c.limit())),
-            budget_paused_ms: self.paused.map(millis),
+            budget_paused_ms: self.budget.map(|b| millis(b.paused)),
+            budget_elapsed_ms: self.budget.map(|b| millis(b.ran)),
         };
         if self.state == State::Open {
             self.state = State::Ended;

@@ -85,6 +85,7 @@ pub struct TimeoutDetails {
     pub(crate) attempts: Option<u32>,
     pub(crate) attempt_timeout_ms: Option<u64>,
     pub(crate) budget_paused_ms: Option<u64>,
+    pub(crate) budget_elapsed_ms: Option<u64>,
 }
 
 impl TimeoutDetails {
@@ -180,6 +181,12 @@ impl TimeoutDetails {
     pub fn budget_paused_ms(&self) -> Option<u64> {
         self.budget_paused_ms
     }
+
+    /// When an operation budget was the cap: how long it had run when the call
+    /// started (paused time included), in ms.
+    pub fn budget_elapsed_ms(&self) -> Option<u64> {
+        self.budget_elapsed_ms
+    }
 }
 
 impl TimeoutDetails {
@@ -211,6 +218,9 @@ impl TimeoutDetails {
         }
         if let Some(ms) = self.budget_paused_ms {
             metadata.insert("budget_paused_ms".to_owned(), ms.to_string());
+        }
+        if let Some(ms) = self.budget_elapsed_ms {
+            metadata.insert("budget_elapsed_ms".to_owned(), ms.to_string());
         }
         let details = ErrorDetails::with_error_info(TIMEOUT_REASON, TIMEOUT_DOMAIN, metadata);
         Status::with_error_details(Code::DeadlineExceeded, self.to_string(), details)
@@ -248,6 +258,7 @@ impl TimeoutDetails {
             attempts: m.get("attempts").and_then(|v| v.parse().ok()),
             attempt_timeout_ms: num("attempt_timeout_ms"),
             budget_paused_ms: num("budget_paused_ms"),
+            budget_elapsed_ms: num("budget_elapsed_ms"),
         })
     }
 }
@@ -271,8 +282,8 @@ impl fmt::Display for TimeoutDetails {
                 "/{}/{} was not sent: {why} before the call started ({} profile, from {}, {} ms left",
                 self.service, self.method, self.profile_name, self.source, self.configured_timeout_ms
             )?;
-            if let Some(paused) = self.budget_paused_ms {
-                write!(f, ", {paused} ms of the budget spent paused")?;
+            if let (Some(ran), Some(paused)) = (self.budget_elapsed_ms, self.budget_paused_ms) {
+                write!(f, "; the budget ran {ran} ms, {paused} ms of them paused")?;
             }
             return f.write_str(")");
         }
@@ -336,6 +347,7 @@ mod tests {
             attempts: None,
             attempt_timeout_ms: None,
             budget_paused_ms: None,
+            budget_elapsed_ms: None,
         };
         let status = d.to_status();
         assert_eq!(
