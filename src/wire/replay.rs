@@ -85,6 +85,21 @@ impl Body for Replay {
     }
 }
 
+/// Requests smaller than this are kept as a copy of their own. tonic encodes a unary
+/// request into a buffer of at least 8 KiB (`DEFAULT_CODEC_BUFFER_SIZE`), and the
+/// frame it yields is a view into it: kept for replay, that view would keep all 8 KiB
+/// alive for as long as the call may be retried. A larger request fills most of its
+/// buffer, and is kept as it is.
+const COPY_BELOW: usize = 4 * 1024;
+
+/// The request as kept for replay: never a view into a buffer much larger than it.
+fn compact(bytes: Bytes) -> Bytes {
+    match bytes.len() < COPY_BELOW {
+        true => Bytes::copy_from_slice(&bytes),
+        false => bytes,
+    }
+}
+
 /// Takes the whole request body if it is already there (a unary request from a
 /// generated client is) and at most `limit` bytes: the body is replaced by a replay
 /// of the same bytes. Otherwise the body is put back untouched (what was read is
@@ -133,7 +148,7 @@ pub(crate) fn take_whole(body: &mut tonic::body::Body, limit: usize) -> Option<B
         }
     };
     if whole && frames.is_empty() {
-        let bytes = single.unwrap_or_default();
+        let bytes = compact(single.unwrap_or_default());
         *body = tonic::body::Body::new(Replay::whole(bytes.clone()));
         return Some(bytes);
     }
@@ -177,6 +192,26 @@ mod tests {
         let all = body.collect().await.unwrap().to_bytes();
         assert_eq!(all, Bytes::from_static(b"abc"));
         assert!(Replay::whole(Bytes::new()).is_end_stream());
+    }
+
+    /// A small request encoded into a large buffer (as tonic does, 8 KiB) is kept as
+    /// a copy of its own, so the large buffer can be freed; a large one is kept as is.
+    #[tokio::test]
+    async fn a_kept_request_never_pins_a_larger_buffer() {
+        for (len, copied) in [(9, true), (COPY_BELOW - 1, true), (COPY_BELOW, false)] {
+            let mut buffer = BytesMut::with_capacity(8 * 1024 + len);
+            buffer.extend_from_slice(&vec![7u8; len]);
+            let view = buffer.split().freeze();
+            let mut body = tonic::body::Body::new(Replay::whole(view.clone()));
+            let kept = take_whole(&mut body, 64 * 1024).expect("whole");
+            assert_eq!(kept, view, "{len}");
+            assert_eq!(kept.as_ptr() != view.as_ptr(), copied, "{len}");
+            let sent = http_body_util::BodyExt::collect(body)
+                .await
+                .unwrap()
+                .to_bytes();
+            assert_eq!(sent, view, "{len}");
+        }
     }
 
     #[tokio::test]
