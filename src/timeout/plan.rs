@@ -506,15 +506,7 @@ mod tests {
                 scope: Some(scope),
                 ..Outer::default()
             };
-            let p = plan(
-                &set,
-                route(&set, HEARTBEAT),
-                &Default::default(),
-                &HeaderMap::new(),
-                &outer,
-                |_| None,
-            )
-            .unwrap();
+            let p = heartbeat_plan(&set, &outer);
             let total = p.timers.total.clone().map(|c| (c.limit(), c.source));
             (total, p.exhausted, p.budget.map(|b| b.paused))
         };
@@ -552,6 +544,19 @@ mod tests {
         assert_eq!(paused, Some(ms(7)));
     }
 
+    /// The plan of a plain Heartbeat under `outer`.
+    fn heartbeat_plan<'a>(set: &'a ProfileSet, outer: &Outer) -> CallPlan<'a> {
+        plan(
+            set,
+            route(set, HEARTBEAT),
+            &Default::default(),
+            &HeaderMap::new(),
+            outer,
+            |_| None,
+        )
+        .unwrap()
+    }
+
     /// A retry under an inherited deadline may run down to the propagation floor; under
     /// the call's own deadline, down to the profile's minimum.
     #[test]
@@ -563,16 +568,7 @@ mod tests {
                 scope,
                 ..Outer::default()
             };
-            let p = plan(
-                &set,
-                route(&set, HEARTBEAT),
-                &Default::default(),
-                &HeaderMap::new(),
-                &outer,
-                |_| None,
-            )
-            .unwrap();
-            p.retry.map(|r| r.min_timeout)
+            heartbeat_plan(&set, &outer).retry.map(|r| r.min_timeout)
         };
         let inherited = |left| Current {
             inherited: Some(left),
