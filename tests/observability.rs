@@ -295,3 +295,31 @@ async fn the_apps_own_metrics_keep_their_names_beside_ours() {
     );
     assert!(!text.contains("_total_total"), "{text}");
 }
+
+/// The `sw4rm_rpc` span is entered while the call is polled: what the service under
+/// the layer logs during the call (the transport, an interceptor) is correlated to it.
+#[tokio::test]
+async fn events_below_the_layer_are_inside_the_rpc_span() {
+    use tower::{Layer, Service, ServiceExt};
+
+    let (events, _guard) = common::capture_events();
+    let inner = tower::service_fn(|_req: http::Request<tonic::body::Body>| async {
+        tokio::task::yield_now().await; // polled again by the layer's future
+        tracing::info!("below the layer, while the call is polled");
+        Ok::<_, std::convert::Infallible>(http::Response::new(tonic::body::Body::empty()))
+    });
+    let mut svc = TimeoutProfileLayer::standard()
+        .with_span_level(tracing::Level::INFO)
+        .layer(inner);
+    let req = http::Request::builder()
+        .uri("http://agent/sw4rm.registry.RegistryService/Heartbeat")
+        .body(tonic::body::Body::empty())
+        .unwrap();
+    svc.ready().await.unwrap().call(req).await.unwrap();
+    let seen = events.with_message("below the layer");
+    assert_eq!(seen.len(), 1, "{:?}", events.all());
+    assert_eq!(
+        (seen[0]["span"].as_str(), seen[0]["span.method"].as_str()),
+        ("sw4rm_rpc", "Heartbeat")
+    );
+}

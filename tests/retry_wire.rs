@@ -542,3 +542,28 @@ async fn a_timeout_never_retried_reports_one_attempt() {
         );
     }
 }
+
+/// Attempts after the first carry gRPC A6's `grpc-previous-rpc-attempts`, so the
+/// server can tell a retry from a new call.
+#[tokio::test]
+async fn retries_say_how_many_attempts_came_before() {
+    use sw4rm_timeouts::proto::sw4rm::registry::HeartbeatRequest;
+    use sw4rm_timeouts::testing::Script;
+
+    let server = common::server().await;
+    server
+        .script("Heartbeat", Script::fail_first(2, tonic::Code::Unavailable))
+        .unwrap();
+    let sw4rm = common::connect(&server, TimeoutProfileLayer::standard()).await;
+    sw4rm
+        .registry()
+        .heartbeat(HeartbeatRequest::default())
+        .await
+        .unwrap();
+    let seen: Vec<Option<u32>> = server
+        .calls_to("Heartbeat")
+        .iter()
+        .map(|c| c.previous_attempts)
+        .collect();
+    assert_eq!(seen, [None, Some(1), Some(2)]);
+}

@@ -196,6 +196,9 @@ pub struct CallRecord {
     /// The request message as received, encoded (read it with
     /// [`CallRecord::request_as`]).
     pub request: bytes::Bytes,
+    /// The `grpc-previous-rpc-attempts` header (gRPC A6), on a retried call's later
+    /// attempts.
+    pub previous_attempts: Option<u32>,
 }
 
 impl CallRecord {

@@ -69,6 +69,9 @@ impl State {
         let deadline = grpc_timeout
             .as_deref()
             .and_then(|t| crate::wire::grpc_timeout::parse(t.as_bytes()).ok());
+        let previous_attempts = metadata
+            .get("grpc-previous-rpc-attempts")
+            .and_then(|v| v.to_str().ok()?.parse().ok());
         let custom = metadata
             .iter()
             .filter_map(|entry| match entry {
@@ -93,6 +96,7 @@ impl State {
                 outcome: Outcome::Running,
                 messages_sent: 0,
                 request: request.get_ref().encode_to_vec().into(),
+                previous_attempts,
             });
             id
         };

@@ -111,6 +111,7 @@ where
         else {
             return Poll::Ready(None);
         };
+        let _span = call.entered();
         let outcome = match inner.poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref() {

@@ -117,6 +117,7 @@ where
         let mut state = this.state;
         let slot = this.call;
         let retry = this.retry;
+        let _span = slot.as_ref().and_then(CallRecord::entered);
         loop {
             let step = match (state.as_mut().project(), slot.as_mut()) {
                 (StateProj::Failed { .. } | StateProj::Done, _) | (_, None) => Step::FromState,

@@ -134,6 +134,14 @@ impl CallRecord {
         self.start
     }
 
+    /// Enters the call's `sw4rm_rpc` span until the guard drops, so that events of
+    /// the transport and of the caller's code while the call is polled are correlated
+    /// to it (as tower-http's trace body does). A disabled span (the common case: its
+    /// level is off) costs nothing; an enabled one is cloned for the guard.
+    pub(crate) fn entered(&self) -> Option<tracing::span::EnteredSpan> {
+        (!self.span.is_disabled()).then(|| self.span.clone().entered())
+    }
+
     pub(crate) fn streaming(&self) -> bool {
         self.streaming
     }

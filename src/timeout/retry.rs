@@ -34,6 +34,11 @@ pub(crate) const DEFAULT_REPLAY_LIMIT: usize = 64 * 1024;
 /// The header a final answer carries when the call made more than one attempt.
 pub const ATTEMPTS_HEADER: &str = "sw4rm-attempts";
 
+/// gRPC A6's request header on attempts after the first: how many attempts came
+/// before, so servers and proxies can tell a retry from a new call.
+const PREVIOUS_ATTEMPTS: http::HeaderName =
+    http::HeaderName::from_static("grpc-previous-rpc-attempts");
+
 /// What the plan decided about retrying one call.
 #[derive(Clone, Debug)]
 pub(crate) struct RetryPlan {
@@ -217,6 +222,10 @@ impl<S> Retry<S> {
                 self.attempt_deadline = None;
             }
         }
+        let previous = self.attempt.saturating_sub(1);
+        parts
+            .headers
+            .insert(PREVIOUS_ATTEMPTS, HeaderValue::from(previous));
         let body = tonic::body::Body::new(Replay::whole(self.body.clone()));
         http::Request::from_parts(parts, body)
     }
