@@ -15,7 +15,9 @@ use tower_service::Service;
 
 use super::body::TimeoutBody;
 use super::record::CallRecord;
-use super::retry::{classify_error, classify_response, Retry};
+use super::retry::{
+    classify_error, classify_response, Retry, CANCELLED, DEADLINE_EXCEEDED, UNAVAILABLE,
+};
 use super::BoxError;
 use crate::policy::deadline::{Phase, Progress};
 use crate::policy::retry::{Failure, Pushback};
@@ -280,7 +282,9 @@ fn answered<S, B>(
     if let Some((failure, pushback)) = classify_response(response.headers()) {
         // The server's own deadline for this attempt: the attempt timed out.
         let failure = match failure {
-            Failure::Code(4 | 1) if r.attempt_expired() => Failure::AttemptTimeout,
+            Failure::Code(DEADLINE_EXCEEDED | CANCELLED) if r.attempt_expired() => {
+                Failure::AttemptTimeout
+            }
             other => other,
         };
         match r.after_failure(failure, pushback) {
@@ -345,7 +349,7 @@ fn attempt_expired<S, B>(
 
 fn reason(failure: Failure) -> &'static str {
     match failure {
-        Failure::Code(14) => "unavailable",
+        Failure::Code(UNAVAILABLE) => "unavailable",
         Failure::Code(_) => "status",
         Failure::AttemptTimeout => "attempt_timeout",
         Failure::NotSent => "not_sent",

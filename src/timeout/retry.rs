@@ -34,6 +34,12 @@ pub(crate) const DEFAULT_REPLAY_LIMIT: usize = 64 * 1024;
 /// The header a final answer carries when the call made more than one attempt.
 pub const ATTEMPTS_HEADER: &str = "sw4rm-attempts";
 
+/// Status codes as the retry rules (`policy/retry.rs`, which knows no tonic) number
+/// them, named.
+pub(crate) const CANCELLED: i32 = tonic::Code::Cancelled as i32;
+pub(crate) const DEADLINE_EXCEEDED: i32 = tonic::Code::DeadlineExceeded as i32;
+pub(crate) const UNAVAILABLE: i32 = tonic::Code::Unavailable as i32;
+
 /// gRPC A6's request header on attempts after the first: how many attempts came
 /// before, so servers and proxies can tell a retry from a new call.
 const PREVIOUS_ATTEMPTS: http::HeaderName =
@@ -143,10 +149,12 @@ impl<S> Retry<S> {
                 jitter: jitter(),
             },
         );
-        let (backoff, timeout) = match decision {
+        let (attempt, backoff, timeout) = match decision {
             Decision::Retry {
-                backoff, timeout, ..
-            } => (backoff, timeout),
+                attempt,
+                backoff,
+                timeout,
+            } => (attempt, backoff, timeout),
             Decision::Stop(stop) => {
                 self.settle(failure);
                 return Err(stop);
@@ -163,7 +171,7 @@ impl<S> Retry<S> {
         let Some(resume) = now.checked_add(backoff) else {
             return Err(Stop::Pushback);
         };
-        self.attempt += 1;
+        self.attempt = attempt;
         self.timeout = timeout;
         self.arm(resume);
         Ok(backoff)
@@ -266,7 +274,7 @@ pub(crate) fn classify_error(err: &BoxError) -> Failure {
     if never_sent {
         Failure::NotSent
     } else {
-        Failure::Code(14)
+        Failure::Code(UNAVAILABLE)
     }
 }
 
@@ -313,12 +321,12 @@ mod tests {
         h.insert("grpc-status", HeaderValue::from_static("14"));
         assert_eq!(
             classify_response(&h),
-            Some((Failure::Code(14), Pushback::None))
+            Some((Failure::Code(UNAVAILABLE), Pushback::None))
         );
         h.insert("grpc-retry-pushback-ms", HeaderValue::from_static("-1"));
         assert_eq!(
             classify_response(&h),
-            Some((Failure::Code(14), Pushback::Stop))
+            Some((Failure::Code(UNAVAILABLE), Pushback::Stop))
         );
         let refused: BoxError =
             Box::new(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
@@ -326,6 +334,6 @@ mod tests {
         let stream: BoxError = Box::new(h2::Error::from(h2::Reason::REFUSED_STREAM));
         assert_eq!(classify_error(&stream), Failure::NotSent);
         let reset: BoxError = Box::new(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
-        assert_eq!(classify_error(&reset), Failure::Code(14));
+        assert_eq!(classify_error(&reset), Failure::Code(UNAVAILABLE));
     }
 }

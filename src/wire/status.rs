@@ -129,8 +129,10 @@ pub(crate) fn is_server_timeout(
     headers: &http::HeaderMap,
     deadline: impl FnOnce() -> Option<Instant>,
 ) -> bool {
-    match headers.get(GRPC_STATUS).map(|v| v.as_bytes()) {
-        Some(b"4" | b"1") => deadline().is_some_and(|d| Instant::now() >= d),
+    match code_of_headers(headers) {
+        Some(Code::DeadlineExceeded | Code::Cancelled) => {
+            deadline().is_some_and(|d| Instant::now() >= d)
+        }
         _ => false,
     }
 }
