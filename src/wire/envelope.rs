@@ -2,16 +2,13 @@
 //! request: read it, and write a new one in its place, in the message and in the
 //! first frame of a tonic request body.
 
-use std::pin::Pin;
-use std::task::{Context, Poll, Waker};
-
 use bytes::{BufMut, Bytes, BytesMut};
-use http_body::{Body, Frame};
+use http_body::Frame;
 use prost::Message;
 
 use super::framing;
 use super::message_field::{fields, next_field, Value};
-use super::replay::Replay;
+use super::replay::with_first_frame;
 use crate::policy::envelope::Envelope;
 use crate::proto::sw4rm::handoff::BudgetEnvelope;
 
@@ -72,16 +69,7 @@ pub(crate) fn stamp<E>(
     body: &mut tonic::body::Body,
     decide: impl FnOnce(Option<Envelope>) -> Result<Envelope, E>,
 ) -> Stamped<E> {
-    let mut taken = std::mem::take(body);
-    let mut cx = Context::from_waker(Waker::noop());
-    let first = match Pin::new(&mut taken).poll_frame(&mut cx) {
-        Poll::Ready(Some(first)) => first,
-        Poll::Ready(None) | Poll::Pending => {
-            *body = taken;
-            return Stamped::Untouched;
-        }
-    };
-    let (first, outcome) = match first {
+    with_first_frame(body, |first| match first {
         Ok(frame) => match frame.into_data() {
             Ok(data) => {
                 let (data, outcome) = stamp_frame(data, decide);
@@ -90,9 +78,8 @@ pub(crate) fn stamp<E>(
             Err(frame) => (Ok(frame), Stamped::Untouched),
         },
         Err(status) => (Err(status), Stamped::Untouched),
-    };
-    *body = tonic::body::Body::new(Replay::prefixed(first, taken));
-    outcome
+    })
+    .unwrap_or(Stamped::Untouched)
 }
 
 /// One data frame holding (at least) the first gRPC message, stamped.

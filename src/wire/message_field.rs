@@ -2,14 +2,10 @@
 //! the rule) from protobuf bytes, and peeking it from a tonic request body without
 //! consuming it.
 
-use std::pin::Pin;
-use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use http_body::Body;
-
 use super::framing;
-use super::replay::Replay;
+use super::replay::with_first_frame;
 use crate::policy::message::MessageField;
 
 impl MessageField {
@@ -44,24 +40,15 @@ impl MessageField {
 /// Reads the message timeout from the request body without consuming it: the first
 /// frame (if ready now) is read and put back in front of the rest.
 pub(crate) fn peek(body: &mut tonic::body::Body, field: MessageField) -> Option<Duration> {
-    let mut taken = std::mem::take(body);
-    let mut cx = Context::from_waker(Waker::noop());
-    match Pin::new(&mut taken).poll_frame(&mut cx) {
-        Poll::Ready(Some(first)) => {
-            let found = first
-                .as_ref()
-                .ok()
-                .and_then(|f| f.data_ref())
-                .and_then(|d| field.read_framed(d));
-            *body = tonic::body::Body::new(Replay::prefixed(first, taken));
-            found
-        }
-        // Not ready (or empty): put it back untouched; the next poll registers a waker.
-        Poll::Ready(None) | Poll::Pending => {
-            *body = taken;
-            None
-        }
-    }
+    with_first_frame(body, |first| {
+        let found = first
+            .as_ref()
+            .ok()
+            .and_then(|f| f.data_ref())
+            .and_then(|d| field.read_framed(d));
+        (first, found)
+    })
+    .flatten()
 }
 
 fn read_varint(buf: &mut &[u8]) -> Option<u64> {

@@ -85,6 +85,29 @@ impl Body for Replay {
     }
 }
 
+/// Reads the body's first frame if it is ready now, hands it to `f` (which may
+/// replace it) and puts the result back in front of the rest of the body. `None`,
+/// and the body untouched, when no frame is ready (the next poll registers a waker)
+/// or the body is empty.
+pub(crate) fn with_first_frame<R>(
+    body: &mut tonic::body::Body,
+    f: impl FnOnce(Item) -> (Item, R),
+) -> Option<R> {
+    let mut taken = std::mem::take(body);
+    let mut cx = Context::from_waker(Waker::noop());
+    match Pin::new(&mut taken).poll_frame(&mut cx) {
+        Poll::Ready(Some(first)) => {
+            let (first, out) = f(first);
+            *body = tonic::body::Body::new(Replay::prefixed(first, taken));
+            Some(out)
+        }
+        Poll::Ready(None) | Poll::Pending => {
+            *body = taken;
+            None
+        }
+    }
+}
+
 /// Requests smaller than this are kept as a copy of their own. tonic encodes a unary
 /// request into a buffer of at least 8 KiB (`DEFAULT_CODEC_BUFFER_SIZE`), and the
 /// frame it yields is a view into it: kept for replay, that view would keep all 8 KiB
