@@ -5,6 +5,7 @@ use std::fmt;
 
 use super::scheme::{SchemeError, PROVIDER_FEATURES, ROOTS_FEATURES};
 use crate::config::ConfigError;
+use crate::wire::status::root_cause;
 
 /// Why connecting failed.
 ///
@@ -84,13 +85,6 @@ impl ConnectError {
         };
         ConnectError::TlsUnavailable { endpoint, features }
     }
-}
-
-/// The innermost cause of an error: what actually went wrong ("Connection refused").
-pub(crate) fn root_cause<'a>(
-    error: &'a (dyn std::error::Error + 'static),
-) -> &'a (dyn std::error::Error + 'static) {
-    crate::wire::status::causes(error).last().unwrap_or(error)
 }
 
 /// What tonic says when an `https` endpoint has no TLS configuration.

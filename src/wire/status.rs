@@ -84,6 +84,13 @@ pub(crate) fn code_of_error(err: &(dyn std::error::Error + 'static)) -> Code {
         .unwrap_or(Code::Unknown)
 }
 
+/// The innermost cause of an error: what actually went wrong ("Connection refused").
+pub(crate) fn root_cause<'a>(
+    error: &'a (dyn std::error::Error + 'static),
+) -> &'a (dyn std::error::Error + 'static) {
+    causes(error).last().unwrap_or(error)
+}
+
 /// The status for a call that could not connect (a `tonic::ConnectError` in the
 /// chain): `UNAVAILABLE`, naming the endpoint (when known) and the innermost cause
 /// ("Connection refused"), with the error as its source; any other error back as it is.
