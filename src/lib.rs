@@ -77,11 +77,13 @@ pub mod guide;
 pub mod metrics;
 mod policy;
 pub mod proto;
+mod retry;
 pub mod scope;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 pub mod timeout;
+mod timer;
 pub mod wire;
 
 /// The routing table: the standard routes of the SW4RM services, and route patterns.

@@ -102,12 +102,23 @@ pub(crate) struct Progress {
     pub(crate) last_message: Option<Duration>,
 }
 
-/// The next timer to fire: when (offset from the start), which phase, and its cap.
+/// When a timer fires and why: `at` is an offset from the call's start where the pure
+/// rules compute it (`Due<Duration>`), and an instant once a running call places it
+/// on the clock (`Due<Instant>`, in the tower parts).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Due<'a> {
-    pub(crate) after: Duration,
+pub(crate) struct Due<T = Duration> {
+    pub(crate) at: T,
     pub(crate) phase: Phase,
-    pub(crate) cap: &'a Cap,
+}
+
+impl<T> Due<T> {
+    /// The same reason at another point in time (an offset placed on the clock).
+    pub(crate) fn map<U>(self, f: impl FnOnce(T) -> U) -> Due<U> {
+        Due {
+            at: f(self.at),
+            phase: self.phase,
+        }
+    }
 }
 
 impl Timers {
@@ -121,26 +132,23 @@ impl Timers {
 
     /// The timer that fires first given the progress so far: the total cap, and the
     /// initial timer before the first message or the gap timer after it.
-    pub(crate) fn next(&self, progress: Progress) -> Option<Due<'_>> {
+    pub(crate) fn next(&self, progress: Progress) -> Option<Due> {
         let total = self.total.as_ref().map(|cap| Due {
-            after: cap.limit(),
+            at: cap.limit(),
             phase: Phase::Total,
-            cap,
         });
         let watch = match (progress.messages, progress.last_message) {
             (0, _) => self.initial.as_ref().map(|cap| Due {
-                after: cap.limit(),
+                at: cap.limit(),
                 phase: Phase::Initial,
-                cap,
             }),
             (_, last) => self.gap.as_ref().map(|cap| Due {
-                after: last.unwrap_or_default().saturating_add(cap.limit()),
+                at: last.unwrap_or_default().saturating_add(cap.limit()),
                 phase: Phase::Gap,
-                cap,
             }),
         };
         match (total, watch) {
-            (Some(t), Some(w)) if w.after < t.after => Some(w),
+            (Some(t), Some(w)) if w.at < t.at => Some(w),
             (Some(t), _) => Some(t),
             (None, w) => w,
         }
@@ -230,18 +238,13 @@ mod tests {
                 messages: row.messages,
                 last_message: row.last_ms.map(Duration::from_millis),
             };
-            let got = t
-                .next(progress)
-                .map(|d| (d.after.as_millis() as u64, d.phase));
+            let got = t.next(progress).map(|d| (d.at.as_millis() as u64, d.phase));
             assert_eq!(got, row.want, "{progress:?}");
         }
         assert_eq!(Timers::default().next(Progress::default()), None);
         let unary = Timers::unary(cap(5_000, Source::Standard));
         let due = unary.next(Progress::default()).unwrap();
-        assert_eq!(
-            (due.after, due.phase),
-            (Duration::from_secs(5), Phase::Total)
-        );
+        assert_eq!((due.at, due.phase), (Duration::from_secs(5), Phase::Total));
         // Only a gap timer: it runs from the last message.
         let gap_only = Timers {
             gap: cap(100, Source::Client),
@@ -252,7 +255,7 @@ mod tests {
             last_message: Some(Duration::from_millis(40)),
         };
         assert_eq!(
-            gap_only.next(progress).unwrap().after,
+            gap_only.next(progress).unwrap().at,
             Duration::from_millis(140)
         );
         assert_eq!(gap_only.next(Progress::default()), None);

@@ -8,17 +8,17 @@
 //! caller receives `DEADLINE_EXCEEDED`, and then the end. Frames that arrived before
 //! are delivered first. The end event fires exactly once (in the call record).
 
-use std::future::Future;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
-use tokio::time::{Instant, Sleep};
+use tokio::time::Instant;
 
 use super::record::CallRecord;
 use super::BoxError;
 use crate::policy::deadline::Progress;
+use crate::timer::Timer;
 use crate::wire::details::DetectedBy;
 use crate::wire::framing::MessageCounter;
 use crate::wire::status::{code_of_error, code_of_headers, is_server_timeout};
@@ -40,7 +40,7 @@ pin_project! {
             #[pin]
             inner: B,
             #[pin]
-            sleep: Option<Sleep>,
+            timer: Timer,
             call: CallRecord,
             messages: MessageCounter,
             last_message: Option<Instant>,
@@ -56,7 +56,7 @@ impl<B> TimeoutBody<B> {
         TimeoutBody {
             state: State::Watched {
                 inner,
-                sleep: None,
+                timer: Timer::new(),
                 call,
                 messages: MessageCounter::default(),
                 last_message: None,
@@ -103,7 +103,7 @@ where
         let mut state = self.project().state;
         let StateProj::Watched {
             inner,
-            mut sleep,
+            mut timer,
             call,
             messages,
             last_message,
@@ -124,7 +124,8 @@ where
                     return Poll::Ready(Some(Ok(frame)));
                 };
                 let now = progress(call, messages, *last_message);
-                if call.is_open() && is_server_timeout(trailers, || call.next_due(now).map(|d| d.0))
+                if call.is_open()
+                    && is_server_timeout(trailers, || call.next_due(now).map(|d| d.at))
                 {
                     let phase = call.server_phase(messages.complete);
                     Some(Err(call
@@ -132,7 +133,7 @@ where
                         .into()))
                 } else {
                     call.finish(|| code_of_headers(trailers).unwrap_or(tonic::Code::Unknown));
-                    sleep.set(None);
+                    timer.as_mut().clear();
                     return Poll::Ready(Some(Ok(frame)));
                 }
             }
@@ -146,31 +147,16 @@ where
                 None
             }
             Poll::Pending if !call.is_open() => return Poll::Pending,
-            Poll::Pending => loop {
-                let Some((at, phase)) = call.next_due(progress(call, messages, *last_message))
-                else {
+            Poll::Pending => {
+                let Some(due) = call.next_due(progress(call, messages, *last_message)) else {
                     return Poll::Pending;
                 };
-                // The timer is re-armed lazily: progress only moves `at` later, and a
-                // timer that fires early is simply re-armed, so a busy stream costs one
-                // clock read per message and no timer-driver work.
-                match sleep.as_mut().as_pin_mut() {
-                    None => sleep.set(Some(tokio::time::sleep_until(at))),
-                    Some(s) if s.deadline() > at => s.reset(at),
-                    Some(_) => {}
-                }
-                let Some(mut s) = sleep.as_mut().as_pin_mut() else {
-                    return Poll::Pending;
-                };
-                ready!(s.as_mut().poll(cx));
-                if Instant::now() < at {
-                    s.reset(at);
-                    continue;
-                }
-                break Some(Err(call
-                    .timed_out(phase, messages.complete, DetectedBy::Client)
-                    .into()));
-            },
+                // Progress only moves the instant later: the timer re-arms lazily.
+                ready!(timer.poll_until(due.at, cx));
+                Some(Err(call
+                    .timed_out(due.phase, messages.complete, DetectedBy::Client)
+                    .into()))
+            }
         };
         // Drop the inner body now: hyper resets the HTTP/2 stream if it was still open.
         state.set(State::Ended);

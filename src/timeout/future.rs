@@ -1,28 +1,26 @@
-//! [`ResponseFuture`]: the call's first timer runs from the moment the RPC is called.
-//! Under it the future waits for the inner service to be ready (tonic's channel
-//! buffer may be full, the connection not yet up), calls it, and waits for the
-//! response headers; then the call record moves into the [`TimeoutBody`].
+//! [`ResponseFuture`]: the call loop. The call's first timer runs from the moment the
+//! RPC is called; under it the loop runs attempts (`retry/attempt.rs`) one after
+//! another, with a backoff between two, and alone owns the inner service, lending it
+//! to the attempt in flight. When the response headers arrive the call record moves
+//! into the [`TimeoutBody`]. What each attempt's end means is `ending.rs`.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
-use std::time::Duration;
+use std::task::{ready, Context, Poll};
 
 use pin_project_lite::pin_project;
-use tokio::time::{Instant, Sleep};
+use tokio::time::Instant;
 use tonic::Status;
 use tower_service::Service;
 
 use super::body::TimeoutBody;
+use super::ending::{judge, End, Verdict};
 use super::record::CallRecord;
-use super::retry::{
-    classify_error, classify_response, Retry, CANCELLED, DEADLINE_EXCEEDED, UNAVAILABLE,
-};
 use super::BoxError;
-use crate::policy::deadline::{Phase, Progress};
-use crate::policy::retry::{Failure, Pushback};
+use crate::policy::deadline::Progress;
+use crate::retry::{Attempt, Resend, Retries};
+use crate::timer::Timer;
 use crate::wire::details::DetectedBy;
-use crate::wire::status::{is_server_timeout, is_transport_timeout};
 
 type Request = http::Request<tonic::body::Body>;
 
@@ -30,79 +28,75 @@ pin_project! {
     /// Response future of [`super::TimeoutProfileService`].
     #[derive(Debug)]
     pub struct ResponseFuture<S, F> {
-        // The first timer (the earlier of a stream's initial and total timers), armed
-        // at the first `Pending`: a call answered at once needs no timer, and creating
-        // and dropping one costs a runtime handle and the timer driver's lock.
         #[pin]
-        sleep: Option<Sleep>,
-        #[pin]
-        state: State<S, F>,
-        // The call's record, beside the state so that state changes do not move it:
-        // `None` for a call failed before it was planned, and once it moved into the
-        // response body (or ended).
-        call: Option<CallRecord>,
-        // Retries inside the deadline; `None` for a call sent once.
-        retry: Option<Box<Retry<S>>>,
+        kind: Kind<S, F>,
     }
 }
 
 pin_project! {
-    #[project = StateProj]
-    #[project_replace = StateReplace]
+    #[project = KindProj]
+    #[project_replace = KindReplace]
     #[derive(Debug)]
-    enum State<S, F> {
-        // Waiting for the inner service to accept a call, as tower's `Oneshot` does.
-        Readying { svc: S, request: Request },
-        // Called: waiting for the response headers.
-        Waiting { #[pin] inner: F },
-        // Between two attempts of a retried call.
-        Backoff,
-        Failed { status: Status },
-        Done,
+    enum Kind<S, F> {
+        // The call in flight.
+        Calling {
+            #[pin]
+            step: Step<F>,
+            // The call's first timer (the earlier of a stream's initial and total
+            // timers), armed at the first wait.
+            #[pin]
+            deadline: Timer,
+            svc: S,
+            record: CallRecord,
+            // Retries inside the deadline; `None` for a call sent once.
+            retry: Option<Box<Retries>>,
+        },
+        // Refused before it was sent (not a gRPC path, a malformed header, nothing
+        // left of the deadline, a delegation refused).
+        Refused { status: Status },
+        // Answered, failed, or refused and reported.
+        Over,
+    }
+}
+
+pin_project! {
+    #[project = StepProj]
+    #[derive(Debug)]
+    enum Step<F> {
+        Attempting { #[pin] attempt: Attempt<F> },
+        // Between two attempts: the next one is made and waits for the backoff.
+        Backoff { #[pin] timer: Timer, resume: Instant, resend: Resend },
     }
 }
 
 impl<S, F> ResponseFuture<S, F> {
+    /// A call whose first attempt sends `request`; `retry` carries its retries.
     pub(crate) fn new(
         svc: S,
         request: Request,
-        call: CallRecord,
-        retry: Option<Box<Retry<S>>>,
+        record: CallRecord,
+        retry: Option<Box<Retries>>,
     ) -> Self {
+        let until = retry.as_ref().and_then(|r| r.first_until(record.start()));
         ResponseFuture {
-            sleep: None,
-            state: State::Readying { svc, request },
-            call: Some(call),
-            retry,
+            kind: Kind::Calling {
+                step: Step::Attempting {
+                    attempt: Attempt::new(request, until),
+                },
+                deadline: Timer::new(),
+                svc,
+                record,
+                retry,
+            },
         }
     }
 
+    /// A call refused before it was sent.
     pub(crate) fn failed(status: Status) -> Self {
         ResponseFuture {
-            sleep: None,
-            state: State::Failed { status },
-            call: None,
-            retry: None,
+            kind: Kind::Refused { status },
         }
     }
-}
-
-/// What this poll decided, before the state changes.
-enum Step<B> {
-    /// Nothing yet: the state stays.
-    Pending,
-    /// The inner service is ready: call it.
-    Call,
-    /// Headers arrived: the record moves into the body.
-    Response(http::Response<B>),
-    /// The call ended with this error.
-    Fail(BoxError),
-    /// The attempt failed and another follows after this backoff.
-    Retry(Duration, &'static str),
-    /// The backoff is over: send the next attempt.
-    Resend,
-    /// Not in flight: answer from the state itself (a planned failure, or done).
-    FromState,
 }
 
 impl<S, B> Future for ResponseFuture<S, S::Future>
@@ -114,266 +108,101 @@ where
     type Output = Result<http::Response<TimeoutBody<B>>, BoxError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let mut sleep = this.sleep;
-        let mut state = this.state;
-        let slot = this.call;
-        let retry = this.retry;
-        let _span = slot.as_ref().and_then(CallRecord::entered);
-        loop {
-            let step = match (state.as_mut().project(), slot.as_mut()) {
-                (StateProj::Failed { .. } | StateProj::Done, _) | (_, None) => Step::FromState,
-                (StateProj::Readying { svc, .. }, Some(call)) => match svc.poll_ready(cx) {
-                    Poll::Ready(Ok(())) => Step::Call,
-                    Poll::Ready(Err(err)) => failed_attempt(retry, call, err.into()),
-                    Poll::Pending => match attempt_expired(retry, call, cx) {
-                        Some(step) => step,
-                        None => expire(sleep.as_mut(), call, cx),
-                    },
-                },
-                (StateProj::Waiting { inner }, Some(call)) => {
-                    // The first timer, asked for only where an ending needs it.
-                    let first = |call: &CallRecord| call.next_due(Progress::default());
-                    match inner.poll(cx) {
-                        Poll::Ready(Ok(response)) => {
-                            if is_server_timeout(response.headers(), || first(call).map(|d| d.0)) {
-                                // Trailers-only answer: the server's deadline fired.
-                                let phase = call.server_phase(0);
-                                Step::Fail(call.timed_out(phase, 0, DetectedBy::Server).into())
-                            } else {
-                                answered(retry, call, response)
-                            }
-                        }
-                        Poll::Ready(Err(err)) => {
-                            let err: BoxError = err.into();
-                            // tonic's timer on a retried attempt's own deadline.
-                            let attempt = retry.as_ref().is_some_and(|r| r.attempt_expired());
-                            let transport = is_transport_timeout(&*err) && !attempt;
-                            match first(call) {
-                                // tonic's own timer on the same deadline won the race.
-                                Some((at, phase)) if transport && Instant::now() >= at => {
-                                    Step::Fail(
-                                        call.timed_out(phase, 0, DetectedBy::Transport).into(),
-                                    )
-                                }
-                                // A shorter deadline below the layer fired first.
-                                _ if transport => Step::Fail(call.transport_capped().into()),
-                                _ => failed_attempt(retry, call, err),
-                            }
-                        }
-                        Poll::Pending => match attempt_expired(retry, call, cx) {
-                            Some(step) => step,
-                            None => expire(sleep.as_mut(), call, cx),
-                        },
-                    }
-                }
-                (StateProj::Backoff, Some(call)) => {
-                    match retry.as_mut().map(|r| r.poll_backoff(cx)) {
-                        Some(Poll::Ready(())) => Step::Resend,
-                        _ => expire(sleep.as_mut(), call, cx),
-                    }
-                }
-            };
-            match step {
-                Step::Pending => return Poll::Pending,
-                Step::Call => {
-                    if let StateReplace::Readying { mut svc, request } =
-                        state.as_mut().project_replace(State::Done)
-                    {
-                        let inner = svc.call(request);
-                        if let Some(retry) = retry.as_mut() {
-                            retry.svc = Some(svc);
-                        }
-                        state.set(State::Waiting { inner });
-                    }
-                    continue;
-                }
-                Step::Retry(backoff, reason) => {
-                    // Dropping the attempt resets its HTTP/2 stream.
-                    match state.as_mut().project_replace(State::Backoff) {
-                        StateReplace::Readying { svc, .. } => {
-                            if let Some(retry) = retry.as_mut() {
-                                retry.svc = Some(svc);
-                            }
-                        }
-                        StateReplace::Waiting { .. } | StateReplace::Backoff => {}
-                        StateReplace::Failed { status } => {
-                            state.set(State::Failed { status });
-                            continue;
-                        }
-                        StateReplace::Done => {
-                            state.set(State::Done);
-                            continue;
-                        }
-                    }
-                    let attempt = retry.as_ref().map_or(1, |r| r.attempt);
-                    if let Some(call) = slot.as_ref() {
-                        call.retried(attempt, backoff, reason);
-                    }
-                    continue;
-                }
-                Step::Resend => {
-                    let next = retry.as_mut().and_then(|r| {
-                        let svc = r.svc.take()?;
-                        let request = r.next_request();
-                        if let Some(call) = slot.as_mut() {
-                            call.attempt(r.attempt, r.attempt_cap());
-                        }
-                        Some((svc, request))
-                    });
-                    match next {
-                        Some((svc, request)) => state.set(State::Readying { svc, request }),
-                        None => {
-                            if let Some(mut call) = slot.take() {
-                                call.finish(|| tonic::Code::Internal);
-                            }
-                            state.set(State::Failed {
-                                status: Status::internal("SW4RM retry without a service"),
-                            });
-                        }
-                    }
-                    continue;
-                }
-                _ => {}
+        let mut kind = self.project().kind;
+        let end = match kind.as_mut().project() {
+            KindProj::Calling {
+                step,
+                deadline,
+                svc,
+                record,
+                retry,
+            } => {
+                let _span = record.entered();
+                ready!(run(step, deadline, svc, record, retry, cx))
             }
-            // Leaving `Readying` or `Waiting` drops the request or the inner call:
-            // hyper resets the HTTP/2 stream, and the server sees the cancel.
-            sleep.set(None);
-            return match (step, state.project_replace(State::Done)) {
-                (Step::Response(response), StateReplace::Waiting { .. }) => match slot.take() {
-                    Some(mut call) => {
-                        let (parts, body) = response.into_parts();
-                        call.answered(&parts.headers);
-                        Poll::Ready(Ok(http::Response::from_parts(
-                            parts,
-                            TimeoutBody::new(body, call),
-                        )))
-                    }
-                    None => Poll::Ready(Err(Status::internal(
-                        "SW4RM response without a call record",
-                    )
-                    .into())),
-                },
-                (Step::Fail(err), _) => {
-                    // The record has ended with the failure; drop it now.
-                    slot.take();
-                    Poll::Ready(Err(err))
-                }
-                (_, StateReplace::Failed { status }) => Poll::Ready(Err(status.into())),
-                (_, _) => Poll::Ready(Err(Status::internal(
-                    "SW4RM response future polled after completion",
-                )
-                .into())),
-            };
-        }
-    }
-}
-
-/// Response headers arrived: a trailers-only error may be retried; anything else is
-/// the call's answer.
-fn answered<S, B>(
-    retry: &mut Option<Box<Retry<S>>>,
-    call: &mut CallRecord,
-    mut response: http::Response<B>,
-) -> Step<B> {
-    let Some(r) = retry.as_mut() else {
-        return Step::Response(response);
-    };
-    if let Some((failure, pushback)) = classify_response(response.headers()) {
-        // The server's own deadline for this attempt: the attempt timed out.
-        let failure = match failure {
-            Failure::Code(DEADLINE_EXCEEDED | CANCELLED) if r.attempt_expired() => {
-                Failure::AttemptTimeout
-            }
-            other => other,
+            KindProj::Refused { .. } | KindProj::Over => End::Over,
         };
-        match r.after_failure(failure, pushback) {
-            Ok(backoff) => return Step::Retry(backoff, reason(failure)),
-            Err(stop) => call.not_retried(r.attempt, stop.as_str()),
-        }
-    } else {
-        r.answered();
+        // The call is over. Dropping the attempt in flight drops the inner call:
+        // hyper resets the HTTP/2 stream, and the server sees the cancel.
+        Poll::Ready(match (end, kind.project_replace(Kind::Over)) {
+            (End::Headers(response), KindReplace::Calling { mut record, .. }) => {
+                let (parts, body) = response.into_parts();
+                record.answered(&parts.headers);
+                Ok(http::Response::from_parts(
+                    parts,
+                    TimeoutBody::new(body, record),
+                ))
+            }
+            (End::Failed(err), _) => Err(err),
+            (End::Over, KindReplace::Refused { status }) => Err(status.into()),
+            // Polled again after it completed.
+            (End::Headers(_) | End::Over, _) => {
+                Err(Status::internal("SW4RM response future polled after completion").into())
+            }
+        })
     }
-    r.mark(&mut response);
-    Step::Response(response)
 }
 
-/// The inner service failed: retry when the request never reached the server, or
-/// when it may have and the call is idempotent.
-fn failed_attempt<S, B>(
-    retry: &mut Option<Box<Retry<S>>>,
-    call: &mut CallRecord,
-    err: BoxError,
-) -> Step<B> {
-    if let Some(r) = retry.as_mut() {
-        let failure = match classify_error(&err) {
-            _ if is_transport_timeout(&*err) && r.attempt_expired() => Failure::AttemptTimeout,
-            other => other,
+/// Runs attempts until one ends the call, or the call's deadline does.
+fn run<S, B>(
+    mut step: Pin<&mut Step<S::Future>>,
+    mut deadline: Pin<&mut Timer>,
+    svc: &mut S,
+    record: &mut CallRecord,
+    retry: &mut Option<Box<Retries>>,
+    cx: &mut Context<'_>,
+) -> Poll<End<B>>
+where
+    S: Service<Request, Response = http::Response<B>>,
+    S::Error: Into<BoxError>,
+{
+    loop {
+        let verdict = match step.as_mut().project() {
+            StepProj::Attempting { mut attempt } => match attempt.as_mut().poll(svc, cx) {
+                Poll::Ready(ended) => judge(ended, attempt.expired(), record, retry.as_deref_mut()),
+                Poll::Pending => Verdict::Wait,
+            },
+            StepProj::Backoff {
+                timer,
+                resume,
+                resend,
+            } => match timer.poll_until(*resume, cx) {
+                Poll::Ready(()) => Verdict::Resend(std::mem::take(resend)),
+                Poll::Pending => Verdict::Wait,
+            },
         };
-        match r.after_failure(failure, Pushback::None) {
-            Ok(backoff) => return Step::Retry(backoff, reason(failure)),
-            Err(stop) => {
-                call.not_retried(r.attempt, stop.as_str());
-                if failure == Failure::AttemptTimeout {
-                    return Step::Fail(
-                        call.timed_out(Phase::Attempt, 0, DetectedBy::Transport)
-                            .into(),
-                    );
-                }
+        match verdict {
+            Verdict::End(end) => return Poll::Ready(end),
+            Verdict::Retry(retry) => {
+                record.retried(retry.attempt, retry.backoff, retry.reason);
+                step.set(Step::Backoff {
+                    timer: Timer::new(),
+                    resume: retry.resume,
+                    resend: retry.resend,
+                });
             }
+            Verdict::Resend(resend) => {
+                let started = resend.start(Instant::now());
+                record.attempt(started.attempt, started.cap);
+                step.set(Step::Attempting {
+                    attempt: Attempt::new(started.request, started.until),
+                });
+            }
+            Verdict::Wait => return deadline_passed(deadline.as_mut(), record, cx),
         }
     }
-    Step::Fail(call.failed(err))
 }
 
-/// The attempt in flight reached its attempt timeout: retry, or end the call with it.
-fn attempt_expired<S, B>(
-    retry: &mut Option<Box<Retry<S>>>,
-    call: &mut CallRecord,
+/// While an attempt or a backoff waits: the call's first timer.
+fn deadline_passed<B>(
+    timer: Pin<&mut Timer>,
+    record: &mut CallRecord,
     cx: &mut Context<'_>,
-) -> Option<Step<B>> {
-    let r = retry.as_mut()?;
-    if r.poll_attempt(cx).is_pending() {
-        return None;
-    }
-    Some(
-        match r.after_failure(Failure::AttemptTimeout, Pushback::None) {
-            Ok(backoff) => Step::Retry(backoff, reason(Failure::AttemptTimeout)),
-            Err(stop) => {
-                call.not_retried(r.attempt, stop.as_str());
-                Step::Fail(call.timed_out(Phase::Attempt, 0, DetectedBy::Client).into())
-            }
-        },
-    )
-}
-
-fn reason(failure: Failure) -> &'static str {
-    match failure {
-        Failure::Code(UNAVAILABLE) => "unavailable",
-        Failure::Code(_) => "status",
-        Failure::AttemptTimeout => "attempt_timeout",
-        Failure::NotSent => "not_sent",
-    }
-}
-
-/// While the inner service is not ready or has not answered: the first timer.
-fn expire<B>(
-    sleep: Pin<&mut Option<Sleep>>,
-    call: &mut CallRecord,
-    cx: &mut Context<'_>,
-) -> Step<B> {
-    let Some((at, phase)) = call.next_due(Progress::default()) else {
-        return Step::Pending;
+) -> Poll<End<B>> {
+    let Some(due) = record.next_due(Progress::default()) else {
+        return Poll::Pending;
     };
-    let mut sleep = sleep;
-    if sleep.is_none() {
-        sleep.set(Some(tokio::time::sleep_until(at)));
-    }
-    let Some(sleep) = sleep.as_pin_mut() else {
-        return Step::Pending;
-    };
-    match sleep.poll(cx) {
-        Poll::Ready(()) => Step::Fail(call.timed_out(phase, 0, DetectedBy::Client).into()),
-        Poll::Pending => Step::Pending,
-    }
+    ready!(timer.poll_until(due.at, cx));
+    let status = record.timed_out(due.phase, 0, DetectedBy::Client);
+    Poll::Ready(End::Failed(status.into()))
 }

@@ -6,12 +6,12 @@ use std::sync::Arc;
 use opentelemetry::metrics::MeterProvider;
 use tower_layer::Layer;
 
-use super::budget::RetryBudget;
 use super::service::TimeoutProfileService;
 use super::shared::{RetrySettings, Settings, Shared};
 use crate::config::{ConfigError, ProfileSet};
 use crate::metrics::{Instruments, MetricFamily};
 use crate::policy::inherit::Propagation;
+use crate::retry::RetryBudget;
 
 /// Applies SW4-002 timeout profiles to every call of the service it wraps.
 ///

@@ -4,33 +4,32 @@
 //!
 //! Reading order for one RPC: `service.rs` (wiring) → `paths.rs` (the path's route,
 //! asked of the profile table once per path) → `plan.rs` (the pure call plan:
-//! resolve, timers, the smallest cap, the wire header) → `future.rs` (wait for
-//! the response headers or the first timer) → `body.rs` (wait for messages under the
-//! remaining timers) → `record.rs` (the per-call record that emits metrics, logs and
-//! the timeout status exactly once). `retry.rs` carries out retries inside the
-//! deadline for the response future, `budget.rs` is the layer's retry budget;
-//! `delegation.rs` writes a handoff's budget envelope (SW4-004).
-//! `per_call.rs` holds the request extensions a caller sets; `shared.rs` what every
-//! call of one layer reads.
+//! resolve, timers, the smallest cap, the wire header) → `future.rs` (the call loop:
+//! attempts from `crate::retry` one after another under the call's first timer) →
+//! `ending.rs` (what an attempt's end means: the answer, a retry, or the call's
+//! failure) → `body.rs` (wait for messages under the remaining timers) → `record.rs`
+//! (the per-call record that emits metrics, logs and the timeout status exactly
+//! once). `delegation.rs` writes a handoff's budget envelope (SW4-004); `per_call.rs`
+//! holds the request extensions a caller sets; `shared.rs` what every call of one
+//! layer reads. Retries themselves (the attempt future, the kept request, the
+//! budget) live in `src/retry/`.
 
 pub mod body;
-mod budget;
 mod delegation;
+mod ending;
 pub mod future;
 mod layer;
 mod paths;
 mod per_call;
 mod plan;
 mod record;
-mod retry;
 mod service;
 mod shared;
 
+pub use crate::retry::{RetryBudget, ATTEMPTS_HEADER};
 pub use body::TimeoutBody;
-pub use budget::RetryBudget;
 pub use layer::TimeoutProfileLayer;
 pub use per_call::{CallBudgetEnvelope, CallRetry, CallStreamingPolicy, CallTimeout};
-pub use retry::ATTEMPTS_HEADER;
 pub use service::TimeoutProfileService;
 
 /// The error type of the layer's service and body (tonic reads a [`tonic::Status`]

@@ -8,7 +8,6 @@ use http::{HeaderMap, HeaderValue};
 use tonic::Status;
 
 use super::per_call::{CallRetry, CallStreamingPolicy, CallTimeout};
-use super::retry::RetryPlan;
 use crate::config::{ProfileSet, ResolvedProfile};
 use crate::policy::deadline::{tighten, Cap, Timers};
 use crate::policy::inherit::{inherited, Inherit, Propagation};
@@ -19,6 +18,7 @@ use crate::policy::retry::first_timeout;
 use crate::policy::route::Lookup;
 use crate::policy::source::Source;
 use crate::policy::streaming::{millis, stream_timers};
+use crate::retry::RetryPlan;
 use crate::scope::{BudgetNow, Current};
 use crate::wire::grpc_timeout::{self, GRPC_TIMEOUT};
 
@@ -803,7 +803,7 @@ mod tests {
         assert_eq!(due(&p.timers.gap), Some((ms(500), Source::Client)));
         assert_eq!(p.timers.total, None);
         let first = p.timers.next(Default::default()).unwrap();
-        assert_eq!((first.after, first.phase), (ms(30_000), Phase::Initial));
+        assert_eq!((first.at, first.phase), (ms(30_000), Phase::Initial));
     }
 
     #[test]

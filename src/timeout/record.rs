@@ -13,7 +13,7 @@ use super::paths::{Labels, LabelsRef};
 use super::plan::CallPlan;
 use super::shared::Shared;
 use super::BoxError;
-use crate::policy::deadline::{Cap, Phase, Progress, Timers};
+use crate::policy::deadline::{Cap, Due, Phase, Progress, Timers};
 use crate::policy::route::ProfileId;
 use crate::policy::source::Source;
 use crate::policy::streaming::millis;
@@ -150,11 +150,12 @@ impl CallRecord {
         self.state == State::Open
     }
 
-    /// The next timer to fire, as an instant and its phase.
-    pub(crate) fn next_due(&self, progress: Progress) -> Option<(Instant, Phase)> {
+    /// The next timer to fire, placed on the clock.
+    pub(crate) fn next_due(&self, progress: Progress) -> Option<Due<Instant>> {
+        let start = self.start;
         self.timers
             .next(progress)
-            .map(|due| (self.start + due.after, due.phase))
+            .map(|due| due.map(|after| start + after))
     }
 
     /// The call finished (success or a non-timeout error) with the status `code`

@@ -12,13 +12,13 @@ use super::future::ResponseFuture;
 use super::per_call::CallBudgetEnvelope;
 use super::plan::{not_a_grpc_path, plan, CallPlan, Outer};
 use super::record::CallRecord;
-use super::retry::Retry;
 use super::shared::Shared;
 use super::BoxError;
 use crate::config::ProfileSet;
 use crate::policy::deadline::Phase;
 use crate::policy::message::MessageField;
 use crate::policy::streaming::millis;
+use crate::retry::{Kept, Retries};
 use crate::wire::details::DetectedBy;
 use crate::wire::message_field;
 use crate::wire::replay::take_whole;
@@ -131,15 +131,14 @@ where
         // there yet (client streaming) or too large is sent once.
         let retry = retry_plan.and_then(|plan| {
             let bytes = take_whole(&mut body, shared.settings.retry.replay_limit)?;
-            call.attempt(1, plan.first.clone());
-            Some(Box::new(Retry::new(
-                parts.clone(),
-                bytes,
+            let retries = Retries::new(
+                Kept::new(&parts, bytes),
                 plan,
                 shared.settings.retry.budget.clone(),
-                start,
                 deadline,
-            )))
+            );
+            call.attempt(1, retries.first_cap());
+            Some(Box::new(retries))
         });
         let request = http::Request::from_parts(parts, body);
         ResponseFuture::new(self.inner.clone(), request, call, retry)

@@ -5,9 +5,8 @@
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use super::budget::RetryBudget;
-use super::retry::DEFAULT_REPLAY_LIMIT;
 use crate::policy::inherit::Propagation;
+use crate::retry::{RetryBudget, DEFAULT_REPLAY_LIMIT};
 
 use super::paths::PathTable;
 use crate::config::ProfileSet;

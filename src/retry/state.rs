@@ -1,0 +1,305 @@
+//! One call's retry state: what the plan decided ([`RetryPlan`]), the attempt in
+//! flight as the rules numbered it, and after a failure either the [`Retry`] the
+//! rules decided (its backoff and the next attempt, [`Resend`]) or why not.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::budget::RetryBudget;
+use super::kept::Kept;
+use super::outcome::reason;
+use super::ATTEMPTS_HEADER;
+use crate::policy::deadline::Cap;
+use crate::policy::retry::{decide, Decision, Failed, Failure, Pushback, RetryPolicy, Stop};
+use crate::policy::source::Source;
+use crate::wire::grpc_timeout::{self, GRPC_TIMEOUT};
+
+type Request = http::Request<tonic::body::Body>;
+
+/// What the plan decided about retrying one call.
+#[derive(Clone, Debug)]
+pub(crate) struct RetryPlan {
+    pub(crate) policy: RetryPolicy,
+    pub(crate) idempotent: bool,
+    pub(crate) min_timeout: Duration,
+    /// The first attempt's timeout when it is below the call's deadline, as a cap.
+    pub(crate) first: Option<Cap>,
+}
+
+impl RetryPlan {
+    /// Where attempt timeouts come from: the first attempt's cap names it.
+    fn source(&self) -> Source {
+        self.first
+            .as_ref()
+            .map_or(Source::Standard, |c| c.source.clone())
+    }
+}
+
+/// The retry state of one call.
+#[derive(Debug)]
+pub(crate) struct Retries {
+    kept: Kept,
+    plan: RetryPlan,
+    budget: Option<RetryBudget>,
+    /// The attempt in flight (or the last one), from 1, as the rules numbered it.
+    attempt: u32,
+    /// The attempt timeout the rules gave the attempt in flight.
+    timeout: Option<Duration>,
+    /// The call's own deadline.
+    deadline: Option<Instant>,
+}
+
+/// A retry the rules decided: wait `backoff` (until `resume`), then send `resend`.
+#[derive(Debug)]
+pub(crate) struct Retry {
+    /// The attempt that follows, from 2.
+    pub(crate) attempt: u32,
+    pub(crate) backoff: Duration,
+    pub(crate) resume: Instant,
+    pub(crate) reason: &'static str,
+    pub(crate) resend: Resend,
+}
+
+/// The next attempt, made when the retry was decided and started after the backoff.
+#[derive(Debug)]
+pub(crate) struct Resend {
+    attempt: u32,
+    request: Request,
+    timeout: Option<Duration>,
+    deadline: Option<Instant>,
+    source: Source,
+}
+
+impl Default for Resend {
+    /// A placeholder left behind when a resend starts (allocates nothing).
+    fn default() -> Self {
+        Resend {
+            attempt: 0,
+            request: Request::default(),
+            timeout: None,
+            deadline: None,
+            source: Source::Standard,
+        }
+    }
+}
+
+/// A started attempt: its request, when its own timeout ends it, and what the call
+/// record says of it.
+#[derive(Debug)]
+pub(crate) struct Started {
+    pub(crate) request: Request,
+    pub(crate) until: Option<Instant>,
+    pub(crate) attempt: u32,
+    pub(crate) cap: Option<Cap>,
+}
+
+impl Resend {
+    /// Starts the attempt now: it gets what remains of the call's deadline, never
+    /// more (the backoff timer fires on the timer's tick, a little after the backoff).
+    pub(crate) fn start(mut self, now: Instant) -> Started {
+        let remaining = self.deadline.map(|d| d.saturating_duration_since(now));
+        let timeout = match (self.timeout, remaining) {
+            (Some(t), Some(r)) => Some(t.min(r)),
+            (t, r) => t.or(r),
+        };
+        // An attempt timeout past any representable instant is no attempt timeout.
+        let until = timeout.and_then(|t| now.checked_add(t));
+        let headers = self.request.headers_mut();
+        match timeout.filter(|_| until.is_some()) {
+            Some(t) => {
+                headers.insert(GRPC_TIMEOUT, grpc_timeout::encode(t));
+            }
+            None => {
+                headers.remove(GRPC_TIMEOUT);
+            }
+        }
+        Started {
+            request: self.request,
+            until,
+            attempt: self.attempt,
+            cap: timeout
+                .filter(|_| until.is_some())
+                .map(|t| Cap::new(t, self.source)),
+        }
+    }
+}
+
+impl Retries {
+    /// The state after the first attempt was planned and sent at `start`.
+    pub(crate) fn new(
+        kept: Kept,
+        plan: RetryPlan,
+        budget: Option<RetryBudget>,
+        deadline: Option<Instant>,
+    ) -> Self {
+        Retries {
+            timeout: plan.first.as_ref().map(Cap::limit),
+            kept,
+            plan,
+            budget,
+            attempt: 1,
+            deadline,
+        }
+    }
+
+    /// When the first attempt's own timeout ends it, for a call started at `start`.
+    pub(crate) fn first_until(&self, start: Instant) -> Option<Instant> {
+        self.timeout.and_then(|t| start.checked_add(t))
+    }
+
+    /// The first attempt's timeout, when it is shorter than the call's deadline.
+    pub(crate) fn first_cap(&self) -> Option<Cap> {
+        self.plan.first.clone()
+    }
+
+    /// The attempt in flight (or the last one), from 1.
+    pub(crate) fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// After a failed attempt: the retry the rules decided, or why the failure is the
+    /// call's answer.
+    pub(crate) fn after_failure(
+        &mut self,
+        failure: Failure,
+        pushback: Pushback,
+    ) -> Result<Retry, Stop> {
+        let now = Instant::now();
+        let decision = decide(
+            &self.plan.policy,
+            Failed {
+                attempt: self.attempt,
+                failure,
+                idempotent: self.plan.idempotent,
+                last_timeout: self.timeout,
+                remaining: self.deadline.map(|d| d.saturating_duration_since(now)),
+                min_timeout: self.plan.min_timeout,
+                pushback,
+                jitter: jitter(),
+            },
+        );
+        let (attempt, backoff, timeout) = match decision {
+            Decision::Retry {
+                attempt,
+                backoff,
+                timeout,
+            } => (attempt, backoff, timeout),
+            Decision::Stop(stop) => {
+                self.settle(failure);
+                return Err(stop);
+            }
+        };
+        // The budget is charged for every failure the policy would retry.
+        if let Some(budget) = &self.budget {
+            if !budget.fail() {
+                return Err(Stop::Budget);
+            }
+        }
+        // A server's pushback is peer input: one past any representable instant ends
+        // the retries instead of the process.
+        let resume = now.checked_add(backoff).ok_or(Stop::Pushback)?;
+        self.attempt = attempt;
+        self.timeout = timeout;
+        Ok(Retry {
+            attempt,
+            backoff,
+            resume,
+            reason: reason(failure),
+            resend: Resend {
+                attempt,
+                request: self.kept.request(attempt, timeout),
+                timeout,
+                deadline: self.deadline,
+                source: self.plan.source(),
+            },
+        })
+    }
+
+    /// A final answer that is not a retryable failure gives the budget back.
+    pub(crate) fn answered(&self) {
+        if let Some(budget) = &self.budget {
+            budget.succeed();
+        }
+    }
+
+    fn settle(&self, failure: Failure) {
+        // A status the policy does not retry is still an answer from the server.
+        if let Failure::Code(code) = failure {
+            if !self.plan.policy.retries_code(code) {
+                self.answered();
+            }
+        }
+    }
+
+    /// Marks a final answer with the number of attempts made.
+    pub(crate) fn mark<B>(&self, response: &mut http::Response<B>) {
+        if self.attempt > 1 {
+            response
+                .headers_mut()
+                .insert(ATTEMPTS_HEADER, http::HeaderValue::from(self.attempt));
+        }
+    }
+}
+
+/// Uniform in `[0, 1)`: a per-thread xorshift seeded from the standard library's
+/// random hasher keys (no dependency, no lock).
+fn jitter() -> f64 {
+    use std::cell::Cell;
+    use std::hash::{BuildHasher, Hasher};
+    thread_local! {
+        static STATE: Cell<u64> = Cell::new({
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u64(0x5157_4d52);
+            h.finish() | 1
+        });
+    }
+    STATE.with(|s| {
+        let mut x = s.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        s.set(x);
+        (x >> 11) as f64 / (1u64 << 53) as f64
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jitter_is_in_range_and_varies() {
+        let values: Vec<f64> = (0..1_000).map(|_| jitter()).collect();
+        assert!(values.iter().all(|v| (0.0..1.0).contains(v)));
+        let mean = values.iter().sum::<f64>() / values.len() as f64;
+        assert!((0.4..0.6).contains(&mean), "{mean}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_resend_gets_what_remains_never_more() {
+        let now = Instant::now();
+        let resend = |timeout, deadline| Resend {
+            attempt: 2,
+            request: Request::default(),
+            timeout,
+            deadline,
+            source: Source::Client,
+        };
+        let ms = Duration::from_millis;
+        // Less remains than the attempt timeout: the attempt gets what remains.
+        let started = resend(Some(ms(800)), Some(now + ms(300))).start(now);
+        let wire = |r: &Request| grpc_timeout::parse(r.headers()["grpc-timeout"].as_bytes()).ok();
+        assert_eq!(wire(&started.request), Some(ms(300)));
+        assert_eq!(started.until, Some(now + ms(300)));
+        assert_eq!(started.cap, Some(Cap::new(ms(300), Source::Client)));
+        assert_eq!(started.attempt, 2);
+        // No deadline, no attempt timeout: nothing on the wire.
+        let started = resend(None, None).start(now);
+        assert!(started.request.headers().get("grpc-timeout").is_none());
+        assert_eq!((started.until, started.cap), (None, None));
+        // Only the deadline: the attempt runs under what remains of it.
+        let started = resend(None, Some(now + ms(50))).start(now);
+        assert_eq!(wire(&started.request), Some(ms(50)));
+    }
+}
