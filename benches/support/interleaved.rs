@@ -61,6 +61,7 @@ pub fn paired_difference_ns(a: &[Duration], b: &[Duration]) -> f64 {
 }
 
 /// Prints each median and its ratio to the first (the baseline).
+#[allow(dead_code)]
 pub fn report(title: &str, names: &[&str], medians: &[Duration]) {
     println!("\n{title} (interleaved p50)");
     let base = medians[0].as_secs_f64();

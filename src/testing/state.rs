@@ -12,12 +12,20 @@ use super::script::{CallRecord, Outcome, Script};
 pub(crate) struct State {
     /// Each RPC's script, and how many calls the server had seen when it was set.
     scripts: Mutex<HashMap<&'static str, (Script, usize)>>,
-    calls: Mutex<Vec<CallRecord>>,
+    calls: Mutex<Calls>,
     pub(crate) changed: Notify,
     /// The last `seq` given to an inbound message.
     last_seq: AtomicI64,
     /// Deliveries (agent, seq) sent and not yet acknowledged.
     pending: Mutex<HashSet<(String, i64)>>,
+}
+
+/// Every call, and each RPC's call ids in order (so that counting an RPC's calls
+/// since its script was set is a binary search, not a scan of every call).
+#[derive(Debug, Default)]
+struct Calls {
+    all: Vec<CallRecord>,
+    by_path: HashMap<&'static str, Vec<usize>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -27,7 +35,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl State {
     pub(crate) fn set_script(&self, path: &'static str, script: Script) {
-        let since = lock(&self.calls).len();
+        let since = lock(&self.calls).all.len();
         lock(&self.scripts).insert(path, (script, since));
     }
 
@@ -38,7 +46,7 @@ impl State {
     }
 
     pub(crate) fn calls(&self) -> Vec<CallRecord> {
-        lock(&self.calls).clone()
+        lock(&self.calls).all.clone()
     }
 
     /// A `seq` no inbound message of this server had (from 1).
@@ -86,8 +94,9 @@ impl State {
             .collect();
         let id = {
             let mut calls = lock(&self.calls);
-            let id = calls.len();
-            calls.push(CallRecord {
+            let id = calls.all.len();
+            calls.by_path.entry(path).or_default().push(id);
+            calls.all.push(CallRecord {
                 id,
                 path,
                 grpc_timeout,
@@ -119,7 +128,7 @@ pub(crate) struct CallGuard {
 
 impl CallGuard {
     fn set(&self, outcome: Outcome) {
-        if let Some(c) = lock(&self.state.calls).get_mut(self.id) {
+        if let Some(c) = lock(&self.state.calls).all.get_mut(self.id) {
             c.outcome = outcome;
         }
         self.state.changed.notify_waiters();
@@ -129,16 +138,19 @@ impl CallGuard {
     /// (when its script was set).
     pub(crate) fn nth_of_path(&self, since: usize) -> usize {
         let calls = lock(&self.state.calls);
-        let path = calls.get(self.id).map(|c| c.path);
-        let end = self.id.min(calls.len());
-        calls[since.min(end)..end]
-            .iter()
-            .filter(|c| Some(c.path) == path)
-            .count()
+        let Some(ids) = calls
+            .all
+            .get(self.id)
+            .and_then(|c| calls.by_path.get(c.path))
+        else {
+            return 0;
+        };
+        let before = |bound: usize| ids.partition_point(|&id| id < bound);
+        before(self.id).saturating_sub(before(since))
     }
 
     pub(crate) fn sent_message(&self) {
-        if let Some(c) = lock(&self.state.calls).get_mut(self.id) {
+        if let Some(c) = lock(&self.state.calls).all.get_mut(self.id) {
             c.messages_sent += 1;
         }
     }
