@@ -109,54 +109,66 @@ fn walk_profiles(
             ));
             continue;
         };
-        for (fkey, fvalue) in fields {
-            let path = ["profiles", name.as_str(), fkey.as_str()];
-            let fkey_lower = fkey.to_ascii_lowercase();
-            let is_table = Field::ALL
-                .iter()
-                .any(|f| f.table_key().is_some_and(|(t, _)| t == fkey_lower));
-            if is_table {
-                let table = fkey_lower.as_str();
-                let Some(inner) = fvalue.as_dict() else {
-                    issues.push(issue(
-                        &path,
-                        fvalue,
-                        format!("must be a table of {table} settings"),
-                        source,
-                    ));
-                    continue;
-                };
-                for (skey, svalue) in inner {
-                    let spath = ["profiles", name.as_str(), fkey.as_str(), skey.as_str()];
-                    let key = format!("{table}.{}", skey.to_ascii_lowercase());
-                    let Some(field) = Field::from_key(&key) else {
-                        let keys = Field::ALL
-                            .iter()
-                            .filter_map(|f| f.table_key())
-                            .filter(|(t, _)| *t == table)
-                            .map(|(_, k)| k);
-                        let rule = format!("unknown key{}", hint(skey, keys));
-                        issues.push(issue(&spath, svalue, rule, source));
-                        continue;
-                    };
-                    set_field(out, &lower, field, svalue, &spath, source, issues);
-                }
-                continue;
-            }
-            // Keys of a sub-table are only valid inside it.
-            let Some(field) = Field::from_key(&fkey_lower).filter(|f| f.table_key().is_none())
-            else {
-                let keys = Field::ALL
-                    .iter()
-                    .filter(|f| f.table_key().is_none())
-                    .map(|f| f.key())
-                    .chain(["streaming", "retry"]);
-                let rule = format!("unknown key{}", hint(fkey, keys));
-                issues.push(issue(&path, fvalue, rule, source));
+        walk_fields(name, &lower, fields, source, out, issues);
+    }
+}
+
+/// The fields of profile `name` (`lower`: its name in lower case), with their
+/// `streaming` and `retry` sub-tables.
+fn walk_fields(
+    name: &str,
+    lower: &str,
+    fields: &Dict,
+    source: &SourceFn<'_>,
+    out: &mut Overrides,
+    issues: &mut Vec<ConfigIssue>,
+) {
+    for (fkey, fvalue) in fields {
+        let path = ["profiles", name, fkey.as_str()];
+        let fkey_lower = fkey.to_ascii_lowercase();
+        let is_table = Field::ALL
+            .iter()
+            .any(|f| f.table_key().is_some_and(|(t, _)| t == fkey_lower));
+        if is_table {
+            let table = fkey_lower.as_str();
+            let Some(inner) = fvalue.as_dict() else {
+                issues.push(issue(
+                    &path,
+                    fvalue,
+                    format!("must be a table of {table} settings"),
+                    source,
+                ));
                 continue;
             };
-            set_field(out, &lower, field, fvalue, &path, source, issues);
+            for (skey, svalue) in inner {
+                let spath = ["profiles", name, fkey.as_str(), skey.as_str()];
+                let key = format!("{table}.{}", skey.to_ascii_lowercase());
+                let Some(field) = Field::from_key(&key) else {
+                    let keys = Field::ALL
+                        .iter()
+                        .filter_map(|f| f.table_key())
+                        .filter(|(t, _)| *t == table)
+                        .map(|(_, k)| k);
+                    let rule = format!("unknown key{}", hint(skey, keys));
+                    issues.push(issue(&spath, svalue, rule, source));
+                    continue;
+                };
+                set_field(out, lower, field, svalue, &spath, source, issues);
+            }
+            continue;
         }
+        // Keys of a sub-table are only valid inside it.
+        let Some(field) = Field::from_key(&fkey_lower).filter(|f| f.table_key().is_none()) else {
+            let keys = Field::ALL
+                .iter()
+                .filter(|f| f.table_key().is_none())
+                .map(|f| f.key())
+                .chain(["streaming", "retry"]);
+            let rule = format!("unknown key{}", hint(fkey, keys));
+            issues.push(issue(&path, fvalue, rule, source));
+            continue;
+        };
+        set_field(out, lower, field, fvalue, &path, source, issues);
     }
 }
 

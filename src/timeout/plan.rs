@@ -107,18 +107,7 @@ pub(crate) fn plan<'a>(
 ) -> Result<CallPlan<'a>, Status> {
     let profile = profiles.get(route.profile);
 
-    // Per-call value: the typed extension first, then the grpc-timeout header.
-    // `from_header` keeps the caller's header when it already says the deadline.
-    let (per_call, from_header) = match (extensions.get::<CallTimeout>(), headers.get(GRPC_TIMEOUT))
-    {
-        (Some(t), _) => (Some(t.requested()), None),
-        (None, Some(v)) => {
-            let d = grpc_timeout::parse(v.as_bytes())
-                .map_err(|e| Status::invalid_argument(e.to_string()))?;
-            (Some(d), Some(d))
-        }
-        (None, None) => (None, None),
-    };
+    let (per_call, from_header) = per_call_value(extensions, headers)?;
     let from_message = match (per_call, route.message_field) {
         (None, Some(field)) => message(field),
         _ => None,
@@ -143,25 +132,12 @@ pub(crate) fn plan<'a>(
     } else {
         (Timers::unary(resolved.deadline), false)
     };
-    // A per-call stream total is a per-call timeout like any other: clamped into the
-    // profile's bounds (SW4-002 §2.2). The initial and gap timers are idle limits, not
-    // the call's deadline, and are left as asked.
     let mut clamp = resolved.clamp;
     let call_total = call_policy.map_or(0, |p| p.total_timeout_ms);
     if streaming && call_total > 0 {
         let requested = Duration::from_millis(u64::from(call_total));
-        if let (Some(effective), Some(bound)) = apply_override(&profile.profile, requested) {
-            timers.total = Some(Cap::new(effective, Source::PerCall));
-            if let Some(gap) = timers.gap.as_mut().filter(|g| g.limit() > effective) {
-                *gap = Cap::new(effective, Source::PerCall);
-                gap_clamped = true;
-            }
-            clamp = clamp.or(Some(Clamp {
-                requested,
-                effective: Some(effective),
-                bound,
-                requested_by: Source::PerCall,
-            }));
+        if let Some(total_clamp) = stream_total(profile, requested, &mut timers, &mut gap_clamped) {
+            clamp = clamp.or(Some(total_clamp));
         }
     }
     // The one rule for every cap: the smallest wins and names itself. An inherited
@@ -180,15 +156,7 @@ pub(crate) fn plan<'a>(
     let retry = retry.flatten();
     let attempt = retry.as_ref().and_then(|r| r.first.as_ref());
 
-    let wire = match (&timers.total, attempt) {
-        (_, Some(cap)) => WireTimeout::Set(grpc_timeout::encode(cap.limit())),
-        (None, None) => WireTimeout::Remove,
-        (Some(cap), None) if from_header == Some(cap.limit()) => WireTimeout::Keep,
-        (Some(cap), None) if cap.limit() == profile.profile.default_timeout() => {
-            WireTimeout::Set(profile.default_header.clone())
-        }
-        (Some(cap), None) => WireTimeout::Set(grpc_timeout::encode(cap.limit())),
-    };
+    let wire = wire_timeout(profile, timers.total.as_ref(), attempt, from_header);
     Ok(CallPlan {
         route,
         profile,
@@ -201,6 +169,69 @@ pub(crate) fn plan<'a>(
         exhausted,
         budget,
     })
+}
+
+/// The per-call value: the typed extension first, then the `grpc-timeout` header;
+/// and the header's value when it says the deadline (so that it is kept as written).
+fn per_call_value(
+    extensions: &http::Extensions,
+    headers: &HeaderMap,
+) -> Result<(Option<Duration>, Option<Duration>), Status> {
+    match (extensions.get::<CallTimeout>(), headers.get(GRPC_TIMEOUT)) {
+        (Some(t), _) => Ok((Some(t.requested()), None)),
+        (None, Some(v)) => {
+            let d = grpc_timeout::parse(v.as_bytes())
+                .map_err(|e| Status::invalid_argument(e.to_string()))?;
+            Ok((Some(d), Some(d)))
+        }
+        (None, None) => Ok((None, None)),
+    }
+}
+
+/// A per-call stream total is a per-call timeout like any other: clamped into the
+/// profile's bounds (SW4-002 §2.2), and the gap lowered to it. The initial and gap
+/// timers are idle limits, not the call's deadline, and are left as asked. The clamp,
+/// when the bounds changed the request.
+fn stream_total(
+    profile: &ResolvedProfile,
+    requested: Duration,
+    timers: &mut Timers,
+    gap_clamped: &mut bool,
+) -> Option<Clamp> {
+    let (Some(effective), Some(bound)) = apply_override(&profile.profile, requested) else {
+        return None;
+    };
+    timers.total = Some(Cap::new(effective, Source::PerCall));
+    if let Some(gap) = timers.gap.as_mut().filter(|g| g.limit() > effective) {
+        *gap = Cap::new(effective, Source::PerCall);
+        *gap_clamped = true;
+    }
+    Some(Clamp {
+        requested,
+        effective: Some(effective),
+        bound,
+        requested_by: Source::PerCall,
+    })
+}
+
+/// The `grpc-timeout` to send: the first attempt's timeout when it is a cap of its
+/// own, else the call's deadline (the caller's header kept when it says it, the
+/// profile's default as prebuilt text).
+fn wire_timeout(
+    profile: &ResolvedProfile,
+    total: Option<&Cap>,
+    attempt: Option<&Cap>,
+    from_header: Option<Duration>,
+) -> WireTimeout {
+    match (total, attempt) {
+        (_, Some(cap)) => WireTimeout::Set(grpc_timeout::encode(cap.limit())),
+        (None, None) => WireTimeout::Remove,
+        (Some(cap), None) if from_header == Some(cap.limit()) => WireTimeout::Keep,
+        (Some(cap), None) if cap.limit() == profile.profile.default_timeout() => {
+            WireTimeout::Set(profile.default_header.clone())
+        }
+        (Some(cap), None) => WireTimeout::Set(grpc_timeout::encode(cap.limit())),
+    }
 }
 
 /// Lowers the call's deadline to the caps of the scope it is made in (an inherited

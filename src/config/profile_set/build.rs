@@ -130,49 +130,7 @@ fn resolve_profile(
     issues: &mut Vec<ConfigIssue>,
 ) -> Option<ResolvedProfile> {
     let before = issues.len();
-    let mut values = [0u32; Field::COUNT];
-    let mut sources: [Source; Field::COUNT] = std::array::from_fn(|_| Source::Standard);
-    let new_profile_source = fields
-        .iter()
-        .flatten()
-        .next()
-        .map(|s| s.source.clone())
-        .unwrap_or(Source::Standard);
-    for &field in Field::ALL {
-        match &fields[field.index()] {
-            Some(s) => {
-                values[field.index()] = s.value;
-                sources[field.index()] = s.source.clone();
-            }
-            // A new profile must give its three timeouts; the streaming fields
-            // default to 0, the retry fields to the standard policy.
-            None if ProfileField::RETRY.contains(&field) => {
-                values[field.index()] = RetryPolicy::standard().fields()[ProfileField::RETRY
-                    .iter()
-                    .position(|f| *f == field)
-                    .unwrap_or(0)];
-            }
-            None if matches!(field, Field::Default | Field::Min | Field::Max) => {
-                issues.push(ConfigIssue {
-                    key: key(name, field),
-                    value: String::new(),
-                    rule: format!(
-                        "profile `{name}` is not a standard profile, so it must set {}{}",
-                        field.key(),
-                        crate::config::hint(
-                            name,
-                            STANDARD_PROFILES
-                                .iter()
-                                .chain(std::iter::once(&UNIVERSAL_PROFILE))
-                                .map(|p| p.name.as_ref())
-                        )
-                    ),
-                    source: new_profile_source.clone(),
-                })
-            }
-            None => {}
-        }
-    }
+    let (values, sources) = field_values(name, fields, issues);
     if issues.len() > before {
         return None;
     }
@@ -212,6 +170,81 @@ fn resolve_profile(
             source: sources[v.field.index()].clone(),
         });
     }
+    let retry = retry_policy(name, &profile, &values, &sources, issues);
+    if issues.len() > before {
+        return None;
+    }
+    let default_header = grpc_timeout::encode_kept(profile.default_timeout());
+    Some(ResolvedProfile {
+        profile,
+        streaming,
+        retry,
+        sources,
+        default_header,
+    })
+}
+
+/// Every field's value and where it came from. A new profile must give its three
+/// timeouts (reported when missing); the streaming fields default to 0, the retry
+/// fields to the standard policy.
+fn field_values(
+    name: &str,
+    fields: &Fields,
+    issues: &mut Vec<ConfigIssue>,
+) -> ([u32; Field::COUNT], [Source; Field::COUNT]) {
+    let mut values = [0u32; Field::COUNT];
+    let mut sources: [Source; Field::COUNT] = std::array::from_fn(|_| Source::Standard);
+    let new_profile_source = fields
+        .iter()
+        .flatten()
+        .next()
+        .map(|s| s.source.clone())
+        .unwrap_or(Source::Standard);
+    for &field in Field::ALL {
+        match &fields[field.index()] {
+            Some(s) => {
+                values[field.index()] = s.value;
+                sources[field.index()] = s.source.clone();
+            }
+            None if ProfileField::RETRY.contains(&field) => {
+                values[field.index()] = RetryPolicy::standard().fields()[ProfileField::RETRY
+                    .iter()
+                    .position(|f| *f == field)
+                    .unwrap_or(0)];
+            }
+            None if matches!(field, Field::Default | Field::Min | Field::Max) => {
+                issues.push(ConfigIssue {
+                    key: key(name, field),
+                    value: String::new(),
+                    rule: format!(
+                        "profile `{name}` is not a standard profile, so it must set {}{}",
+                        field.key(),
+                        crate::config::hint(
+                            name,
+                            STANDARD_PROFILES
+                                .iter()
+                                .chain(std::iter::once(&UNIVERSAL_PROFILE))
+                                .map(|p| p.name.as_ref())
+                        )
+                    ),
+                    source: new_profile_source.clone(),
+                })
+            }
+            None => {}
+        }
+    }
+    (values, sources)
+}
+
+/// The profile's retry policy from its fields, each violation reported with the value
+/// it broke against and where that came from.
+fn retry_policy(
+    name: &str,
+    profile: &TimeoutProfile,
+    values: &[u32; Field::COUNT],
+    sources: &[Source; Field::COUNT],
+    issues: &mut Vec<ConfigIssue>,
+) -> RetryPolicy {
     let (retry, violations) = RetryPolicy::standard().with_fields(
         ProfileField::RETRY.map(|f| values[f.index()]),
         profile.min_timeout_ms,
@@ -239,17 +272,7 @@ fn resolve_profile(
             source: sources[v.field.index()].clone(),
         });
     }
-    if issues.len() > before {
-        return None;
-    }
-    let default_header = grpc_timeout::encode_kept(profile.default_timeout());
-    Some(ResolvedProfile {
-        profile,
-        streaming,
-        retry,
-        sources,
-        default_header,
-    })
+    retry
 }
 
 fn build_routes(
@@ -323,6 +346,13 @@ fn build_routes(
             }),
         }
     }
+    mark_idempotency(merged, &mut routes, issues);
+    routes
+}
+
+/// Applies the idempotency marks to routes already in the table; a mark on a path that
+/// is not routed is reported.
+fn mark_idempotency(merged: &Overrides, routes: &mut RouteTable, issues: &mut Vec<ConfigIssue>) {
     for mark in &merged.idempotency {
         let (pattern, idempotent) = &mark.value;
         let found = match RoutePattern::parse(pattern) {
@@ -341,5 +371,4 @@ fn build_routes(
             }),
         }
     }
-    routes
 }
