@@ -23,6 +23,7 @@ pin_project! {
 
 impl Timer {
     /// An unarmed timer.
+    #[inline]
     pub(crate) fn new() -> Self {
         Timer { sleep: None }
     }

@@ -11,7 +11,6 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::convert::Infallible;
 use std::future::{ready, Ready};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 
 use http_body_util::BodyExt;
@@ -21,19 +20,23 @@ use tower::{Layer, Service};
 
 struct Counting;
 
-static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
-
 thread_local! {
-    // Only the test's own thread is counted: the calls run on it (a current-thread
-    // runtime), while other threads (the metrics SDK's reader, other tests) are not.
+    // Only the test's own thread is counted, into its own counter: the calls run on
+    // it (a current-thread runtime), while other threads (the metrics SDK's reader,
+    // the other test) are not.
     static COUNTED: Cell<bool> = const { Cell::new(false) };
+    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+}
+
+fn allocations() -> usize {
+    ALLOCATIONS.with(Cell::get)
 }
 
 // SAFETY: forwards every call to the system allocator unchanged; it only counts.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         if COUNTED.try_with(Cell::get).unwrap_or(false) {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+            let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
         }
         unsafe { System.alloc(layout) }
     }
@@ -101,7 +104,7 @@ where
     B: http_body::Body,
     B::Error: std::fmt::Debug,
 {
-    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    let before = allocations();
     COUNTED.with(|c| c.set(true));
     for req in requests {
         let response = service.call(req).await.expect("answer");
@@ -111,7 +114,7 @@ where
         }
     }
     COUNTED.with(|c| c.set(false));
-    ALLOCATIONS.load(Ordering::Relaxed) - before
+    allocations() - before
 }
 
 fn profiles() -> ProfileSet {
@@ -154,9 +157,10 @@ async fn a_layered_call_allocates_nothing_the_plain_call_does_not() {
     let got = added_by_layer(layer().without_metrics(), false).await;
     assert_eq!(got, zero, "without metrics");
 
-    // Retries on: the request kept for replay (the copy of the request head, the
-    // retry state, the replaying body): 3 per call, nothing per path, and no timer
-    // for a call answered by its first attempt.
+    // Retries on: the request kept for replay (the copy of the request head's header
+    // map: 2, and the retry state: 1; these requests have no body and no extensions):
+    // 3 per call, nothing per path, and no timer for a call answered by its first
+    // attempt.
     let got = added_by_layer(TimeoutProfileLayer::new(profiles()), false).await;
     for (path, n) in &got {
         assert!(
@@ -179,4 +183,59 @@ async fn a_layered_call_allocates_nothing_the_plain_call_does_not() {
     let got = added_by_layer(layer(), true).await;
     let one: Vec<_> = PATHS.iter().map(|p| (*p, CALLS)).collect();
     assert_eq!(got, one);
+}
+
+/// Requests as a generated client hands them to the channel: the `GrpcMethod`
+/// extension, and a small message encoded into tonic's 8 KiB buffer.
+fn generated_requests(path: &'static str) -> Vec<Request> {
+    (0..CALLS)
+        .map(|_| {
+            let mut buffer = bytes::BytesMut::with_capacity(8 * 1024);
+            buffer.extend_from_slice(b"\0\0\0\0\x0a\x0a\x08agent-42");
+            let frame = buffer.split().freeze();
+            let body = http_body_util::Full::new(frame);
+            let mut req = http::Request::new(tonic::body::Body::new(body));
+            *req.uri_mut() = http::Uri::from_static(path);
+            let headers = req.headers_mut();
+            headers.insert(
+                "content-type",
+                http::HeaderValue::from_static("application/grpc"),
+            );
+            headers.insert("te", http::HeaderValue::from_static("trailers"));
+            req.extensions_mut().insert(tonic::GrpcMethod::new(
+                "sw4rm.registry.RegistryService",
+                "Heartbeat",
+            ));
+            req
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn retries_on_keep_the_request_for_a_bounded_number_of_allocations() {
+    let path = PATHS[0];
+    let mut plain = Answer;
+    let mut layered = TimeoutProfileLayer::new(profiles())
+        .without_metrics()
+        .layer(Answer);
+    let mut once = TimeoutProfileLayer::new(profiles())
+        .without_metrics()
+        .without_retries()
+        .layer(Answer);
+    count(&mut layered, generated_requests(path)).await;
+    count(&mut once, generated_requests(path)).await;
+    let base = count(&mut plain, generated_requests(path)).await;
+    let with_retries = count(&mut layered, generated_requests(path)).await;
+    let without = count(&mut once, generated_requests(path)).await;
+    let per_call = |n: usize| n.saturating_sub(base) as f64 / CALLS as f64;
+    assert_eq!(per_call(without), 0.0, "retries off add nothing");
+    // Retries on keep the request for replay: the head's copy (its header map: 2; its
+    // extensions, here the generated client's `GrpcMethod`: 3), the retry state (1),
+    // the copy of the request's bytes (1) and the body that replays the first frame
+    // (1). The first attempt's frame is sent as it came, not a clone of the copy.
+    assert!(
+        per_call(with_retries) <= 8.0,
+        "retries on: {} per call",
+        per_call(with_retries)
+    );
 }

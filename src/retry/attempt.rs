@@ -1,7 +1,10 @@
 //! [`Attempt`]: one attempt of a call, as a future: wait for the inner service to be
 //! ready (tonic's channel buffer may be full, the connection not yet up), call it, and
-//! wait for the response headers, under the attempt's own timer when it has one. The
-//! inner service is lent by the call loop for each poll: the loop alone owns it.
+//! wait for the response headers. The inner service is lent by the call loop for each
+//! poll: the loop alone owns it. The attempt's own timeout ([`Attempt::until`]) is
+//! watched by the loop's one timer, which fires for whichever of the attempt's and the
+//! call's deadlines comes first (a second timer per call would cost its size in every
+//! call's future).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -12,7 +15,6 @@ use tokio::time::Instant;
 use tower_service::Service;
 
 use crate::timeout::BoxError;
-use crate::timer::Timer;
 
 type Request = http::Request<tonic::body::Body>;
 
@@ -22,8 +24,6 @@ pin_project! {
     pub(crate) struct Attempt<F> {
         #[pin]
         state: State<F>,
-        #[pin]
-        timer: Timer,
         // When the attempt's own timeout ends it (`None`: only the call's deadline).
         until: Option<Instant>,
     }
@@ -47,18 +47,23 @@ pub(crate) enum Ended<R> {
     Answered(R),
     /// The inner service failed (before or after sending).
     Failed(BoxError),
-    /// The attempt's own timeout passed first.
+    /// The attempt's own timeout passed first (noticed by the call loop's timer).
     TimedOut,
 }
 
 impl<F> Attempt<F> {
     /// An attempt sending `request`, ended by its own timeout at `until` if any.
+    #[inline]
     pub(crate) fn new(request: Request, until: Option<Instant>) -> Self {
         Attempt {
             state: State::Readying { request },
-            timer: Timer::new(),
             until,
         }
+    }
+
+    /// When the attempt's own timeout ends it (`None`: only the call's deadline).
+    pub(crate) fn until(&self) -> Option<Instant> {
+        self.until
     }
 
     /// Whether the attempt's own timeout has passed: an ending that arrives now (the
@@ -68,6 +73,7 @@ impl<F> Attempt<F> {
     }
 
     /// Polls the attempt with the call loop's service.
+    #[inline]
     pub(crate) fn poll<S, R>(
         self: Pin<&mut Self>,
         svc: &mut S,
@@ -78,29 +84,27 @@ impl<F> Attempt<F> {
         S::Error: Into<BoxError>,
         F: Future<Output = Result<R, S::Error>>,
     {
-        let mut this = self.project();
+        let mut state = self.project().state;
         loop {
-            match this.state.as_mut().project() {
+            match state.as_mut().project() {
                 StateProj::Readying { request } => match svc.poll_ready(cx) {
                     Poll::Ready(Ok(())) => {
                         // `Request::default()` is a placeholder that allocates nothing.
                         let future = svc.call(std::mem::take(request));
-                        this.state.set(State::Called { future });
+                        state.set(State::Called { future });
                         continue;
                     }
                     Poll::Ready(Err(err)) => return Poll::Ready(Ended::Failed(err.into())),
-                    Poll::Pending => break,
+                    Poll::Pending => return Poll::Pending,
                 },
-                StateProj::Called { future } => match future.poll(cx) {
-                    Poll::Ready(Ok(response)) => return Poll::Ready(Ended::Answered(response)),
-                    Poll::Ready(Err(err)) => return Poll::Ready(Ended::Failed(err.into())),
-                    Poll::Pending => break,
-                },
+                StateProj::Called { future } => {
+                    return match future.poll(cx) {
+                        Poll::Ready(Ok(response)) => Poll::Ready(Ended::Answered(response)),
+                        Poll::Ready(Err(err)) => Poll::Ready(Ended::Failed(err.into())),
+                        Poll::Pending => Poll::Pending,
+                    }
+                }
             }
-        }
-        match *this.until {
-            Some(until) => this.timer.poll_until(until, cx).map(|()| Ended::TimedOut),
-            None => Poll::Pending,
         }
     }
 }

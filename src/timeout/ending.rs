@@ -23,11 +23,9 @@ pub(crate) enum End<B> {
     Over,
 }
 
-/// What the call loop does next.
+/// What the call loop does next, once an attempt, a backoff or a timer has ended.
 #[derive(Debug)]
 pub(crate) enum Verdict<B> {
-    /// Nothing ended: wait (under the call's deadline).
-    Wait,
     /// The call ends.
     End(End<B>),
     /// Wait the backoff, then send the next attempt.
@@ -38,6 +36,7 @@ pub(crate) enum Verdict<B> {
 
 /// The verdict on an attempt that ended; `expired` says whether the attempt's own
 /// timeout had passed when it did.
+#[inline]
 pub(crate) fn judge<B>(
     ended: Ended<http::Response<B>>,
     expired: bool,
@@ -58,17 +57,20 @@ pub(crate) fn judge<B>(
     }
 }
 
+#[inline]
 fn failed_with<B>(err: BoxError) -> Verdict<B> {
     Verdict::End(End::Failed(err))
 }
 
 /// The first timer's instant, asked for only where an ending needs it.
+#[inline]
 fn first_due(record: &CallRecord) -> Option<Instant> {
     record.next_due(Progress::default()).map(|due| due.at)
 }
 
 /// Response headers arrived: a trailers-only error may be retried; anything else is
 /// the call's answer.
+#[inline]
 fn answered<B>(
     mut response: http::Response<B>,
     expired: bool,

@@ -17,8 +17,8 @@ use super::body::TimeoutBody;
 use super::ending::{judge, End, Verdict};
 use super::record::CallRecord;
 use super::BoxError;
-use crate::policy::deadline::Progress;
-use crate::retry::{Attempt, Resend, Retries};
+use crate::policy::deadline::{Due, Phase, Progress};
+use crate::retry::{Attempt, Ended, Resend, Retries};
 use crate::timer::Timer;
 use crate::wire::details::DetectedBy;
 
@@ -42,10 +42,11 @@ pin_project! {
         Calling {
             #[pin]
             step: Step<F>,
-            // The call's first timer (the earlier of a stream's initial and total
-            // timers), armed at the first wait.
+            // The call's one timer while it waits for response headers: the earlier
+            // of its first deadline (a stream's initial or total timer) and the
+            // attempt's own timeout, armed at the first wait.
             #[pin]
-            deadline: Timer,
+            timer: Timer,
             svc: S,
             record: CallRecord,
             // Retries inside the deadline; `None` for a call sent once.
@@ -61,16 +62,19 @@ pin_project! {
 
 pin_project! {
     #[project = StepProj]
+    #[project_ref = StepRef]
     #[derive(Debug)]
     enum Step<F> {
         Attempting { #[pin] attempt: Attempt<F> },
-        // Between two attempts: the next one is made and waits for the backoff.
-        Backoff { #[pin] timer: Timer, resume: Instant, resend: Resend },
+        // Between two attempts: the next one is made and waits for the backoff (boxed:
+        // only a retried call pays for its size).
+        Backoff { #[pin] timer: Timer, resume: Instant, resend: Box<Resend> },
     }
 }
 
 impl<S, F> ResponseFuture<S, F> {
     /// A call whose first attempt sends `request`; `retry` carries its retries.
+    #[inline]
     pub(crate) fn new(
         svc: S,
         request: Request,
@@ -83,7 +87,7 @@ impl<S, F> ResponseFuture<S, F> {
                 step: Step::Attempting {
                     attempt: Attempt::new(request, until),
                 },
-                deadline: Timer::new(),
+                timer: Timer::new(),
                 svc,
                 record,
                 retry,
@@ -112,13 +116,13 @@ where
         let end = match kind.as_mut().project() {
             KindProj::Calling {
                 step,
-                deadline,
+                timer,
                 svc,
                 record,
                 retry,
             } => {
                 let _span = record.entered();
-                ready!(run(step, deadline, svc, record, retry, cx))
+                ready!(run(step, timer, svc, record, retry, cx))
             }
             KindProj::Refused { .. } | KindProj::Over => End::Over,
         };
@@ -144,9 +148,10 @@ where
 }
 
 /// Runs attempts until one ends the call, or the call's deadline does.
+#[inline]
 fn run<S, B>(
     mut step: Pin<&mut Step<S::Future>>,
-    mut deadline: Pin<&mut Timer>,
+    mut timer: Pin<&mut Timer>,
     svc: &mut S,
     record: &mut CallRecord,
     retry: &mut Option<Box<Retries>>,
@@ -157,19 +162,22 @@ where
     S::Error: Into<BoxError>,
 {
     loop {
-        let verdict = match step.as_mut().project() {
-            StepProj::Attempting { mut attempt } => match attempt.as_mut().poll(svc, cx) {
-                Poll::Ready(ended) => judge(ended, attempt.expired(), record, retry.as_deref_mut()),
-                Poll::Pending => Verdict::Wait,
-            },
+        let polled = match step.as_mut().project() {
+            StepProj::Attempting { mut attempt } => attempt.as_mut().poll(svc, cx).map(|ended| {
+                let expired = attempt.expired();
+                judge(ended, expired, record, retry.as_deref_mut())
+            }),
             StepProj::Backoff {
                 timer,
                 resume,
                 resend,
-            } => match timer.poll_until(*resume, cx) {
-                Poll::Ready(()) => Verdict::Resend(std::mem::take(resend)),
-                Poll::Pending => Verdict::Wait,
-            },
+            } => timer
+                .poll_until(*resume, cx)
+                .map(|()| Verdict::Resend(std::mem::take(&mut **resend))),
+        };
+        let verdict = match polled {
+            Poll::Ready(verdict) => verdict,
+            Poll::Pending => ready!(alarm(step.as_ref(), timer.as_mut(), record, retry, cx)),
         };
         match verdict {
             Verdict::End(end) => return Poll::Ready(end),
@@ -178,7 +186,7 @@ where
                 step.set(Step::Backoff {
                     timer: Timer::new(),
                     resume: retry.resume,
-                    resend: retry.resend,
+                    resend: Box::new(retry.resend),
                 });
             }
             Verdict::Resend(resend) => {
@@ -188,21 +196,39 @@ where
                     attempt: Attempt::new(started.request, started.until),
                 });
             }
-            Verdict::Wait => return deadline_passed(deadline.as_mut(), record, cx),
         }
     }
 }
 
-/// While an attempt or a backoff waits: the call's first timer.
-fn deadline_passed<B>(
+/// While an attempt or a backoff waits: the call's one timer, at the earlier of the
+/// attempt's own timeout and the call's first deadline (the attempt's on a tie).
+#[inline]
+fn alarm<F, B>(
+    step: Pin<&Step<F>>,
     timer: Pin<&mut Timer>,
     record: &mut CallRecord,
+    retry: &mut Option<Box<Retries>>,
     cx: &mut Context<'_>,
-) -> Poll<End<B>> {
-    let Some(due) = record.next_due(Progress::default()) else {
-        return Poll::Pending;
+) -> Poll<Verdict<B>> {
+    let attempt = match step.project_ref() {
+        StepRef::Attempting { attempt } => attempt.until().map(|at| Due {
+            at,
+            phase: Phase::Attempt,
+        }),
+        StepRef::Backoff { .. } => None,
+    };
+    let due = match (attempt, record.next_due(Progress::default())) {
+        (Some(attempt), Some(call)) if call.at < attempt.at => call,
+        (Some(attempt), _) => attempt,
+        (None, Some(call)) => call,
+        (None, None) => return Poll::Pending,
     };
     ready!(timer.poll_until(due.at, cx));
-    let status = record.timed_out(due.phase, 0, DetectedBy::Client);
-    Poll::Ready(End::Failed(status.into()))
+    Poll::Ready(match due.phase {
+        Phase::Attempt => judge(Ended::TimedOut, true, record, retry.as_deref_mut()),
+        phase => {
+            let status = record.timed_out(phase, 0, DetectedBy::Client);
+            Verdict::End(End::Failed(status.into()))
+        }
+    })
 }

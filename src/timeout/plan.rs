@@ -173,6 +173,7 @@ pub(crate) fn plan<'a>(
 
 /// The per-call value: the typed extension first, then the `grpc-timeout` header;
 /// and the header's value when it says the deadline (so that it is kept as written).
+#[inline]
 fn per_call_value(
     extensions: &http::Extensions,
     headers: &HeaderMap,
@@ -217,6 +218,7 @@ fn stream_total(
 /// The `grpc-timeout` to send: the first attempt's timeout when it is a cap of its
 /// own, else the call's deadline (the caller's header kept when it says it, the
 /// profile's default as prebuilt text).
+#[inline]
 fn wire_timeout(
     profile: &ResolvedProfile,
     total: Option<&Cap>,

@@ -171,9 +171,13 @@ pub(crate) fn take_whole(body: &mut tonic::body::Body, limit: usize) -> Option<B
         }
     };
     if whole && frames.is_empty() {
-        let bytes = compact(single.unwrap_or_default());
-        *body = tonic::body::Body::new(Replay::whole(bytes.clone()));
-        return Some(bytes);
+        let frame = single.unwrap_or_default();
+        // The first attempt sends the frame as it came (freed once written); the copy
+        // kept for replay is its own, and is not cloned until a retry needs it (a
+        // copy's first clone allocates its shared counter).
+        let kept = compact(frame.clone());
+        *body = tonic::body::Body::new(Replay::whole(frame));
+        return Some(kept);
     }
     if whole {
         let mut all = BytesMut::with_capacity(size);
