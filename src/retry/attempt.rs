@@ -31,10 +31,14 @@ pin_project! {
 
 pin_project! {
     #[project = StateProj]
+    #[project_replace = StateReplace]
     #[derive(Debug)]
     enum State<F> {
         // Waiting for the inner service to accept the call, as tower's `Oneshot` does.
         Readying { request: Request },
+        // Handed to the inner service, whose `call` has not returned: seen only if
+        // that `call` panicked and the caller polls again.
+        Handed,
         // Called: waiting for the response headers.
         Called { #[pin] future: F },
     }
@@ -47,13 +51,11 @@ pub(crate) enum Ended<R> {
     Answered(R),
     /// The inner service failed (before or after sending).
     Failed(BoxError),
-    /// The attempt's own timeout passed first (noticed by the call loop's timer).
-    TimedOut,
 }
 
 impl<F> Attempt<F> {
     /// An attempt sending `request`, ended by its own timeout at `until` if any.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn new(request: Request, until: Option<Instant>) -> Self {
         Attempt {
             state: State::Readying { request },
@@ -87,16 +89,23 @@ impl<F> Attempt<F> {
         let mut state = self.project().state;
         loop {
             match state.as_mut().project() {
-                StateProj::Readying { request } => match svc.poll_ready(cx) {
+                StateProj::Readying { .. } => match svc.poll_ready(cx) {
                     Poll::Ready(Ok(())) => {
-                        // `Request::default()` is a placeholder that allocates nothing.
-                        let future = svc.call(std::mem::take(request));
-                        state.set(State::Called { future });
+                        if let StateReplace::Readying { request } =
+                            state.as_mut().project_replace(State::Handed)
+                        {
+                            let future = svc.call(request);
+                            state.set(State::Called { future });
+                        }
                         continue;
                     }
                     Poll::Ready(Err(err)) => return Poll::Ready(Ended::Failed(err.into())),
                     Poll::Pending => return Poll::Pending,
                 },
+                StateProj::Handed => {
+                    let err = "the inner service panicked while called";
+                    return Poll::Ready(Ended::Failed(err.into()));
+                }
                 StateProj::Called { future } => {
                     return match future.poll(cx) {
                         Poll::Ready(Ok(response)) => Poll::Ready(Ended::Answered(response)),

@@ -58,7 +58,9 @@ pub(crate) struct Retry {
     pub(crate) backoff: Duration,
     pub(crate) resume: Instant,
     pub(crate) reason: &'static str,
-    pub(crate) resend: Resend,
+    /// Boxed: a decision travels through the call loop by value, and only a retried
+    /// call pays for the next attempt's size.
+    pub(crate) resend: Box<Resend>,
 }
 
 /// The next attempt, made when the retry was decided and started after the backoff.
@@ -206,13 +208,13 @@ impl Retries {
             backoff,
             resume,
             reason: reason(failure),
-            resend: Resend {
+            resend: Box::new(Resend {
                 attempt,
                 request: self.kept.request(attempt, timeout),
                 timeout,
                 deadline: self.deadline,
                 source: self.plan.source(),
-            },
+            }),
         })
     }
 

@@ -8,31 +8,22 @@ use super::record::CallRecord;
 use super::BoxError;
 use crate::policy::deadline::{Phase, Progress};
 use crate::policy::retry::{Failure, Pushback};
-use crate::retry::{classify_error, classify_response, Ended, Resend, Retries, Retry};
+use crate::retry::{classify_error, classify_response, Ended, Retries, Retry};
 use crate::wire::details::DetectedBy;
 use crate::wire::status::{is_server_timeout, is_transport_timeout};
 
-/// How the call ends.
+/// What the call loop does next when an attempt or a timer ended without the call's
+/// answer.
 #[derive(Debug)]
-pub(crate) enum End<B> {
-    /// The response headers: the call record moves into the body.
-    Headers(http::Response<B>),
+pub(crate) enum Verdict {
     /// The call failed with this error (its record has ended).
-    Failed(BoxError),
-    /// Nothing in flight: the future answers from what it holds.
-    Over,
-}
-
-/// What the call loop does next, once an attempt, a backoff or a timer has ended.
-#[derive(Debug)]
-pub(crate) enum Verdict<B> {
-    /// The call ends.
-    End(End<B>),
+    Fail(BoxError),
     /// Wait the backoff, then send the next attempt.
     Retry(Retry),
-    /// The backoff is over: send this attempt.
-    Resend(Resend),
 }
+
+/// The response headers that answer the call (`Ok`), or what to do instead.
+pub(crate) type Judged<B> = Result<http::Response<B>, Verdict>;
 
 /// The verdict on an attempt that ended; `expired` says whether the attempt's own
 /// timeout had passed when it did.
@@ -42,27 +33,26 @@ pub(crate) fn judge<B>(
     expired: bool,
     record: &mut CallRecord,
     retry: Option<&mut Retries>,
-) -> Verdict<B> {
+) -> Judged<B> {
     match ended {
         Ended::Answered(response) => answered(response, expired, record, retry),
         Ended::Failed(err) => failed(err, expired, record, retry),
-        Ended::TimedOut => retry_or(Failure::AttemptTimeout, Pushback::None, record, retry)
-            .unwrap_or_else(|| {
-                failed_with(
-                    record
-                        .timed_out(Phase::Attempt, 0, DetectedBy::Client)
-                        .into(),
-                )
-            }),
     }
 }
 
-#[inline]
-fn failed_with<B>(err: BoxError) -> Verdict<B> {
-    Verdict::End(End::Failed(err))
+/// The first timer's instant, asked for only where an ending needs it.
+/// The attempt's own timeout passed (the call loop's timer noticed): a retry, or the
+/// call's timeout in the attempt phase.
+pub(crate) fn attempt_timed_out(record: &mut CallRecord, retry: Option<&mut Retries>) -> Verdict {
+    retry_or(Failure::AttemptTimeout, Pushback::None, record, retry).unwrap_or_else(|| {
+        Verdict::Fail(
+            record
+                .timed_out(Phase::Attempt, 0, DetectedBy::Client)
+                .into(),
+        )
+    })
 }
 
-/// The first timer's instant, asked for only where an ending needs it.
 #[inline]
 fn first_due(record: &CallRecord) -> Option<Instant> {
     record.next_due(Progress::default()).map(|due| due.at)
@@ -76,24 +66,26 @@ fn answered<B>(
     expired: bool,
     record: &mut CallRecord,
     retry: Option<&mut Retries>,
-) -> Verdict<B> {
+) -> Judged<B> {
     if is_server_timeout(response.headers(), || first_due(record)) {
         // A trailers-only answer: the server's deadline (the call's own) fired.
         let phase = record.server_phase(0);
-        return failed_with(record.timed_out(phase, 0, DetectedBy::Server).into());
+        return Err(Verdict::Fail(
+            record.timed_out(phase, 0, DetectedBy::Server).into(),
+        ));
     }
     let Some(retry) = retry else {
-        return Verdict::End(End::Headers(response));
+        return Ok(response);
     };
     match classify_response(response.headers(), expired) {
         Some((failure, pushback)) => match retry.after_failure(failure, pushback) {
-            Ok(next) => return Verdict::Retry(next),
+            Ok(next) => return Err(Verdict::Retry(next)),
             Err(stop) => record.not_retried(retry.attempt(), stop.as_str()),
         },
         None => retry.answered(),
     }
     retry.mark(&mut response);
-    Verdict::End(End::Headers(response))
+    Ok(response)
 }
 
 /// The inner service failed: tonic's own timer on the same deadline, a shorter
@@ -103,15 +95,18 @@ fn failed<B>(
     expired: bool,
     record: &mut CallRecord,
     retry: Option<&mut Retries>,
-) -> Verdict<B> {
+) -> Judged<B> {
     // tonic's timer on the attempt's own deadline is the attempt's timeout.
     if is_transport_timeout(&*err) {
         if expired {
-            return retry_or(Failure::AttemptTimeout, Pushback::None, record, retry)
-                .unwrap_or_else(|| {
-                    let status = record.timed_out(Phase::Attempt, 0, DetectedBy::Transport);
-                    failed_with(status.into())
-                });
+            return Err(
+                retry_or(Failure::AttemptTimeout, Pushback::None, record, retry).unwrap_or_else(
+                    || {
+                        let status = record.timed_out(Phase::Attempt, 0, DetectedBy::Transport);
+                        Verdict::Fail(status.into())
+                    },
+                ),
+            );
         }
         let status = match record.next_due(Progress::default()) {
             // tonic's own timer on the same deadline won the race.
@@ -121,21 +116,21 @@ fn failed<B>(
             // A shorter deadline below the layer fired first.
             _ => record.transport_capped(),
         };
-        return failed_with(status.into());
+        return Err(Verdict::Fail(status.into()));
     }
     let failure = classify_error(&err);
-    retry_or(failure, Pushback::None, record, retry)
-        .unwrap_or_else(|| failed_with(record.failed(err)))
+    Err(retry_or(failure, Pushback::None, record, retry)
+        .unwrap_or_else(|| Verdict::Fail(record.failed(err))))
 }
 
 /// A retry when the rules decide one; `None` (logged) when the failure is the call's
 /// answer.
-fn retry_or<B>(
+fn retry_or(
     failure: Failure,
     pushback: Pushback,
     record: &mut CallRecord,
     retry: Option<&mut Retries>,
-) -> Option<Verdict<B>> {
+) -> Option<Verdict> {
     let retry = retry?;
     match retry.after_failure(failure, pushback) {
         Ok(next) => Some(Verdict::Retry(next)),

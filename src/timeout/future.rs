@@ -14,11 +14,11 @@ use tonic::Status;
 use tower_service::Service;
 
 use super::body::TimeoutBody;
-use super::ending::{judge, End, Verdict};
+use super::ending::{attempt_timed_out, judge, Verdict};
 use super::record::CallRecord;
 use super::BoxError;
 use crate::policy::deadline::{Due, Phase, Progress};
-use crate::retry::{Attempt, Ended, Resend, Retries};
+use crate::retry::{Attempt, Resend, Retries};
 use crate::timer::Timer;
 use crate::wire::details::DetectedBy;
 
@@ -74,7 +74,7 @@ pin_project! {
 
 impl<S, F> ResponseFuture<S, F> {
     /// A call whose first attempt sends `request`; `retry` carries its retries.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn new(
         svc: S,
         request: Request,
@@ -113,7 +113,7 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut kind = self.project().kind;
-        let end = match kind.as_mut().project() {
+        let answered = match kind.as_mut().project() {
             KindProj::Calling {
                 step,
                 timer,
@@ -124,12 +124,12 @@ where
                 let _span = record.entered();
                 ready!(run(step, timer, svc, record, retry, cx))
             }
-            KindProj::Refused { .. } | KindProj::Over => End::Over,
+            KindProj::Refused { .. } | KindProj::Over => Err(None),
         };
         // The call is over. Dropping the attempt in flight drops the inner call:
         // hyper resets the HTTP/2 stream, and the server sees the cancel.
-        Poll::Ready(match (end, kind.project_replace(Kind::Over)) {
-            (End::Headers(response), KindReplace::Calling { mut record, .. }) => {
+        Poll::Ready(match (answered, kind.project_replace(Kind::Over)) {
+            (Ok(response), KindReplace::Calling { mut record, .. }) => {
                 let (parts, body) = response.into_parts();
                 record.answered(&parts.headers);
                 Ok(http::Response::from_parts(
@@ -137,17 +137,18 @@ where
                     TimeoutBody::new(body, record),
                 ))
             }
-            (End::Failed(err), _) => Err(err),
-            (End::Over, KindReplace::Refused { status }) => Err(status.into()),
+            (Err(Some(err)), _) => Err(err),
+            (Err(None), KindReplace::Refused { status }) => Err(status.into()),
             // Polled again after it completed.
-            (End::Headers(_) | End::Over, _) => {
+            (Ok(_) | Err(None), _) => {
                 Err(Status::internal("SW4RM response future polled after completion").into())
             }
         })
     }
 }
 
-/// Runs attempts until one ends the call, or the call's deadline does.
+/// Runs attempts until one ends the call, or the call's deadline does: the response
+/// headers, or the call's error (`Some`: `None` is for a future with nothing running).
 #[inline]
 fn run<S, B>(
     mut step: Pin<&mut Step<S::Future>>,
@@ -156,7 +157,7 @@ fn run<S, B>(
     record: &mut CallRecord,
     retry: &mut Option<Box<Retries>>,
     cx: &mut Context<'_>,
-) -> Poll<End<B>>
+) -> Poll<Result<http::Response<B>, Option<BoxError>>>
 where
     S: Service<Request, Response = http::Response<B>>,
     S::Error: Into<BoxError>,
@@ -171,29 +172,32 @@ where
                 timer,
                 resume,
                 resend,
-            } => timer
-                .poll_until(*resume, cx)
-                .map(|()| Verdict::Resend(std::mem::take(&mut **resend))),
+            } => match timer.poll_until(*resume, cx) {
+                Poll::Ready(()) => {
+                    // The backoff is over: send the next attempt.
+                    let started = std::mem::take(&mut **resend).start(Instant::now());
+                    record.attempt(started.attempt, started.cap);
+                    step.set(Step::Attempting {
+                        attempt: Attempt::new(started.request, started.until),
+                    });
+                    continue;
+                }
+                Poll::Pending => Poll::Pending,
+            },
         };
         let verdict = match polled {
-            Poll::Ready(verdict) => verdict,
+            Poll::Ready(Ok(response)) => return Poll::Ready(Ok(response)),
+            Poll::Ready(Err(verdict)) => verdict,
             Poll::Pending => ready!(alarm(step.as_ref(), timer.as_mut(), record, retry, cx)),
         };
         match verdict {
-            Verdict::End(end) => return Poll::Ready(end),
+            Verdict::Fail(err) => return Poll::Ready(Err(Some(err))),
             Verdict::Retry(retry) => {
                 record.retried(retry.attempt, retry.backoff, retry.reason);
                 step.set(Step::Backoff {
                     timer: Timer::new(),
                     resume: retry.resume,
-                    resend: Box::new(retry.resend),
-                });
-            }
-            Verdict::Resend(resend) => {
-                let started = resend.start(Instant::now());
-                record.attempt(started.attempt, started.cap);
-                step.set(Step::Attempting {
-                    attempt: Attempt::new(started.request, started.until),
+                    resend: retry.resend,
                 });
             }
         }
@@ -203,13 +207,13 @@ where
 /// While an attempt or a backoff waits: the call's one timer, at the earlier of the
 /// attempt's own timeout and the call's first deadline (the attempt's on a tie).
 #[inline]
-fn alarm<F, B>(
+fn alarm<F>(
     step: Pin<&Step<F>>,
     timer: Pin<&mut Timer>,
     record: &mut CallRecord,
     retry: &mut Option<Box<Retries>>,
     cx: &mut Context<'_>,
-) -> Poll<Verdict<B>> {
+) -> Poll<Verdict> {
     let attempt = match step.project_ref() {
         StepRef::Attempting { attempt } => attempt.until().map(|at| Due {
             at,
@@ -225,10 +229,7 @@ fn alarm<F, B>(
     };
     ready!(timer.poll_until(due.at, cx));
     Poll::Ready(match due.phase {
-        Phase::Attempt => judge(Ended::TimedOut, true, record, retry.as_deref_mut()),
-        phase => {
-            let status = record.timed_out(phase, 0, DetectedBy::Client);
-            Verdict::End(End::Failed(status.into()))
-        }
+        Phase::Attempt => attempt_timed_out(record, retry.as_deref_mut()),
+        phase => Verdict::Fail(record.timed_out(phase, 0, DetectedBy::Client).into()),
     })
 }
