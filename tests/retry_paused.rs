@@ -1,7 +1,9 @@
 //! Retry timing under paused tokio time, over an in-memory inner service that
 //! answers every attempt with a trailers-only `UNAVAILABLE` at once: the backoff
 //! before retry n lies in `[0, min(initial · multiplier^(n−1), max)]` (full jitter),
-//! it varies, and no attempt runs past the call's deadline.
+//! it varies, and no attempt runs past the call's deadline. Over one that never answers
+//! (and no timer below the layer), the layer's own timer ends each attempt at its
+//! attempt timeout, and the last at the call's deadline.
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
@@ -172,4 +174,123 @@ async fn an_absurd_pushback_ends_the_retries() {
     let response = svc.ready().await.unwrap().call(req).await.unwrap();
     assert_eq!(response.headers()["grpc-status"], "14");
     assert_eq!(calls.lock().unwrap().len(), 1);
+}
+
+/// An inner service that never answers its first `hang` attempts (it keeps them
+/// pending, as a peer that never replies would, and records when each is dropped),
+/// then answers `OK` at once. No timer below the layer: only the layer's own
+/// timers end an attempt.
+fn hanging(
+    hang: usize,
+    calls: Calls,
+    dropped: Arc<Mutex<Vec<Instant>>>,
+) -> impl Service<
+    http::Request<tonic::body::Body>,
+    Response = http::Response<tonic::body::Body>,
+    Error = Infallible,
+    Future = impl Send,
+> + Clone {
+    struct OnDrop(Arc<Mutex<Vec<Instant>>>);
+    impl Drop for OnDrop {
+        fn drop(&mut self) {
+            self.0.lock().unwrap().push(Instant::now());
+        }
+    }
+    tower::service_fn(move |req: http::Request<tonic::body::Body>| {
+        let timeout = req
+            .headers()
+            .get("grpc-timeout")
+            .map(|v| v.to_str().unwrap().to_owned());
+        let n = {
+            let mut calls = calls.lock().unwrap();
+            calls.push((Instant::now(), timeout));
+            calls.len()
+        };
+        let guard = (n <= hang).then(|| OnDrop(dropped.clone()));
+        async move {
+            if let Some(_guard) = guard {
+                std::future::pending::<()>().await;
+            }
+            let mut response = http::Response::new(tonic::body::Body::empty());
+            response.headers_mut().insert(
+                "content-type",
+                http::HeaderValue::from_static("application/grpc"),
+            );
+            Ok::<_, Infallible>(response)
+        }
+    })
+}
+
+fn attempt_timeout_layer(deadline_ms: u32, attempt_ms: u64) -> TimeoutProfileLayer {
+    let policy = RetryPolicy::builder()
+        .max_attempts(4)
+        .attempt_timeout(ms(attempt_ms))
+        .initial_backoff(ms(1))
+        .max_backoff(ms(1))
+        .build()
+        .unwrap();
+    let profiles = ProfileSet::builder()
+        .without_global()
+        .default_timeout_ms("heartbeat", deadline_ms)
+        .min_timeout_ms("heartbeat", 50)
+        .retry("heartbeat", policy)
+        .build()
+        .unwrap();
+    TimeoutProfileLayer::new(profiles)
+        .without_metrics()
+        .without_retry_budget()
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_layer_ends_an_attempt_at_its_own_timeout_and_retries() {
+    let (calls, dropped) = (Calls::default(), Arc::default());
+    let mut svc = ServiceBuilder::new()
+        .layer(attempt_timeout_layer(5_000, 300))
+        .service(hanging(1, calls.clone(), Arc::clone(&dropped)));
+    let start = Instant::now();
+    let response = svc.ready().await.unwrap().call(request()).await.unwrap();
+    assert_eq!(response.headers()["sw4rm-attempts"], "2");
+    let calls = calls.lock().unwrap().clone();
+    assert_eq!(calls.len(), 2);
+    assert_eq!(calls[0].1.as_deref(), Some("300000u"));
+    // The first attempt was dropped (its stream reset) exactly at its timeout, and the
+    // second sent after the backoff (at most 1 ms).
+    assert_eq!(dropped.lock().unwrap().clone(), vec![start + ms(300)]);
+    let resent = calls[1].0 - start;
+    assert!(resent >= ms(300) && resent <= ms(301), "{resent:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn attempts_that_all_hang_end_at_the_call_deadline_naming_the_attempt() {
+    let (calls, dropped) = (Calls::default(), Arc::default());
+    let mut svc = ServiceBuilder::new()
+        .layer(attempt_timeout_layer(1_000, 300))
+        .service(hanging(usize::MAX, calls.clone(), Arc::clone(&dropped)));
+    let start = Instant::now();
+    let err = svc
+        .ready()
+        .await
+        .unwrap()
+        .call(request())
+        .await
+        .unwrap_err();
+    let status = tonic::Status::from_error(err);
+    assert_eq!(status.code(), tonic::Code::DeadlineExceeded, "{status:?}");
+    let details = sw4rm_timeouts::TimeoutDetails::from_status(&status).expect("details");
+    // Three attempts of 300 ms (plus backoffs of at most 1 ms) fit; the fourth gets
+    // what remains (at least the profile's 50 ms minimum), so its timeout is the call's
+    // deadline: it ends exactly then, as the attempt's timeout.
+    assert_eq!(details.attempts(), Some(4), "{details:?}");
+    assert_eq!(
+        details.phase(),
+        sw4rm_timeouts::Phase::Attempt,
+        "{details:?}"
+    );
+    assert_eq!(start.elapsed(), ms(1_000));
+    assert_eq!(
+        dropped.lock().unwrap().len(),
+        4,
+        "every attempt was dropped"
+    );
+    assert_eq!(calls.lock().unwrap().len(), 4);
 }
