@@ -71,9 +71,11 @@
 
 // Dependencies point one way: `timeout` (tower parts) and `clients` use `config`,
 // `wire` and `policy`; `config` and `wire` use `policy`; `policy` uses nothing.
+pub mod advise;
 mod clients;
 mod config;
 pub mod guide;
+mod latency;
 pub mod metrics;
 mod policy;
 pub mod proto;

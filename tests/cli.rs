@@ -179,3 +179,58 @@ fn mistakes_are_named_as_written() {
         assert!(!text.contains("0 to 4294967295"), "{file}");
     }
 }
+
+#[test]
+fn advise_reads_an_exposition_and_writes_an_overlay() {
+    let route = "method=\"Call\",profile=\"tool_call\",service=\"sw4rm.tool.ToolService\"";
+    let exposition = format!(
+        "# TYPE sw4rm_rpc_duration_ms histogram\n\
+         sw4rm_rpc_duration_ms_bucket{{{route},le=\"100\"}} 900\n\
+         sw4rm_rpc_duration_ms_bucket{{{route},le=\"250\"}} 1000\n\
+         sw4rm_rpc_duration_ms_bucket{{{route},le=\"+Inf\"}} 1000\n\
+         sw4rm_rpc_timeout_total{{{route}}} 0\n"
+    );
+    let dir = std::env::temp_dir().join(format!("sw4rm-cli-advise-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let metrics = dir.join("metrics.txt");
+    std::fs::write(&metrics, &exposition).unwrap();
+    let (code, out, err) = cli(&["advise", metrics.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    // p99.9 in the 250 ms bucket: 4x its upper bound, rounded up, is 1 s.
+    assert!(
+        out.contains("[profiles.tool_call]\ndefault_timeout_ms = 1000\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("histogram buckets"),
+        "says what bucket resolution costs: {out}"
+    );
+    // The overlay is a valid deployment file.
+    let overlay = dir.join("overlay.toml");
+    std::fs::write(&overlay, &out).unwrap();
+    let (code, out, err) = cli(&["check", overlay.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("valid"), "{out}");
+    let (code, out, _) = cli(&["explain", "--config", overlay.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("tool_call") && l.contains("1000")),
+        "{out}"
+    );
+
+    // Foreign or unreadable input: exit 1, the reason on stderr.
+    let foreign = dir.join("foreign.txt");
+    std::fs::write(&foreign, "up 1\nprocess_cpu_seconds_total 3\n").unwrap();
+    let (code, out, err) = cli(&["advise", foreign.to_str().unwrap()]);
+    assert_eq!((code, out.as_str()), (1, ""));
+    assert!(
+        err.contains("not a Prometheus exposition of the SW4RM SDK's metrics"),
+        "{err}"
+    );
+    let (code, _, err) = cli(&["advise", dir.join("missing.txt").to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(err.contains("missing.txt: cannot read"), "{err}");
+    let (code, _, err) = cli(&["advise"]);
+    assert_eq!(code, 2, "{err}");
+}

@@ -6,6 +6,7 @@
 //! sw4rm-timeouts check FILE                   validate a deployment file (and SW4RM_*)
 //! sw4rm-timeouts routes [--config FILE]       path → profile, shape, idempotent
 //! sw4rm-timeouts service-config [--mode default|max] [--config FILE]
+//! sw4rm-timeouts advise METRICS_FILE|- [--config FILE]   proposed profile values (TOML)
 //! sw4rm-timeouts help [COMMAND] | --help | --version
 //! ```
 //!
@@ -18,7 +19,7 @@ use std::process::ExitCode;
 use sw4rm_timeouts::{GlobalConfig, ProfileSet, ServiceConfigMode};
 
 /// One command: its name, synopsis and what it does.
-const COMMANDS: [(&str, &str, &str); 4] = [
+const COMMANDS: [(&str, &str, &str); 5] = [
     (
         "explain",
         "explain [--config FILE]",
@@ -38,6 +39,14 @@ const COMMANDS: [(&str, &str, &str); 4] = [
         "service-config",
         "service-config [--mode default|max] [--config FILE]",
         "the profile table as a gRPC service config (JSON) for clients in other languages",
+    ),
+    (
+        "advise",
+        "advise METRICS_FILE|- [--config FILE]",
+        "reads a Prometheus exposition of sw4rm_rpc_duration_ms and sw4rm_rpc_timeout_total \
+         (a file, or - for stdin) and writes the profile values that fit what the calls took, \
+         as a TOML overlay for the global configuration, each verdict as a comment above the \
+         values it changes",
     ),
 ];
 
@@ -81,12 +90,18 @@ fn main() -> ExitCode {
             eprintln!("{e}");
             ExitCode::from(1)
         }
+        Err(Failure::Input(why)) => {
+            eprintln!("{why}");
+            ExitCode::from(1)
+        }
     }
 }
 
 enum Failure {
     Usage(String),
     Config(sw4rm_timeouts::ConfigError),
+    /// Input that cannot be read or is not what the command reads.
+    Input(String),
 }
 
 /// The value after `flag`, if the flag is there.
@@ -157,9 +172,31 @@ fn run(args: &[String]) -> Result<String, Failure> {
             };
             Ok(profiles(config)?.service_config(mode))
         }
+        Some("advise") => {
+            let source = args
+                .get(1)
+                .filter(|a| *a == "-" || !a.starts_with("--"))
+                .ok_or_else(|| {
+                    Failure::Usage("advise needs a METRICS_FILE (or - for stdin)".into())
+                })?;
+            advise(source, &profiles(config)?)
+        }
         Some(other) => Err(Failure::Usage(format!("unknown command `{other}`"))),
         None => Err(Failure::Usage("no command given".into())),
     }
+}
+
+/// The overlay for the exposition in `source` (a file, or `-` for stdin).
+fn advise(source: &str, set: &ProfileSet) -> Result<String, Failure> {
+    let text = match source {
+        "-" => std::io::read_to_string(std::io::stdin())
+            .map_err(|e| Failure::Input(format!("stdin: cannot read: {e}")))?,
+        path => std::fs::read_to_string(path)
+            .map_err(|e| Failure::Input(format!("{path}: cannot read: {e}")))?,
+    };
+    let routes = sw4rm_timeouts::advise::from_exposition(&text)
+        .map_err(|e| Failure::Input(format!("{source}: {e}")))?;
+    Ok(sw4rm_timeouts::advise::Advice::new(set, &routes).overlay())
 }
 
 /// Tab-separated: pattern, profile, unary|streaming|long-lived, idempotent|-, source.

@@ -453,6 +453,11 @@ impl Lookup<'_> {
 }
 
 impl Routed {
+    /// The profile the path routes to.
+    pub(crate) fn profile(&self) -> ProfileId {
+        self.lookup.profile
+    }
+
     /// The lookup of `path`, the path this was made from.
     pub(crate) fn on<'a>(&self, path: &'a str) -> Option<Lookup<'a>> {
         let (service, method) = split_at_method(path, self.method_at)?;

@@ -21,6 +21,9 @@ pub struct Script {
     pub response: Option<bytes::Bytes>,
     /// Pacing of a server-streaming response.
     pub stream: StreamScript,
+    /// A tail: every `n`-th call of the RPC (counted from the script) waits this long
+    /// instead of `latency`. Set it with [`Script::with_tail`].
+    pub tail: Option<(usize, Duration)>,
 }
 
 impl Script {
@@ -84,6 +87,31 @@ impl Script {
     pub fn respond_with(mut self, message: &impl prost::Message) -> Self {
         self.response = Some(message.encode_to_vec().into());
         self
+    }
+
+    /// Every `every`-th call (the `every`-th, the `2·every`-th, … counted from the
+    /// script) waits `slow` instead of the script's latency: a tail of `1/every` of the
+    /// calls, deterministic.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use sw4rm_timeouts::testing::Script;
+    /// // 5 % of calls ten times slower.
+    /// let tail = Script::latency(Duration::from_millis(20)).with_tail(20, Duration::from_millis(200));
+    /// assert_eq!(tail.tail, Some((20, Duration::from_millis(200))));
+    /// ```
+    pub fn with_tail(mut self, every: usize, slow: Duration) -> Self {
+        self.tail = Some((every.max(1), slow));
+        self
+    }
+
+    /// How long call `nth` (from 0, counted from the script) waits.
+    pub(crate) fn latency_of(&self, nth: usize) -> Duration {
+        match self.tail {
+            Some((every, slow)) if (nth + 1).is_multiple_of(every) => slow,
+            _ if self.slow_first.is_none_or(|n| nth < n) => self.latency,
+            _ => Duration::ZERO,
+        }
     }
 
     /// A streaming script.

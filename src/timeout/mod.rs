@@ -19,6 +19,7 @@ mod delegation;
 mod ending;
 pub mod future;
 mod layer;
+mod observed;
 mod paths;
 mod per_call;
 mod plan;
@@ -29,6 +30,7 @@ mod shared;
 pub use crate::retry::{RetryBudget, ATTEMPTS_HEADER};
 pub use body::TimeoutBody;
 pub use layer::TimeoutProfileLayer;
+pub use observed::Observations;
 pub use per_call::{CallBudgetEnvelope, CallRetry, CallStreamingPolicy, CallTimeout};
 pub use service::TimeoutProfileService;
 

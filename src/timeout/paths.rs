@@ -14,7 +14,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::config::ProfileSet;
 use crate::metrics::{attributes, Attributes};
-use crate::policy::route::{Lookup, Matched, PathHasher, Routed};
+use crate::policy::route::{Lookup, Matched, PathHasher, ProfileId, Routed};
 
 /// Slots for paths outside the exact routes. Bounded so that a client sending
 /// arbitrary paths cannot grow memory forever.
@@ -117,6 +117,19 @@ impl PathTable {
         let route = profiles.lookup(path)?;
         let labels = LabelsRef::Owned(Arc::new(labels(profiles, &route, path)));
         Some(Found { route, labels })
+    }
+
+    /// How many slots the table has (indices of [`LabelsRef::Seen`] are below it).
+    pub(crate) fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Every seated path: its slot's index, its labels and its profile.
+    pub(crate) fn seated(&self) -> impl Iterator<Item = (usize, &Labels, ProfileId)> + '_ {
+        self.slots.iter().enumerate().filter_map(|(i, slot)| {
+            let seen = slot.get()?;
+            Some((i, &seen.labels, seen.routed.profile()))
+        })
     }
 
     /// The labels `at` points to.

@@ -184,8 +184,23 @@ impl CallRecord {
     }
 
     fn record(&self, timed_out: bool, code: impl FnOnce() -> Code) {
-        if let Some(instruments) = &self.shared.settings.instruments {
-            instruments.record(self.start.elapsed(), timed_out, code, &self.labels().attrs);
+        let instruments = self.shared.settings.instruments.as_ref();
+        // Unary calls only: a stream's duration is not what its timers bound.
+        let Some(observed) = self.shared.observed.as_ref().filter(|_| !self.streaming) else {
+            if let Some(instruments) = instruments {
+                instruments.record(self.start.elapsed(), timed_out, code, &self.labels().attrs);
+            }
+            return;
+        };
+        let elapsed = self.start.elapsed();
+        let code = if timed_out {
+            Code::DeadlineExceeded
+        } else {
+            code()
+        };
+        observed.record(&self.labels, elapsed, timed_out, code == Code::Ok);
+        if let Some(instruments) = instruments {
+            instruments.record(elapsed, timed_out, || code, &self.labels().attrs);
         }
     }
 

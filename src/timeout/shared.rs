@@ -8,6 +8,7 @@ use std::sync::Arc;
 use crate::policy::inherit::Propagation;
 use crate::retry::{RetryBudget, DEFAULT_REPLAY_LIMIT};
 
+use super::observed::Observed;
 use super::paths::PathTable;
 use crate::config::ProfileSet;
 use crate::metrics::Instruments;
@@ -45,6 +46,8 @@ pub(crate) struct Settings {
     pub(crate) endpoint: Option<Arc<str>>,
     /// Write a `BudgetEnvelope` into handoffs made inside a scope.
     pub(crate) envelopes: bool,
+    /// Keep a latency estimate per route (`with_observations`).
+    pub(crate) observe: bool,
 }
 
 #[derive(Debug)]
@@ -55,18 +58,44 @@ pub(crate) struct Shared {
     pub(crate) settings: Settings,
     /// Whether a transport timeout shorter than the profiles was warned about.
     pub(crate) transport_warned: AtomicBool,
-    /// The route and labels of every path routed so far.
-    pub(crate) paths: PathTable,
+    /// The route and labels of every path routed so far (shared by the variants of
+    /// a layer: they route with the same profile table).
+    pub(crate) paths: Arc<PathTable>,
+    /// Per-route latency estimates, when observed, by the path table's indices (so
+    /// shared with the table).
+    pub(crate) observed: Option<Arc<Observed>>,
 }
 
 impl Shared {
     pub(crate) fn new(profiles: ProfileSet, settings: Settings) -> Self {
-        let paths = PathTable::new(&profiles);
+        let paths = Arc::new(PathTable::new(&profiles));
+        let observed = settings
+            .observe
+            .then(|| Arc::new(Observed::new(paths.len())));
         Shared {
             profiles,
             settings,
             transport_warned: AtomicBool::new(false),
             paths,
+            observed,
+        }
+    }
+
+    /// The same layer with other settings: the same table of routed paths, and the
+    /// same observations while they stay on (so a handle taken from any variant sees
+    /// the calls of the one in use).
+    pub(crate) fn variant(&self, settings: Settings) -> Self {
+        let observed = match (&self.observed, settings.observe) {
+            (_, false) => None,
+            (Some(observed), true) => Some(observed.clone()),
+            (None, true) => Some(Arc::new(Observed::new(self.paths.len()))),
+        };
+        Shared {
+            profiles: self.profiles.clone(),
+            settings,
+            transport_warned: AtomicBool::new(false),
+            paths: self.paths.clone(),
+            observed,
         }
     }
 }

@@ -42,8 +42,9 @@ impl Embedded {
         let guard = self.state.begin(path, &req);
         let (script, since) = self.state.script(path);
         let nth = guard.nth_of_path(since);
-        if !script.latency.is_zero() && script.slow_first.is_none_or(|n| nth < n) {
-            tokio::time::sleep(script.latency).await;
+        let latency = script.latency_of(nth);
+        if !latency.is_zero() {
+            tokio::time::sleep(latency).await;
         }
         guard.finish();
         match script.fail_with {

@@ -1,0 +1,400 @@
+//! [`Advice`]: the verdicts on every observed route and profile, and the proposal as
+//! a TOML overlay for the global configuration.
+
+use std::collections::BTreeMap;
+use std::fmt::{self, Write as _};
+use std::time::Duration;
+
+use super::rules::{judge, Bound, Facts, Verdict, HEADROOM, MIN_CALLS};
+use crate::config::ProfileSet;
+use crate::latency::{LatencySnapshot, Resolution};
+use crate::policy::profile::TimeoutProfile;
+
+/// What was observed of one route: its path's parts, the profile it ran under, and
+/// its latencies.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RouteLatency {
+    /// The package-qualified service, `sw4rm.tool.ToolService`.
+    pub service: String,
+    /// The method, `Call`.
+    pub method: String,
+    /// The profile the route's calls ran under.
+    pub profile: String,
+    /// Its calls' latencies and timeouts.
+    pub latency: LatencySnapshot,
+}
+
+impl RouteLatency {
+    /// One route's observations.
+    ///
+    /// ```
+    /// use sw4rm_timeouts::advise::{LatencySnapshot, RouteLatency};
+    /// let r = RouteLatency::new("sw4rm.tool.ToolService", "Call", "tool_call", LatencySnapshot::default());
+    /// assert_eq!(r.path(), "/sw4rm.tool.ToolService/Call");
+    /// ```
+    pub fn new(
+        service: impl Into<String>,
+        method: impl Into<String>,
+        profile: impl Into<String>,
+        latency: LatencySnapshot,
+    ) -> Self {
+        RouteLatency {
+            service: service.into(),
+            method: method.into(),
+            profile: profile.into(),
+            latency,
+        }
+    }
+
+    /// `/service/method`.
+    pub fn path(&self) -> String {
+        format!("/{}/{}", self.service, self.method)
+    }
+}
+
+/// The figures observed of a route or a profile, and the verdict on them.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct Finding {
+    /// Calls observed (successful and timed out).
+    pub calls: u64,
+    /// The share of them that timed out (0 to 1).
+    pub timed_out: f64,
+    /// Successful calls' median latency.
+    pub p50: Option<Duration>,
+    /// Successful calls' 99th percentile.
+    pub p99: Option<Duration>,
+    /// Successful calls' 99.9th percentile.
+    pub p999: Option<Duration>,
+    /// What the figures say, with the proposal if any.
+    pub verdict: Verdict,
+}
+
+impl Finding {
+    fn of(
+        latency: &LatencySnapshot,
+        profile: &TimeoutProfile,
+        peers_p99: Option<Duration>,
+    ) -> Self {
+        let (successes, timeouts) = (latency.successes(), latency.timeouts());
+        let calls = successes.saturating_add(timeouts);
+        let (p50, p99, p999) = (
+            latency.quantile(0.5),
+            latency.quantile(0.99),
+            latency.quantile(0.999),
+        );
+        let verdict = judge(&Facts {
+            successes,
+            timeouts,
+            p99,
+            p999,
+            default: profile.default_timeout(),
+            min: profile.min_timeout(),
+            max: profile.max_timeout(),
+            peers_p99,
+        });
+        Finding {
+            calls,
+            timed_out: if calls == 0 {
+                0.0
+            } else {
+                timeouts as f64 / calls as f64
+            },
+            p50,
+            p99,
+            p999,
+            verdict,
+        }
+    }
+
+    /// `p50 12 ms, p99 80 ms, p99.9 122 ms over 4000 calls, 0.00 % timed out`.
+    fn figures(&self) -> String {
+        let q = |d: Option<Duration>| d.map_or("-".to_owned(), ms);
+        format!(
+            "p50 {}, p99 {}, p99.9 {} over {} calls, {:.2} % timed out",
+            q(self.p50),
+            q(self.p99),
+            q(self.p999),
+            self.calls,
+            self.timed_out * 100.0
+        )
+    }
+}
+
+/// One profile: the verdict on its routes together (those that fit it), and on each.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct ProfileAdvice {
+    /// The profile's name.
+    pub name: String,
+    /// The profile's default now.
+    pub default: Duration,
+    /// The profile's minimum now.
+    pub min: Duration,
+    /// The profile's maximum now.
+    pub max: Duration,
+    /// The verdict on its routes together (those that fit it).
+    pub finding: Finding,
+    /// Each observed route: its path and finding.
+    pub routes: Vec<(String, Finding)>,
+}
+
+/// The advisor's verdicts on a deployment's observed calls, and its proposal.
+///
+/// ```
+/// use std::time::Duration;
+/// use sw4rm_timeouts::advise::{Advice, LatencySnapshot, RouteLatency, Verdict};
+/// use sw4rm_timeouts::ProfileSet;
+///
+/// // Heartbeats answer in about 20 ms; the standard default is 5 s.
+/// let mut latency = LatencySnapshot::default();
+/// for i in 0..1_000u64 {
+///     latency.record(Duration::from_millis(15 + i % 10));
+/// }
+/// let route = RouteLatency::new("sw4rm.registry.RegistryService", "Heartbeat", "heartbeat", latency);
+/// let advice = Advice::new(&ProfileSet::standard(), &[route]);
+/// let heartbeat = &advice.profiles()[0];
+/// assert!(matches!(heartbeat.finding.verdict, Verdict::DetectionSlow { .. }));
+/// // Held at the profile's 1 s minimum: SW4-002's bounds always stand.
+/// assert!(advice.overlay().contains("[profiles.heartbeat]\ndefault_timeout_ms = 1000\n"));
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct Advice {
+    profiles: Vec<ProfileAdvice>,
+    resolution: Resolution,
+}
+
+impl Advice {
+    /// Judges every observed route against `profiles` (the configuration the calls
+    /// ran under). Routes of a profile the set does not know are left out.
+    pub fn new(profiles: &ProfileSet, routes: &[RouteLatency]) -> Self {
+        let mut by_profile: BTreeMap<&str, Vec<&RouteLatency>> = BTreeMap::new();
+        let mut resolution = Resolution::Estimate;
+        for r in routes {
+            if r.latency.resolution() == Resolution::Buckets {
+                resolution = Resolution::Buckets;
+            }
+            by_profile.entry(r.profile.as_str()).or_default().push(r);
+        }
+        let profiles = by_profile
+            .into_iter()
+            .filter_map(|(name, routes)| Some(profile_advice(profiles.profile(name)?, &routes)))
+            .collect();
+        Advice {
+            profiles,
+            resolution,
+        }
+    }
+
+    /// Every observed profile, by name.
+    pub fn profiles(&self) -> &[ProfileAdvice] {
+        &self.profiles
+    }
+
+    /// The proposal as a TOML overlay the global configuration accepts: each verdict
+    /// as a comment above the values it changes. Check it with `sw4rm-timeouts check
+    /// FILE`; see it applied with `sw4rm-timeouts explain --config FILE`.
+    pub fn overlay(&self) -> String {
+        let calls: u64 = self.profiles.iter().map(|p| p.finding.calls).sum();
+        let routes: usize = self.profiles.iter().map(|p| p.routes.len()).sum();
+        let mut out = format!(
+            "# SW4-002 timeouts proposed by sw4rm-timeouts advise from {calls} calls on {routes} \
+             routes.\n# Quantiles: {}.\n# A global configuration overlay: check it with \
+             `sw4rm-timeouts check FILE`,\n# see it applied with `sw4rm-timeouts explain --config \
+             FILE`.\n",
+            resolution_text(self.resolution)
+        );
+        let mut new_routes = String::new();
+        for p in &self.profiles {
+            profile_overlay(&mut out, p);
+            for (path, finding) in &p.routes {
+                route_overlay(&mut out, &mut new_routes, p, path, finding);
+            }
+        }
+        if !new_routes.is_empty() {
+            out.push_str("\n[routes]\n");
+            out.push_str(&new_routes);
+        }
+        out
+    }
+}
+
+fn profile_advice(profile: &TimeoutProfile, routes: &[&RouteLatency]) -> ProfileAdvice {
+    // What the profile's routes typically take: the (lower) median of the p99s of its
+    // routes with enough calls, when there are at least two.
+    let mut p99s: Vec<Duration> = routes
+        .iter()
+        .filter(|r| r.latency.successes() >= MIN_CALLS)
+        .filter_map(|r| r.latency.quantile(0.99))
+        .collect();
+    p99s.sort_unstable();
+    let typical = (p99s.len() >= 2).then(|| p99s[(p99s.len() - 1) / 2]);
+    let findings: Vec<(String, Finding)> = routes
+        .iter()
+        .map(|r| (r.path(), Finding::of(&r.latency, profile, typical)))
+        .collect();
+    // The profile's own verdict: its routes that fit it, together.
+    let mut fitting = LatencySnapshot::default();
+    for (r, (_, f)) in routes.iter().zip(&findings) {
+        if !matches!(f.verdict, Verdict::DoesNotFit { .. }) {
+            fitting.merge(&r.latency);
+        }
+    }
+    ProfileAdvice {
+        name: profile.name.to_string(),
+        default: profile.default_timeout(),
+        min: profile.min_timeout(),
+        max: profile.max_timeout(),
+        finding: Finding::of(&fitting, profile, None),
+        routes: findings,
+    }
+}
+
+fn ms(d: Duration) -> String {
+    let micros = d.as_micros();
+    if micros < 10_000 {
+        format!("{:.1} ms", micros as f64 / 1_000.0)
+    } else {
+        format!("{} ms", d.as_millis())
+    }
+}
+
+fn resolution_text(r: Resolution) -> &'static str {
+    match r {
+        Resolution::Estimate => "the in-process estimate, within 1.6 % of the observed values",
+        _ => {
+            "from Prometheus histogram buckets (1-2.5-5 steps): each value is its bucket's \
+             upper bound, up to 2.5x the observed value"
+        }
+    }
+}
+
+fn bound_text(bound: Option<Bound>) -> &'static str {
+    match bound {
+        Some(Bound::Min) => "; held at the profile's min_timeout_ms",
+        Some(Bound::Max) => {
+            "; the data asks for more than the profile's max_timeout_ms allows (a standard \
+             profile's bounds are a MUST: give the routes a custom profile for more)"
+        }
+        _ => "",
+    }
+}
+
+fn profile_overlay(out: &mut String, p: &ProfileAdvice) {
+    let f = &p.finding;
+    let proposal = match &f.verdict {
+        Verdict::DetectionSlow { proposed, bound } => {
+            Some((*proposed, *bound, "p99.9, rounded up"))
+        }
+        Verdict::FalseFailures { proposed, bound } => Some((
+            *proposed,
+            *bound,
+            "p99.9 or twice the default, the larger, rounded up: re-measure after",
+        )),
+        _ => None,
+    };
+    let _ = write!(
+        out,
+        "\n# {}: {} (default {}; {})",
+        p.name,
+        f.verdict.name(),
+        ms(p.default),
+        f.figures()
+    );
+    match proposal {
+        Some((proposed, bound, how)) => {
+            let _ = writeln!(
+                out,
+                "\n# proposed: {} ({HEADROOM}x {how}{})",
+                ms(proposed),
+                bound_text(bound)
+            );
+            let _ = writeln!(
+                out,
+                "[profiles.{}]\ndefault_timeout_ms = {}",
+                p.name,
+                proposed.as_millis()
+            );
+        }
+        None => out.push('\n'),
+    }
+}
+
+fn route_overlay(
+    out: &mut String,
+    new_routes: &mut String,
+    p: &ProfileAdvice,
+    path: &str,
+    f: &Finding,
+) {
+    let Verdict::DoesNotFit { proposed } = f.verdict else {
+        let _ = writeln!(out, "#   {path}: {} ({})", f.verdict.name(), f.figures());
+        return;
+    };
+    let method = path.rsplit('/').next().unwrap_or_default();
+    let name = format!("{}_{}", p.name, snake(method));
+    let _ = writeln!(
+        out,
+        "#   {path}: does not fit its profile ({}): a profile of its own\n\
+         [profiles.{name}]\ndefault_timeout_ms = {}\nmin_timeout_ms = {}\nmax_timeout_ms = {}",
+        f.figures(),
+        proposed.as_millis(),
+        p.min.min(proposed).as_millis().max(1),
+        p.max.max(proposed).as_millis(),
+    );
+    let _ = writeln!(new_routes, "\"{path}\" = \"{name}\"");
+}
+
+/// `GetToolSchema` → `get_tool_schema` (profile names use letters, digits and `_`).
+fn snake(method: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in method.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            out.push('_');
+        }
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push('_');
+        }
+    }
+    out
+}
+
+impl fmt::Display for Advice {
+    /// The report: one line per profile and per route, with the verdict.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "quantiles: {}", resolution_text(self.resolution))?;
+        for p in &self.profiles {
+            writeln!(
+                f,
+                "{:<22} default {:>10}  {}: {}",
+                p.name,
+                ms(p.default),
+                p.finding.verdict.name(),
+                p.finding.figures()
+            )?;
+            for (path, finding) in &p.routes {
+                writeln!(
+                    f,
+                    "  {path}: {}: {}",
+                    finding.verdict.name(),
+                    finding.figures()
+                )?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn method_names_become_profile_names() {
+        assert_eq!(snake("GetToolSchema"), "get_tool_schema");
+        assert_eq!(snake("Heartbeat"), "heartbeat");
+    }
+}

@@ -1,0 +1,257 @@
+//! Routes' latencies read back from a Prometheus text exposition of this SDK's
+//! metrics: `sw4rm_rpc_duration_ms` (a histogram with `service`, `method` and
+//! `profile` labels) and `sw4rm_rpc_timeout_total`.
+//!
+//! Bucket resolution costs precision: a quantile is only known to lie in its bucket
+//! (boundaries in 1-2.5-5 steps), and is reported as the bucket's upper bound. The
+//! duration histogram counts every call; calls that timed out (the timeout counter)
+//! are taken off its highest buckets, where they were recorded, and the rest count as
+//! successful calls (failures other than timeouts among them).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use super::advice::RouteLatency;
+use crate::latency::LatencySnapshot;
+
+const DURATION: &str = "sw4rm_rpc_duration_ms_bucket";
+const TIMEOUTS: &str = "sw4rm_rpc_timeout_total";
+
+/// Why an exposition could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ExpositionError {
+    /// A line of one of our series that does not parse.
+    Malformed {
+        /// The line's number, from 1.
+        line: usize,
+        /// The line as read.
+        text: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// No `sw4rm_rpc_duration_ms` series at all: not an exposition of this SDK's
+    /// metrics (or no call was made).
+    Foreign,
+}
+
+impl fmt::Display for ExpositionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ExpositionError::Malformed { line, text, why } => {
+                write!(f, "line {line}: {why}: {text}")
+            }
+            ExpositionError::Foreign => write!(
+                f,
+                "no sw4rm_rpc_duration_ms_bucket series: not a Prometheus exposition of the \
+                 SW4RM SDK's metrics (sw4rm_rpc_duration_ms, sw4rm_rpc_timeout_total)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ExpositionError {}
+
+type Key = (String, String, String);
+
+#[derive(Default)]
+struct Series {
+    /// Cumulative counts by upper bound in ms (`None`: +Inf).
+    cumulative: Vec<(Option<f64>, u64)>,
+    timeouts: u64,
+}
+
+/// Every route's latencies in a Prometheus text exposition.
+///
+/// ```
+/// use sw4rm_timeouts::advise::from_exposition;
+/// let text = "\
+/// sw4rm_rpc_duration_ms_bucket{method=\"Heartbeat\",profile=\"heartbeat\",service=\"sw4rm.registry.RegistryService\",le=\"10\"} 95
+/// sw4rm_rpc_duration_ms_bucket{method=\"Heartbeat\",profile=\"heartbeat\",service=\"sw4rm.registry.RegistryService\",le=\"+Inf\"} 100
+/// sw4rm_rpc_timeout_total{method=\"Heartbeat\",profile=\"heartbeat\",service=\"sw4rm.registry.RegistryService\"} 2
+/// ";
+/// let routes = from_exposition(text)?;
+/// assert_eq!(routes[0].path(), "/sw4rm.registry.RegistryService/Heartbeat");
+/// assert_eq!((routes[0].latency.successes(), routes[0].latency.timeouts()), (98, 2));
+/// # Ok::<(), sw4rm_timeouts::advise::ExpositionError>(())
+/// ```
+pub fn from_exposition(text: &str) -> Result<Vec<RouteLatency>, ExpositionError> {
+    let mut series: BTreeMap<Key, Series> = BTreeMap::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        let is_ours = line.starts_with(DURATION) || line.starts_with(TIMEOUTS);
+        if line.starts_with('#') || !is_ours {
+            continue;
+        }
+        let bad = |why| ExpositionError::Malformed {
+            line: n + 1,
+            text: line.to_owned(),
+            why,
+        };
+        let (name, labels, value) = split(line).ok_or_else(|| bad("not `name{labels} value`"))?;
+        let label = |k: &str| {
+            labels
+                .iter()
+                .find(|(key, _)| key == k)
+                .map(|(_, v)| v.clone())
+        };
+        let (Some(service), Some(method), Some(profile)) =
+            (label("service"), label("method"), label("profile"))
+        else {
+            return Err(bad("a series without service, method and profile labels"));
+        };
+        let count = value
+            .parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite() && *v >= 0.0)
+            .ok_or_else(|| bad("a count that is not a number"))? as u64;
+        let entry = series.entry((service, method, profile)).or_default();
+        if name == TIMEOUTS {
+            entry.timeouts = entry.timeouts.saturating_add(count);
+            continue;
+        }
+        let le = match label("le").as_deref() {
+            Some("+Inf") => None,
+            Some(v) => Some(
+                v.parse::<f64>()
+                    .map_err(|_| bad("an `le` that is not a number"))?,
+            ),
+            None => return Err(bad("a bucket without `le`")),
+        };
+        entry.cumulative.push((le, count));
+    }
+    if series.values().all(|s| s.cumulative.is_empty()) {
+        return Err(ExpositionError::Foreign);
+    }
+    Ok(series
+        .into_iter()
+        .filter(|(_, s)| !s.cumulative.is_empty())
+        .map(|((service, method, profile), s)| {
+            RouteLatency::new(service, method, profile, snapshot(s))
+        })
+        .collect())
+}
+
+/// Cumulative buckets to a snapshot, the timed-out calls taken off the top.
+fn snapshot(mut s: Series) -> LatencySnapshot {
+    s.cumulative.sort_by(|a, b| {
+        a.0.unwrap_or(f64::INFINITY)
+            .total_cmp(&b.0.unwrap_or(f64::INFINITY))
+    });
+    let mut buckets: Vec<(Duration, u64)> = Vec::with_capacity(s.cumulative.len());
+    let mut below = 0u64;
+    for (le, cumulative) in &s.cumulative {
+        let upper = le.map_or(Duration::MAX, |ms| {
+            Duration::from_secs_f64(ms.max(0.0) / 1_000.0)
+        });
+        buckets.push((upper, cumulative.saturating_sub(below)));
+        below = below.max(*cumulative);
+    }
+    let mut left = s.timeouts;
+    for (_, n) in buckets.iter_mut().rev() {
+        let taken = left.min(*n);
+        *n -= taken;
+        left -= taken;
+    }
+    LatencySnapshot::from_buckets(&buckets, s.timeouts)
+}
+
+/// A series' labels, as `(key, value)` pairs.
+type Labels = Vec<(String, String)>;
+
+/// `name{k="v",…} value` (labels optional).
+fn split(line: &str) -> Option<(&str, Labels, &str)> {
+    let (head, value) = line.rsplit_once(' ')?;
+    let Some((name, rest)) = head.split_once('{') else {
+        return Some((head, Vec::new(), value));
+    };
+    let body = rest.strip_suffix('}')?;
+    Some((name, labels(body)?, value))
+}
+
+/// `k="v",k2="v2"` with `\"`, `\\` and `\n` escapes in values.
+fn labels(body: &str) -> Option<Labels> {
+    let mut out = Vec::new();
+    let mut chars = body.chars().peekable();
+    loop {
+        while chars.peek() == Some(&',') || chars.peek() == Some(&' ') {
+            chars.next();
+        }
+        if chars.peek().is_none() {
+            return Some(out);
+        }
+        let key: String = chars.by_ref().take_while(|c| *c != '=').collect();
+        if chars.next() != Some('"') {
+            return None;
+        }
+        let mut value = String::new();
+        loop {
+            match chars.next()? {
+                '"' => break,
+                '\\' => match chars.next()? {
+                    'n' => value.push('\n'),
+                    c => value.push(c),
+                },
+                c => value.push(c),
+            }
+        }
+        out.push((key.trim().to_owned(), value));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ROUTE: &str =
+        "method=\"Heartbeat\",profile=\"heartbeat\",service=\"sw4rm.registry.RegistryService\"";
+
+    #[test]
+    fn buckets_become_a_snapshot_with_timeouts_off_the_top() {
+        let text = format!(
+            "# HELP sw4rm_rpc_duration_ms x\n# TYPE sw4rm_rpc_duration_ms histogram\n\
+             sw4rm_rpc_duration_ms_bucket{{{ROUTE},le=\"5\"}} 50\n\
+             sw4rm_rpc_duration_ms_bucket{{{ROUTE},le=\"10\"}} 90\n\
+             sw4rm_rpc_duration_ms_bucket{{{ROUTE},le=\"5000\"}} 95\n\
+             sw4rm_rpc_duration_ms_bucket{{{ROUTE},le=\"+Inf\"}} 100\n\
+             sw4rm_rpc_duration_ms_sum{{{ROUTE}}} 1234\n\
+             sw4rm_rpc_timeout_total{{{ROUTE}}} 10\n\
+             other_metric{{a=\"b\"}} 3\n"
+        );
+        let routes = from_exposition(&text).unwrap();
+        assert_eq!(routes.len(), 1);
+        let l = &routes[0].latency;
+        // 100 calls, 10 timed out: the 5 above +Inf's bound and 5 of the 5000 ms bucket.
+        assert_eq!((l.successes(), l.timeouts()), (90, 10));
+        let p99 = l.quantile(0.99).unwrap();
+        assert!(p99 <= Duration::from_millis(10), "{p99:?}");
+        assert!(p99 > Duration::from_micros(9_600), "{p99:?}");
+    }
+
+    #[test]
+    fn foreign_and_malformed_input() {
+        assert_eq!(from_exposition("up 1\n"), Err(ExpositionError::Foreign));
+        assert_eq!(from_exposition(""), Err(ExpositionError::Foreign));
+        let err = from_exposition(&format!(
+            "sw4rm_rpc_duration_ms_bucket{{{ROUTE},le=\"x\"}} 1"
+        ))
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("line 1: an `le` that is not a number"),
+            "{err}"
+        );
+        let err = from_exposition("sw4rm_rpc_duration_ms_bucket{le=\"5\"} 1").unwrap_err();
+        assert!(err.to_string().contains("without service"), "{err}");
+    }
+
+    #[test]
+    fn escaped_label_values() {
+        let got = labels(r#"a="x\"y",b="c\\d""#).unwrap();
+        assert_eq!(
+            got,
+            vec![("a".into(), "x\"y".into()), ("b".into(), "c\\d".into())]
+        );
+    }
+}
