@@ -1,8 +1,9 @@
 //! The layer's own cost per unary call, without sockets: the same in-memory inner
 //! service (answers at once with an empty body) called plainly, with the deadline set
 //! by hand as tonic would, and through the layer (metrics off, and on through the
-//! OpenTelemetry SDK, both with retries on as by default; and with retries and
-//! metrics off), for an exact route, a whole-service route and the fallback.
+//! OpenTelemetry SDK, both with retries on as by default; with retries and metrics
+//! off; and with the advisor's observations on), for an exact route, a whole-service
+//! route and the fallback.
 //! Each sample is a batch of calls, every route's variants interleaved in the same
 //! rounds; the layer's work is the median, over rounds, of a layered batch minus the
 //! same round's batch with the deadline set by hand.
@@ -23,8 +24,10 @@ mod interleaved;
 
 type Request = http::Request<tonic::body::Body>;
 
+/// Answers at once with an empty body; `Answer(true)` ends it with `grpc-status: 0`
+/// trailers (a successful call, as the advisor's observations count it).
 #[derive(Clone, Copy)]
-struct Answer;
+struct Answer(bool);
 
 impl Service<Request> for Answer {
     type Response = http::Response<tonic::body::Body>;
@@ -36,7 +39,35 @@ impl Service<Request> for Answer {
     }
 
     fn call(&mut self, _: Request) -> Self::Future {
-        ready(Ok(http::Response::new(tonic::body::Body::empty())))
+        let body = match self.0 {
+            true => tonic::body::Body::new(OkTrailers(false)),
+            false => tonic::body::Body::empty(),
+        };
+        ready(Ok(http::Response::new(body)))
+    }
+}
+
+/// An empty response body ending with `grpc-status: 0` trailers: a successful call.
+struct OkTrailers(bool);
+
+impl http_body::Body for OkTrailers {
+    type Data = bytes::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
+        if std::mem::replace(&mut self.0, true) {
+            return Poll::Ready(None);
+        }
+        let mut trailers = http::HeaderMap::new();
+        trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+        Poll::Ready(Some(Ok(http_body::Frame::trailers(trailers))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.0
     }
 }
 
@@ -70,12 +101,14 @@ where
     }
 }
 
-const NAMES: [&str; 5] = [
+const NAMES: [&str; 7] = [
     "plain",
     "plain_deadline_by_hand",
     "layer_metrics_off",
     "layer_metrics_on",
     "layer_retries_off",
+    "layer_answered_ok",
+    "layer_answered_ok_observed",
 ];
 const PATHS: [(&str, &str); 3] = [
     ("exact", "/sw4rm.registry.RegistryService/Heartbeat"),
@@ -101,15 +134,18 @@ fn bench(c: &mut Criterion) {
     let off = TimeoutProfileLayer::new(profiles.clone()).without_metrics();
     let once = off.clone().without_retries();
     let on = TimeoutProfileLayer::new(profiles).with_meter_provider(&provider);
+    let observed = off.clone().with_observations();
 
     let run = |route: usize, variant: usize| {
         let path = PATHS[route].1;
         let (mut plain, mut layered_off, mut layered_on, mut layered_once) = (
-            Answer,
-            off.layer(Answer),
-            on.layer(Answer),
-            once.layer(Answer),
+            Answer(false),
+            off.layer(Answer(false)),
+            on.layer(Answer(false)),
+            once.layer(Answer(false)),
         );
+        let (mut answered_ok, mut answered_ok_observed) =
+            (off.layer(Answer(true)), observed.layer(Answer(true)));
         async move {
             for _ in 0..BATCH {
                 match variant {
@@ -117,7 +153,9 @@ fn bench(c: &mut Criterion) {
                     1 => drive(&mut plain, request(path, true)).await,
                     2 => drive(&mut layered_off, request(path, false)).await,
                     3 => drive(&mut layered_on, request(path, false)).await,
-                    _ => drive(&mut layered_once, request(path, false)).await,
+                    4 => drive(&mut layered_once, request(path, false)).await,
+                    5 => drive(&mut answered_ok, request(path, false)).await,
+                    _ => drive(&mut answered_ok_observed, request(path, false)).await,
                 }
             }
         }
@@ -146,11 +184,14 @@ fn bench(c: &mut Criterion) {
             interleaved::paired_difference_ns(&mine[variant], &mine[1]) / BATCH as f64
         };
         println!(
-            "  layer work per call ({kind}): metrics off {:.0} ns, metrics on {:.0} ns, retries and metrics off {:.0} ns (vs the deadline set by hand)\n",
+            "  layer work per call ({kind}): metrics off {:.0} ns, metrics on {:.0} ns, retries and metrics off {:.0} ns (vs the deadline set by hand)",
             work(2),
             work(3),
             work(4),
         );
+        // The advisor's estimate on: paired against the same layer without it.
+        let observing = interleaved::paired_difference_ns(&mine[6], &mine[5]) / BATCH as f64;
+        println!("  observations on add {observing:.1} ns per call ({kind})\n");
     }
 
     for (route, (kind, _)) in PATHS.iter().enumerate() {

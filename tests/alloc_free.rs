@@ -125,6 +125,71 @@ fn profiles() -> ProfileSet {
         .unwrap()
 }
 
+/// Answers at once with an empty body ending with `grpc-status: 0` trailers: a
+/// successful call.
+#[derive(Clone, Copy)]
+struct AnsweredOk;
+
+impl Service<Request> for AnsweredOk {
+    type Response = http::Response<tonic::body::Body>;
+    type Error = Infallible;
+    type Future = Ready<Result<Self::Response, Infallible>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: Request) -> Self::Future {
+        ready(Ok(http::Response::new(tonic::body::Body::new(OkTrailers(
+            false,
+        )))))
+    }
+}
+
+/// An empty response body ending with `grpc-status: 0` trailers: a successful call.
+struct OkTrailers(bool);
+
+impl http_body::Body for OkTrailers {
+    type Data = bytes::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
+        if std::mem::replace(&mut self.0, true) {
+            return Poll::Ready(None);
+        }
+        let mut trailers = http::HeaderMap::new();
+        trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+        Poll::Ready(Some(Ok(http_body::Frame::trailers(trailers))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.0
+    }
+}
+
+/// As [`added_by_layer`], over another inner service.
+async fn added_by_layer_answering<S>(
+    layer: TimeoutProfileLayer,
+    inner: S,
+) -> Vec<(&'static str, usize)>
+where
+    S: Service<Request, Response = http::Response<tonic::body::Body>, Error = Infallible> + Clone,
+{
+    let mut plain = inner.clone();
+    let mut layered = layer.layer(inner);
+    let mut out = Vec::new();
+    for path in PATHS {
+        count(&mut layered, requests(path, false)).await;
+        let base = count(&mut plain, requests(path, false)).await;
+        let with_layer = count(&mut layered, requests(path, false)).await;
+        out.push((path, with_layer.saturating_sub(base)));
+    }
+    out
+}
+
 async fn added_by_layer(layer: TimeoutProfileLayer, per_call: bool) -> Vec<(&'static str, usize)> {
     let mut plain = Answer;
     let mut layered = layer.layer(Answer);
@@ -156,6 +221,17 @@ async fn a_layered_call_allocates_nothing_the_plain_call_does_not() {
     assert_eq!(got, zero, "global meter provider");
     let got = added_by_layer(layer().without_metrics(), false).await;
     assert_eq!(got, zero, "without metrics");
+    // The advisor's observations (of successful calls): a route's estimate is
+    // allocated on its first call (the warm-up), recording allocates nothing.
+    let observed = layer().without_metrics().with_observations();
+    let got = added_by_layer_answering(observed.clone(), AnsweredOk).await;
+    assert_eq!(got, zero, "with observations");
+    let routes = observed.observations().unwrap().routes();
+    assert_eq!(routes.len(), PATHS.len(), "every path observed");
+    assert!(
+        routes.iter().all(|r| r.latency.successes() > 0),
+        "{routes:?}"
+    );
 
     // Retries on: the request kept for replay (the copy of the request head's header
     // map: 2, and the retry state: 1; these requests have no body and no extensions):

@@ -21,7 +21,7 @@ use crate::policy::deadline::Progress;
 use crate::timer::Timer;
 use crate::wire::details::DetectedBy;
 use crate::wire::framing::MessageCounter;
-use crate::wire::status::{code_of_error, code_of_headers, is_server_timeout};
+use crate::wire::status::{code_of_error, code_of_headers, is_server_timeout_code};
 
 pin_project! {
     /// Response body of [`super::TimeoutProfileService`].
@@ -124,15 +124,17 @@ where
                     return Poll::Ready(Some(Ok(frame)));
                 };
                 let now = progress(call, messages, *last_message);
+                // The status, read once: for the server's timeout and the call's end.
+                let code = code_of_headers(trailers);
                 if call.is_open()
-                    && is_server_timeout(trailers, || call.next_due(now).map(|d| d.at))
+                    && is_server_timeout_code(code, || call.next_due(now).map(|d| d.at))
                 {
                     let phase = call.server_phase(messages.complete);
                     Some(Err(call
                         .timed_out(phase, messages.complete, DetectedBy::Server)
                         .into()))
                 } else {
-                    call.finish(|| code_of_headers(trailers).unwrap_or(tonic::Code::Unknown));
+                    call.finish(|| code.unwrap_or(tonic::Code::Unknown));
                     timer.as_mut().clear();
                     return Poll::Ready(Some(Ok(frame)));
                 }

@@ -136,7 +136,15 @@ pub(crate) fn is_server_timeout(
     headers: &http::HeaderMap,
     deadline: impl FnOnce() -> Option<Instant>,
 ) -> bool {
-    match code_of_headers(headers) {
+    is_server_timeout_code(code_of_headers(headers), deadline)
+}
+
+/// [`is_server_timeout`] for a status already read.
+pub(crate) fn is_server_timeout_code(
+    code: Option<Code>,
+    deadline: impl FnOnce() -> Option<Instant>,
+) -> bool {
+    match code {
         Some(Code::DeadlineExceeded | Code::Cancelled) => {
             deadline().is_some_and(|d| Instant::now() >= d)
         }
