@@ -234,3 +234,40 @@ fn advise_reads_an_exposition_and_writes_an_overlay() {
     let (code, _, err) = cli(&["advise"]);
     assert_eq!(code, 2, "{err}");
 }
+
+#[test]
+fn advise_reads_stdin() {
+    use std::io::Write;
+    let route =
+        "method=\"Heartbeat\",profile=\"heartbeat\",service=\"sw4rm.registry.RegistryService\"";
+    let exposition = format!(
+        "sw4rm_rpc_duration_ms_bucket{{{route},le=\"10\"}} 500\n\
+         sw4rm_rpc_duration_ms_bucket{{{route},le=\"+Inf\"}} 500\n"
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sw4rm-timeouts"))
+        .args(["advise", "-"])
+        .env_remove("SW4RM_CONFIG")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("runs");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(exposition.as_bytes())
+        .expect("written");
+    let out = child.wait_with_output().expect("ends");
+    assert_eq!(out.status.code(), Some(0));
+    let out = String::from_utf8_lossy(&out.stdout);
+    // 10 ms heartbeats under a 5 s default: held at the profile's 1 s minimum.
+    assert!(
+        out.contains("[profiles.heartbeat]\ndefault_timeout_ms = 1000\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("held at the profile's min_timeout_ms"),
+        "{out}"
+    );
+}
