@@ -329,21 +329,54 @@ fn route_overlay(
     f: &Finding,
 ) {
     let Verdict::DoesNotFit { proposed } = f.verdict else {
-        let _ = writeln!(out, "#   {path}: {} ({})", f.verdict.name(), f.figures());
+        let _ = writeln!(
+            out,
+            "#   {}: {} ({})",
+            in_comment(path),
+            f.verdict.name(),
+            f.figures()
+        );
         return;
     };
     let method = path.rsplit('/').next().unwrap_or_default();
     let name = format!("{}_{}", p.name, snake(method));
     let _ = writeln!(
         out,
-        "#   {path}: does not fit its profile ({}): a profile of its own\n\
+        "#   {}: does not fit its profile ({}): a profile of its own\n\
          [profiles.{name}]\ndefault_timeout_ms = {}\nmin_timeout_ms = {}\nmax_timeout_ms = {}",
+        in_comment(path),
         f.figures(),
         proposed.as_millis(),
         p.min.min(proposed).as_millis().max(1),
         p.max.max(proposed).as_millis(),
     );
-    let _ = writeln!(new_routes, "\"{path}\" = \"{name}\"");
+    let _ = writeln!(new_routes, "{} = \"{name}\"", toml_string(path));
+}
+
+/// A path (from a scrape: peer input) in a comment: control characters, which could
+/// end the comment and add lines of configuration, become `?`.
+fn in_comment(path: &str) -> String {
+    path.chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
+}
+
+/// A TOML basic string: quotes, backslashes and control characters escaped.
+fn toml_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => {
+                let _ = write!(out, "\\u{:04X}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 /// `GetToolSchema` → `get_tool_schema` (profile names use letters, digits and `_`).
@@ -391,6 +424,12 @@ impl fmt::Display for Advice {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn peer_input_cannot_add_lines_or_break_strings() {
+        assert_eq!(in_comment("/a.B/C\n[profiles.x]"), "/a.B/C?[profiles.x]");
+        assert_eq!(toml_string("/a\"b\\c\n"), "\"/a\\\"b\\\\c\\u000A\"");
+    }
 
     #[test]
     fn method_names_become_profile_names() {

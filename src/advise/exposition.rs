@@ -142,8 +142,10 @@ fn snapshot(mut s: Series) -> LatencySnapshot {
     let mut buckets: Vec<(Duration, u64)> = Vec::with_capacity(s.cumulative.len());
     let mut below = 0u64;
     for (le, cumulative) in &s.cumulative {
+        // A bound past any duration (or not a number) is as good as +Inf: peer input
+        // never panics.
         let upper = le.map_or(Duration::MAX, |ms| {
-            Duration::from_secs_f64(ms.max(0.0) / 1_000.0)
+            Duration::try_from_secs_f64(ms.max(0.0) / 1_000.0).unwrap_or(Duration::MAX)
         });
         buckets.push((upper, cumulative.saturating_sub(below)));
         below = below.max(*cumulative);
@@ -244,6 +246,19 @@ mod tests {
         );
         let err = from_exposition("sw4rm_rpc_duration_ms_bucket{le=\"5\"} 1").unwrap_err();
         assert!(err.to_string().contains("without service"), "{err}");
+    }
+
+    #[test]
+    fn absurd_bounds_and_counts_do_not_panic() {
+        for le in ["1e300", "NaN", "-5", "inf"] {
+            let text = format!(
+                "sw4rm_rpc_duration_ms_bucket{{{ROUTE},le=\"{le}\"}} 1e30\n\
+                 sw4rm_rpc_duration_ms_bucket{{{ROUTE},le=\"+Inf\"}} 1e30\n"
+            );
+            let routes = from_exposition(&text).unwrap();
+            assert_eq!(routes.len(), 1, "{le}");
+            assert!(routes[0].latency.quantile(0.5).is_some(), "{le}");
+        }
     }
 
     #[test]

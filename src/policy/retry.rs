@@ -4,7 +4,8 @@
 //! arithmetic of the retry budget (gRPC's retry throttling).
 //!
 //! The whole call's deadline covers every attempt and backoff; this module only
-//! decides. The tower parts (`timeout/retry.rs`) carry the decision out.
+//! decides. `src/retry/` carries the decision out (the attempt future, the kept
+//! request, the retry state and budget).
 
 use std::fmt;
 use std::time::Duration;
