@@ -143,17 +143,20 @@ fn the_overlay_is_a_valid_global_configuration_and_applies() {
     }
 }
 
-/// A negotiation-room-like RPC whose default is just too short: answers take 200 ms,
-/// one call in ten 450 ms, and the default is 300 ms, so one call in ten fails though
+/// A negotiation-room-like RPC whose default is just too short: answers take 600 ms,
+/// one call in ten 2.5 s, and the default is 1 s, so one call in ten fails though
 /// it would have succeeded. The layer observes it; the overlay it proposes, laid over
 /// the deployment's file, removes those failures.
 #[tokio::test]
 async fn a_layer_observes_false_failures_and_its_overlay_removes_them() {
     let server = TestServer::start().await.unwrap();
     server
-        .script("Heartbeat", Script::latency(ms(200)).with_tail(10, ms(450)))
+        .script(
+            "Heartbeat",
+            Script::latency(ms(600)).with_tail(10, ms(2_500)),
+        )
         .unwrap();
-    let deployment = "[profiles.room]\ndefault_timeout_ms = 300\nmin_timeout_ms = 10\nmax_timeout_ms = 10000\n\n\
+    let deployment = "[profiles.room]\ndefault_timeout_ms = 1000\nmin_timeout_ms = 10\nmax_timeout_ms = 30000\n\n\
                       [routes]\n\"/sw4rm.registry.RegistryService/Heartbeat\" = \"room\"\n";
     let file = GlobalConfig::from_toml_str(deployment, "sw4rm.toml").unwrap();
     let run = |global: GlobalConfig| {
@@ -189,15 +192,20 @@ async fn a_layer_observes_false_failures_and_its_overlay_removes_them() {
         }
     };
     let (failed, advice) = run(file.clone()).await;
-    assert_eq!(failed, 12, "one call in ten timed out");
+    // Every call of the tail times out (2.5 s against 1 s); the others have 400 ms to
+    // spare, and a loaded machine that takes them past it only adds false failures.
+    assert!(failed >= 12, "{failed}: the tail timed out");
     let room = &advice.profiles()[0];
     assert_eq!(room.name, "room");
     assert_eq!(room.finding.calls, 120);
     let Verdict::FalseFailures { proposed, .. } = room.finding.verdict else {
         panic!("{room:?}");
     };
-    // Long enough for the tail (450 ms), within the profile's 10 s maximum.
-    assert!(proposed > ms(450) && proposed <= ms(10_000), "{proposed:?}");
+    // Long enough for the tail (2.5 s), within the profile's 30 s maximum.
+    assert!(
+        proposed > ms(2_500) && proposed <= ms(30_000),
+        "{proposed:?}"
+    );
     let overlay = advice.overlay();
     let line = format!(
         "[profiles.room]\ndefault_timeout_ms = {}\n",
