@@ -103,6 +103,7 @@ pub use config::{
 };
 pub use metrics::MetricFamily;
 pub use policy::deadline::Phase;
+pub use policy::hedge::{HedgingDelay, HedgingPolicy, HedgingPolicyBuilder, HedgingPolicyError};
 pub use policy::inherit::Propagation;
 pub use policy::message::{MessageField, MESSAGE_DEADLINE_MARGIN};
 pub use policy::profile::{
@@ -114,8 +115,8 @@ pub use policy::source::Source;
 pub use policy::streaming::StreamingTimeoutPolicy;
 pub use scope::{EnvelopeError, OperationBudget};
 pub use timeout::{
-    BoxError, CallBudgetEnvelope, CallRetry, CallStreamingPolicy, CallTimeout, RetryBudget,
-    TimeoutProfileLayer, TimeoutProfileService, ATTEMPTS_HEADER,
+    BoxError, CallBudgetEnvelope, CallHedging, CallRetry, CallStreamingPolicy, CallTimeout,
+    RetryBudget, TimeoutProfileLayer, TimeoutProfileService, ATTEMPTS_HEADER,
 };
 pub use wire::details::{DetectedBy, TimeoutDetails, TIMEOUT_DOMAIN, TIMEOUT_REASON};
 

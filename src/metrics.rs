@@ -20,6 +20,11 @@ pub const DURATION_MS: &str = "sw4rm_rpc_duration_ms";
 /// metrics (the duration keeps one point per call, the timeout counter counts a call
 /// once, however many attempts it made).
 pub const RETRIES_TOTAL: &str = "sw4rm_rpc_retries_total";
+/// Name of the hedge counter: hedged attempts sent after the first (gRPC A6 hedging).
+pub const HEDGES_TOTAL: &str = "sw4rm_rpc_hedges_total";
+/// Name of the counter of hedged calls whose answer came from a hedge, not the first
+/// attempt.
+pub const HEDGE_WINS_TOTAL: &str = "sw4rm_rpc_hedge_wins_total";
 /// The instrumentation scope name.
 pub const METER_NAME: &str = "sw4rm-timeouts";
 
@@ -121,6 +126,8 @@ pub(crate) struct Instruments {
     timeouts: Counter<u64>,
     duration: Histogram<f64>,
     retries: Counter<u64>,
+    hedges: Counter<u64>,
+    hedge_wins: Counter<u64>,
     sw4_003: Option<Sw4003>,
     rpc_duration: Option<Histogram<f64>>,
 }
@@ -213,6 +220,14 @@ impl Instruments {
                 .u64_counter(RETRIES_TOTAL)
                 .with_description("SW4RM RPC attempts sent after the first (SW4-002 §5.2)")
                 .build(),
+            hedges: meter
+                .u64_counter(HEDGES_TOTAL)
+                .with_description("SW4RM RPC hedges sent (attempts after the first)")
+                .build(),
+            hedge_wins: meter
+                .u64_counter(HEDGE_WINS_TOTAL)
+                .with_description("SW4RM RPCs answered by a hedge rather than the first attempt")
+                .build(),
             meter,
             sw4_003: None,
             rpc_duration: None,
@@ -222,6 +237,16 @@ impl Instruments {
     /// Counts one retry.
     pub(crate) fn retried(&self, attrs: &Attributes) {
         self.retries.add(1, &attrs.sw4);
+    }
+
+    /// Counts one hedge sent.
+    pub(crate) fn hedged(&self, attrs: &Attributes) {
+        self.hedges.add(1, &attrs.sw4);
+    }
+
+    /// Counts one call answered by a hedge.
+    pub(crate) fn hedge_won(&self, attrs: &Attributes) {
+        self.hedge_wins.add(1, &attrs.sw4);
     }
 
     /// Records one finished call (and the timeout, if it timed out); `code` is asked

@@ -292,6 +292,18 @@ max_backoff_ms = 100
 max_attemps = 2
 ")?; Ok(()) },
          "unknown key (did you mean `max_attempts`?)"),
+        (|j| { j.set_env("SW4RM_PROFILES__HEARTBEAT__HEDGING__MAX_ATTEMPTS", "6"); Ok(()) },
+         "SW4RM_PROFILES__HEARTBEAT__HEDGING__MAX_ATTEMPTS=6: must be 1 to 5 (1 = no hedging)"),
+        (|j| { j.set_env("SW4RM_PROFILES__HEARTBEAT__HEDGING__PERCENTILE", "30"); Ok(()) },
+         "SW4RM_PROFILES__HEARTBEAT__HEDGING__PERCENTILE=30: must be 50 to 99"),
+        (|j| { j.create_file("sw4rm.toml", "[profiles.heartbeat.hedging]
+min_delay_ms = 500
+")?; j.set_env("SW4RM_PROFILES__HEARTBEAT__HEDGING__MAX_DELAY_MS", "100"); Ok(()) },
+         "sw4rm.toml: profiles.heartbeat.hedging.min_delay_ms = 500: must be <= hedging.max_delay_ms (100 from global (env SW4RM_PROFILES__HEARTBEAT__HEDGING__MAX_DELAY_MS))"),
+        (|j| { j.create_file("sw4rm.toml", "[profiles.heartbeat.hedging]
+percentil = 90
+")?; Ok(()) },
+         "unknown key (did you mean `percentile`?)"),
         (|j| { j.create_file("sw4rm.toml", "[routes]
 \"/a.B/C\" = { profile = \"tool_call\", idempotent = \"maybe\" }
 ")?; Ok(()) },
@@ -511,6 +523,92 @@ fn retry_settings_at_every_level_with_their_sources() {
     assert_eq!(
         hb.source_of(ProfileField::RetryMaxBackoff).to_string(),
         "global (env sw4rm_profiles__heartbeat__retry__max_backoff_ms)"
+    );
+}
+
+#[test]
+fn hedging_settings_at_every_level_with_their_sources() {
+    use std::time::Duration;
+    use sw4rm_timeouts::{HedgingDelay, HedgingPolicy};
+    let file = GlobalConfig::from_toml_str(
+        "[profiles.workflow_status.hedging]\nmax_attempts = 3\nmin_delay_ms = 5\n\
+         [profiles.negotiation_decision.hedging]\nmax_attempts = 2\ndelay_ms = 40\n",
+        "deploy.toml",
+    )
+    .unwrap();
+    let env = GlobalConfig::from_env_vars([(
+        "SW4RM_PROFILES__WORKFLOW_STATUS__HEDGING__PERCENTILE",
+        "90",
+    )])
+    .unwrap();
+    let set = ProfileSet::builder()
+        .global(file.merged_with(env))
+        .hedging("heartbeat", HedgingPolicy::builder().build().unwrap())
+        .build()
+        .unwrap();
+    let ws = set.resolved("workflow_status").unwrap();
+    assert_eq!(ws.hedging().max_attempts(), 3);
+    assert_eq!(
+        ws.hedging().delay(),
+        HedgingDelay::Learned {
+            percentile: 90,
+            min: Duration::from_millis(5),
+            max: Duration::from_secs(1)
+        }
+    );
+    assert!(matches!(
+        ws.source_of(ProfileField::HedgeMaxAttempts),
+        Source::File(_)
+    ));
+    assert_eq!(
+        ws.source_of(ProfileField::HedgePercentile).to_string(),
+        "global (env SW4RM_PROFILES__WORKFLOW_STATUS__HEDGING__PERCENTILE)"
+    );
+    assert_eq!(ws.source_of(ProfileField::HedgeMaxDelay), &Source::Standard);
+    let nd = set.resolved("negotiation_decision").unwrap();
+    assert_eq!(
+        nd.hedging().delay(),
+        HedgingDelay::Fixed(Duration::from_millis(40))
+    );
+    let hb = set.resolved("heartbeat").unwrap();
+    assert!(hb.hedging().is_on());
+    assert_eq!(
+        hb.source_of(ProfileField::HedgeMaxAttempts),
+        &Source::Client
+    );
+    // Standard: off everywhere else.
+    assert!(!set.resolved("tool_call").unwrap().hedging().is_on());
+    // The one-line table says who hedges and how.
+    let explain = set.explain();
+    let line = |name: &str| {
+        explain
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert!(line("workflow_status").contains("3xp90"), "{explain}");
+    assert!(line("negotiation_decision").contains("2x40ms"), "{explain}");
+    assert!(line("tool_call").contains(" off "), "{explain}");
+    // The service config: a fixed delay exports as gRPC's hedgingPolicy on the
+    // profile's idempotent routes; a learned one has no form there.
+    let json = set.service_config(sw4rm_timeouts::ServiceConfigMode::Default);
+    let get_votes = json
+        .lines()
+        .find(|l| l.contains("\"GetVotes\""))
+        .expect("GetVotes");
+    assert!(
+        get_votes.contains(r#""hedgingPolicy": {"maxAttempts": 2, "hedgingDelay": "0.04s", "nonFatalStatusCodes": ["UNAVAILABLE"]}"#),
+        "{get_votes}"
+    );
+    assert!(!get_votes.contains("retryPolicy"), "{get_votes}");
+    let status = json
+        .lines()
+        .find(|l| l.contains("\"GetTaskStatus\""))
+        .expect("GetTaskStatus");
+    assert!(
+        !status.contains("hedgingPolicy") && status.contains("retryPolicy"),
+        "{status}"
     );
 }
 

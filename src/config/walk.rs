@@ -114,7 +114,7 @@ fn walk_profiles(
 }
 
 /// The fields of profile `name` (`lower`: its name in lower case), with their
-/// `streaming` and `retry` sub-tables.
+/// `streaming`, `retry` and `hedging` sub-tables.
 fn walk_fields(
     name: &str,
     lower: &str,
@@ -163,7 +163,7 @@ fn walk_fields(
                 .iter()
                 .filter(|f| f.table_key().is_none())
                 .map(|f| f.key())
-                .chain(["streaming", "retry"]);
+                .chain(["streaming", "retry", "hedging"]);
             let rule = format!("unknown key{}", hint(fkey, keys));
             issues.push(issue(&path, fvalue, rule, source));
             continue;

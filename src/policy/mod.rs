@@ -5,13 +5,14 @@
 //! profile) → `resolve.rs` (per-call > message > profile default, clamped by §2.2) →
 //! `streaming.rs` (§4.1 timers) → `deadline.rs` (the smallest cap wins; the timer
 //! description shared by the response future and body). `retry.rs` decides
-//! retries (SW4-002 §5.2); `inherit.rs` caps calls by an inherited deadline or an
+//! retries (SW4-002 §5.2), `hedge.rs` hedges (gRPC A6); `inherit.rs` caps calls by an inherited deadline or an
 //! operation budget; `envelope.rs` carries a budget across an asynchronous handoff
 //! (SW4-004's `BudgetEnvelope`). `source.rs` is the one type
 //! that says where every value came from.
 
 pub(crate) mod deadline;
 pub(crate) mod envelope;
+pub(crate) mod hedge;
 pub(crate) mod inherit;
 pub(crate) mod message;
 pub(crate) mod profile;

@@ -127,6 +127,16 @@ pub enum ProfileField {
     RetryMultiplier,
     /// `retry.attempt_timeout_ms` (0 = each attempt may use what remains).
     RetryAttemptTimeout,
+    /// `hedging.max_attempts` (a count, 1 to 5; 1 = no hedging).
+    HedgeMaxAttempts,
+    /// `hedging.delay_ms` (a fixed delay before each hedge; 0 = learned).
+    HedgeDelay,
+    /// `hedging.percentile` (a count, 50 to 99: the learned delay's percentile).
+    HedgePercentile,
+    /// `hedging.min_delay_ms` (the learned delay's floor).
+    HedgeMinDelay,
+    /// `hedging.max_delay_ms` (the learned delay's cap).
+    HedgeMaxDelay,
 }
 
 impl ProfileField {
@@ -144,10 +154,15 @@ impl ProfileField {
         ProfileField::RetryMaxBackoff,
         ProfileField::RetryMultiplier,
         ProfileField::RetryAttemptTimeout,
+        ProfileField::HedgeMaxAttempts,
+        ProfileField::HedgeDelay,
+        ProfileField::HedgePercentile,
+        ProfileField::HedgeMinDelay,
+        ProfileField::HedgeMaxDelay,
     ];
 
     /// The number of fields.
-    pub(crate) const COUNT: usize = 12;
+    pub(crate) const COUNT: usize = 17;
 
     /// The retry fields, in [`crate::RetryPolicy`] field order.
     pub(crate) const RETRY: [ProfileField; 5] = [
@@ -156,6 +171,15 @@ impl ProfileField {
         ProfileField::RetryMaxBackoff,
         ProfileField::RetryMultiplier,
         ProfileField::RetryAttemptTimeout,
+    ];
+
+    /// The hedging fields, in [`crate::HedgingPolicy`] field order.
+    pub(crate) const HEDGING: [ProfileField; 5] = [
+        ProfileField::HedgeMaxAttempts,
+        ProfileField::HedgeDelay,
+        ProfileField::HedgePercentile,
+        ProfileField::HedgeMinDelay,
+        ProfileField::HedgeMaxDelay,
     ];
 
     /// The key as written in configuration, relative to the profile.
@@ -179,6 +203,11 @@ impl ProfileField {
             ProfileField::RetryMaxBackoff => "retry.max_backoff_ms",
             ProfileField::RetryMultiplier => "retry.backoff_multiplier",
             ProfileField::RetryAttemptTimeout => "retry.attempt_timeout_ms",
+            ProfileField::HedgeMaxAttempts => "hedging.max_attempts",
+            ProfileField::HedgeDelay => "hedging.delay_ms",
+            ProfileField::HedgePercentile => "hedging.percentile",
+            ProfileField::HedgeMinDelay => "hedging.min_delay_ms",
+            ProfileField::HedgeMaxDelay => "hedging.max_delay_ms",
         }
     }
 
@@ -191,7 +220,7 @@ impl ProfileField {
         self as usize
     }
 
-    /// The sub-table (`streaming` or `retry`) and the key inside it, for the fields
+    /// The sub-table (`streaming`, `retry` or `hedging`) and the key inside it, for the fields
     /// that live in one.
     pub(crate) fn table_key(self) -> Option<(&'static str, &'static str)> {
         self.key().split_once('.')
@@ -201,7 +230,10 @@ impl ProfileField {
     pub(crate) fn is_count(self) -> bool {
         matches!(
             self,
-            ProfileField::RetryMaxAttempts | ProfileField::RetryMultiplier
+            ProfileField::RetryMaxAttempts
+                | ProfileField::RetryMultiplier
+                | ProfileField::HedgeMaxAttempts
+                | ProfileField::HedgePercentile
         )
     }
 
@@ -250,6 +282,12 @@ pub enum ProfileRule {
     AttemptTimeoutBelowMin,
     /// A builder's attempt timeout must be greater than 0.
     AttemptTimeoutIsZero,
+    /// `hedging.max_attempts` must be 1 to 5.
+    HedgeAttemptsOutOfRange,
+    /// `hedging.percentile` must be 50 to 99.
+    PercentileOutOfRange,
+    /// `hedging.min_delay_ms` must not exceed `hedging.max_delay_ms`.
+    MinDelayAboveMax,
 }
 
 impl fmt::Display for ProfileRule {
@@ -282,6 +320,11 @@ impl fmt::Display for ProfileRule {
                 f.write_str("must be 0 (none) or >= min_timeout_ms")
             }
             ProfileRule::AttemptTimeoutIsZero => f.write_str("must be greater than 0"),
+            ProfileRule::HedgeAttemptsOutOfRange => {
+                f.write_str("must be 1 to 5 (1 = no hedging)")
+            }
+            ProfileRule::PercentileOutOfRange => f.write_str("must be 50 to 99"),
+            ProfileRule::MinDelayAboveMax => f.write_str("must be <= hedging.max_delay_ms"),
         }
     }
 }

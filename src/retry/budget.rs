@@ -100,6 +100,13 @@ impl RetryBudget {
         rule.allows(rule.after_failure(before))
     }
 
+    /// Whether one more attempt may be sent now (a hedge; the bucket is not charged).
+    pub(crate) fn allows(&self) -> bool {
+        self.inner
+            .rule
+            .allows(self.inner.milli.load(Ordering::Relaxed))
+    }
+
     /// A call answered without a retryable failure gives back the ratio.
     pub(crate) fn succeed(&self) {
         let rule = self.inner.rule;

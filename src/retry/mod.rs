@@ -1,5 +1,5 @@
-//! Attempts inside one deadline (SW4-002 §5.2): everything that carries out retries,
-//! in one folder. The decisions themselves are pure rules in `policy/retry.rs`; the
+//! Attempts inside one deadline (SW4-002 §5.2): everything that carries out retries
+//! and hedges, in one folder. The decisions themselves are pure rules in `policy/retry.rs`; the
 //! call loop that runs attempts one after another under the call's one deadline is the
 //! response future (`timeout/future.rs`), which alone owns the inner service.
 //!
@@ -9,7 +9,9 @@
 //! failure they may retry) → `state.rs` (one call's retry state: the attempt number
 //! the rules decided, the attempt's timeout, the next attempt after a backoff) →
 //! `kept.rs` (the request kept for replay, and each later attempt's request) →
-//! `budget.rs` (the layer's retry budget, shared by its calls).
+//! `budget.rs` (the layer's retry budget, shared by its calls). `hedges.rs` runs the
+//! concurrent attempts of a hedged call (gRPC A6), from the same kept request and on
+//! the same budget.
 //!
 //! Only what happens before the response headers reach the caller is retried: a
 //! trailers-only answer (a gRPC error status), a transport error, or an attempt
@@ -18,12 +20,14 @@
 
 mod attempt;
 mod budget;
+mod hedges;
 mod kept;
 mod outcome;
 mod state;
 
 pub(crate) use attempt::{Attempt, Ended};
 pub use budget::RetryBudget;
+pub(crate) use hedges::{Event, HedgeContext, HedgePlan, Hedges};
 pub(crate) use kept::{Kept, DEFAULT_REPLAY_LIMIT};
 pub(crate) use outcome::{classify_error, classify_response};
 pub(crate) use state::{Resend, Retries, Retry, RetryPlan};

@@ -1,7 +1,8 @@
 //! [`ResponseFuture`]: the call loop. The call's first timer runs from the moment the
 //! RPC is called; under it the loop runs attempts (`retry/attempt.rs`) one after
 //! another, with a backoff between two, and alone owns the inner service, lending it
-//! to the attempt in flight. When the response headers arrive the call record moves
+//! to the attempt in flight; a hedged call runs its concurrent attempts instead
+//! (`hedged.rs`). When the response headers arrive the call record moves
 //! into the [`TimeoutBody`]. What each attempt's end means is `ending.rs`.
 
 use std::future::Future;
@@ -15,10 +16,11 @@ use tower_service::Service;
 
 use super::body::TimeoutBody;
 use super::ending::{attempt_timed_out, judge, Verdict};
+use super::hedged::poll_hedges;
 use super::record::CallRecord;
 use super::BoxError;
 use crate::policy::deadline::{Due, Phase, Progress};
-use crate::retry::{Attempt, Resend, Retries};
+use crate::retry::{Attempt, Hedges, Resend, Retries};
 use crate::timer::Timer;
 use crate::wire::details::DetectedBy;
 
@@ -69,6 +71,9 @@ pin_project! {
         // Between two attempts: the next one is made and waits for the backoff (boxed:
         // only a retried call pays for its size).
         Backoff { #[pin] timer: Timer, resume: Instant, resend: Box<Resend> },
+        // Concurrent attempts of a hedged call (boxed: only a hedged call pays for
+        // them).
+        Hedging { hedges: Pin<Box<Hedges<F>>> },
     }
 }
 
@@ -91,6 +96,21 @@ impl<S, F> ResponseFuture<S, F> {
                 svc,
                 record,
                 retry,
+            },
+        }
+    }
+
+    /// A hedged call: its attempts are `hedges`.
+    pub(crate) fn hedged(svc: S, hedges: Hedges<F>, record: CallRecord) -> Self {
+        ResponseFuture {
+            kind: Kind::Calling {
+                step: Step::Hedging {
+                    hedges: Box::pin(hedges),
+                },
+                timer: Timer::new(),
+                svc,
+                record,
+                retry: None,
             },
         }
     }
@@ -184,6 +204,10 @@ where
                 }
                 Poll::Pending => Poll::Pending,
             },
+            StepProj::Hedging { hedges } => match poll_hedges(hedges.as_mut(), svc, record, cx) {
+                Poll::Ready(answer) => return Poll::Ready(answer),
+                Poll::Pending => Poll::Pending,
+            },
         };
         let verdict = match polled {
             Poll::Ready(Ok(response)) => return Poll::Ready(Ok(response)),
@@ -219,7 +243,8 @@ fn alarm<F>(
             at,
             phase: Phase::Attempt,
         }),
-        StepRef::Backoff { .. } => None,
+        // A hedged call's attempts run under the call's deadline only.
+        StepRef::Backoff { .. } | StepRef::Hedging { .. } => None,
     };
     let due = match (attempt, record.next_due(Progress::default())) {
         (Some(attempt), Some(call)) if call.at < attempt.at => call,

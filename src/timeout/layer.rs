@@ -51,6 +51,7 @@ impl TimeoutProfileLayer {
                     endpoint: None,
                     envelopes: true,
                     observe: false,
+                    hedging: true,
                 },
             )),
         }
@@ -163,8 +164,20 @@ impl TimeoutProfileLayer {
         self.with_settings(|s| s.retry.on = false)
     }
 
-    /// Shares this retry budget among the layer's calls (default: a bucket of 10
-    /// tokens, ratio 0.1, per layer). Give the same budget to several layers to
+    /// Sends no hedges, whatever the hedging policies say (hedging is off in every
+    /// standard profile; a profile or a call turns it on). A call whose profile
+    /// hedges is then retried as its retry policy says.
+    ///
+    /// ```
+    /// let layer = sw4rm_timeouts::TimeoutProfileLayer::standard().without_hedging();
+    /// # drop(layer);
+    /// ```
+    pub fn without_hedging(self) -> Self {
+        self.with_settings(|s| s.hedging = false)
+    }
+
+    /// Shares this retry budget among the layer's calls, retries and hedges alike
+    /// (default: a bucket of 10 tokens, ratio 0.1, per layer). Give the same budget to several layers to
     /// share it among them.
     pub fn with_retry_budget(self, budget: RetryBudget) -> Self {
         self.with_settings(|s| s.retry.budget = Some(budget))

@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use crate::policy::hedge::HedgingPolicy;
 use crate::policy::retry::RetryPolicy;
 use crate::policy::streaming::StreamingTimeoutPolicy;
 
@@ -159,6 +160,48 @@ impl CallRetry {
     /// Whether this call overrides its route's idempotency, and how.
     pub fn is_idempotent(&self) -> Option<bool> {
         self.idempotent
+    }
+
+    /// Attaches these settings to a request.
+    pub fn apply<T>(self, request: &mut tonic::Request<T>) {
+        request.extensions_mut().insert(self);
+    }
+}
+
+/// Per-call hedging: a policy replacing the profile's. Only a call that may be sent
+/// twice (its route is idempotent, or [`CallRetry::idempotent`] says so) and that
+/// streams in neither direction is hedged.
+///
+/// ```
+/// use std::time::Duration;
+/// use sw4rm_timeouts::{CallHedging, HedgingPolicy};
+/// let mut req = tonic::Request::new(());
+/// let policy = HedgingPolicy::builder().delay(Duration::from_millis(20)).build()?;
+/// CallHedging::policy(policy).apply(&mut req);
+/// assert_eq!(req.extensions().get::<CallHedging>().unwrap().hedging_policy(), policy);
+/// CallHedging::off().apply(&mut req); // this call is sent once, hedging or not
+/// assert!(!req.extensions().get::<CallHedging>().unwrap().hedging_policy().is_on());
+/// # Ok::<(), sw4rm_timeouts::HedgingPolicyError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CallHedging {
+    policy: HedgingPolicy,
+}
+
+impl CallHedging {
+    /// Do not hedge this call.
+    pub fn off() -> Self {
+        CallHedging::policy(HedgingPolicy::off())
+    }
+
+    /// Hedge this call with this policy instead of the profile's.
+    pub fn policy(policy: HedgingPolicy) -> Self {
+        CallHedging { policy }
+    }
+
+    /// The policy this call replaces the profile's with.
+    pub fn hedging_policy(&self) -> HedgingPolicy {
+        self.policy
     }
 
     /// Attaches these settings to a request.

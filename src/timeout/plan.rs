@@ -7,7 +7,7 @@ use std::time::Duration;
 use http::{HeaderMap, HeaderValue};
 use tonic::Status;
 
-use super::per_call::{CallRetry, CallStreamingPolicy, CallTimeout};
+use super::per_call::{CallHedging, CallRetry, CallStreamingPolicy, CallTimeout};
 use crate::config::{ProfileSet, ResolvedProfile};
 use crate::policy::deadline::{tighten, Cap, Timers};
 use crate::policy::inherit::{inherited, Inherit, Propagation};
@@ -18,7 +18,7 @@ use crate::policy::retry::first_timeout;
 use crate::policy::route::Lookup;
 use crate::policy::source::Source;
 use crate::policy::streaming::{millis, stream_timers};
-use crate::retry::RetryPlan;
+use crate::retry::{HedgePlan, RetryPlan};
 use crate::scope::{BudgetNow, Current};
 use crate::wire::grpc_timeout::{self, GRPC_TIMEOUT};
 
@@ -53,6 +53,8 @@ impl WireTimeout {
 pub(crate) struct Outer {
     /// Retries at all.
     pub(crate) retries: bool,
+    /// Hedging at all.
+    pub(crate) hedging: bool,
     /// The scope's caps at the call's start (`None` outside any scope).
     pub(crate) scope: Option<Current>,
     pub(crate) propagation: Propagation,
@@ -75,8 +77,10 @@ pub(crate) struct CallPlan<'a> {
     pub(crate) clamp: Option<Clamp>,
     /// Set when a stream's gap timer was lowered to its total, to log.
     pub(crate) gap_clamped: bool,
-    /// How the call is retried; `None`: sent once.
+    /// How the call is retried; `None`: sent once (or hedged).
     pub(crate) retry: Option<RetryPlan>,
+    /// How the call is hedged; `None`: one attempt at a time.
+    pub(crate) hedge: Option<HedgePlan>,
     /// Too little of an inherited deadline or a budget is left: fail at once
     /// without sending.
     pub(crate) exhausted: bool,
@@ -147,13 +151,18 @@ pub(crate) fn plan<'a>(
         None => (false, None),
     };
 
-    // Retries (SW4-002 §5.2): the deadline above covers every attempt; an attempt
-    // timeout below it is one more cap, on the first attempt only.
-    let retry = outer.retries.then(|| {
-        let floor = retry_floor(profile, &timers, &outer.propagation);
-        retry_plan(profile, extensions, route.idempotent, &timers, floor)
-    });
-    let retry = retry.flatten();
+    // Hedging (gRPC A6): concurrent attempts under the deadline above, instead of
+    // retries. Retries (SW4-002 §5.2): the deadline above covers every attempt; an
+    // attempt timeout below it is one more cap, on the first attempt only.
+    let floor = || retry_floor(profile, &timers, &outer.propagation);
+    let hedge = match outer.hedging && !streaming {
+        true => hedge_plan(profile, extensions, route.idempotent, floor),
+        false => None,
+    };
+    let retry = match outer.retries && hedge.is_none() {
+        true => retry_plan(profile, extensions, route.idempotent, &timers, floor()),
+        false => None,
+    };
     let attempt = retry.as_ref().and_then(|r| r.first.as_ref());
 
     let wire = wire_timeout(profile, timers.total.as_ref(), attempt, from_header);
@@ -166,6 +175,7 @@ pub(crate) fn plan<'a>(
         clamp,
         gap_clamped,
         retry,
+        hedge,
         exhausted,
         budget,
     })
@@ -339,6 +349,30 @@ fn retry_plan(
             .unwrap_or(route_idempotent),
         min_timeout: floor,
         first,
+    })
+}
+
+/// The call's hedging plan: the per-call policy or the profile's, for a call that may
+/// be sent twice (the per-call idempotency or the route's); `None` otherwise.
+fn hedge_plan(
+    profile: &ResolvedProfile,
+    extensions: &http::Extensions,
+    route_idempotent: bool,
+    floor: impl FnOnce() -> Duration,
+) -> Option<HedgePlan> {
+    let policy = extensions
+        .get::<CallHedging>()
+        .map_or(profile.hedging, CallHedging::hedging_policy);
+    if !policy.is_on() {
+        return None;
+    }
+    let idempotent = extensions
+        .get::<CallRetry>()
+        .and_then(CallRetry::is_idempotent)
+        .unwrap_or(route_idempotent);
+    idempotent.then(|| HedgePlan {
+        policy,
+        floor: floor(),
     })
 }
 

@@ -112,6 +112,40 @@ impl CallRecord {
         });
     }
 
+    /// Counts hedge `attempt` and logs it (INFO): sent after `delay` without an
+    /// answer, or at once after a non-fatal one.
+    pub(crate) fn hedged(&mut self, attempt: u32, delay: Option<std::time::Duration>) {
+        self.attempt(attempt, None);
+        if let Some(instruments) = &self.shared.settings.instruments {
+            instruments.hedged(&self.labels().attrs);
+        }
+        self.span.in_scope(|| {
+            tracing::info!(
+                service = %self.labels().service,
+                method = %self.labels().method,
+                attempt,
+                delay_ms = delay.map(millis),
+                reason = if delay.is_some() { "delay" } else { "non_fatal" },
+                "SW4RM hedging the call"
+            )
+        });
+    }
+
+    /// Hedge `attempt` (from 2) answered first: counts the win.
+    pub(crate) fn hedge_won(&self, attempt: u32) {
+        if let Some(instruments) = &self.shared.settings.instruments {
+            instruments.hedge_won(&self.labels().attrs);
+        }
+        self.span.in_scope(|| {
+            tracing::debug!(
+                service = %self.labels().service,
+                method = %self.labels().method,
+                attempt,
+                "SW4RM hedge answered first"
+            )
+        });
+    }
+
     /// Logs why a failed attempt was not retried.
     pub(crate) fn not_retried(&self, attempt: u32, reason: &str) {
         self.span.in_scope(|| {

@@ -16,9 +16,10 @@ use super::shared::Shared;
 use super::BoxError;
 use crate::config::ProfileSet;
 use crate::policy::deadline::Phase;
+use crate::policy::hedge::HedgingDelay;
 use crate::policy::message::MessageField;
 use crate::policy::streaming::millis;
-use crate::retry::{Kept, Retries};
+use crate::retry::{HedgeContext, Hedges, Kept, Retries};
 use crate::wire::details::DetectedBy;
 use crate::wire::message_field;
 use crate::wire::replay::take_whole;
@@ -93,6 +94,7 @@ where
             &parts.headers,
             &Outer {
                 retries: shared.settings.retry.on,
+                hedging: shared.settings.hedging,
                 scope,
                 propagation: shared.settings.propagation,
             },
@@ -106,6 +108,12 @@ where
         span.in_scope(|| planned.log_clamps());
         planned.take_wire().apply(&mut parts.headers);
         let retry_plan = planned.retry.take();
+        let hedge_plan = planned.hedge.take();
+        // A learned delay reads the route's recent latency (allocated on first use).
+        let recent = hedge_plan
+            .as_ref()
+            .filter(|p| matches!(p.policy.delay(), HedgingDelay::Learned { .. }))
+            .and_then(|_| shared.learned.route(&found.labels));
         let deadline = planned.timers.total.as_ref().map(|c| start + c.limit());
         let exhausted = planned.exhausted;
         // A handoff (its request is a `HandoffRequest`) made inside a scope.
@@ -127,8 +135,23 @@ where
                 return ResponseFuture::failed(refused(&mut call, refusal));
             }
         }
-        // Retries need the whole request kept for replay; a body that is not all
-        // there yet (client streaming) or too large is sent once.
+        // Hedges and retries need the whole request kept for replay; a body that is
+        // not all there yet (client streaming) or too large is sent once.
+        if let Some(plan) = hedge_plan {
+            if let Some(bytes) = take_whole(&mut body, shared.settings.retry.replay_limit) {
+                let kept = Kept::new(&parts, bytes);
+                let context = HedgeContext {
+                    budget: shared.settings.retry.budget.clone(),
+                    deadline,
+                    recent,
+                    start,
+                };
+                call.attempt(1, None);
+                let request = http::Request::from_parts(parts, body);
+                let hedges = Hedges::new(request, kept, plan, context);
+                return ResponseFuture::hedged(self.inner.clone(), hedges, call);
+            }
+        }
         let retry = retry_plan.and_then(|plan| {
             let bytes = take_whole(&mut body, shared.settings.retry.replay_limit)?;
             let retries = Retries::new(

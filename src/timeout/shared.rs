@@ -8,6 +8,7 @@ use std::sync::Arc;
 use crate::policy::inherit::Propagation;
 use crate::retry::{RetryBudget, DEFAULT_REPLAY_LIMIT};
 
+use super::learned::Learned;
 use super::observed::Observed;
 use super::paths::PathTable;
 use crate::config::ProfileSet;
@@ -48,6 +49,8 @@ pub(crate) struct Settings {
     pub(crate) envelopes: bool,
     /// Keep a latency estimate per route (`with_observations`).
     pub(crate) observe: bool,
+    /// Hedge calls whose policy says so (`without_hedging` turns it off).
+    pub(crate) hedging: bool,
 }
 
 #[derive(Debug)]
@@ -64,6 +67,8 @@ pub(crate) struct Shared {
     /// Per-route latency estimates, when observed, by the path table's indices (so
     /// shared with the table).
     pub(crate) observed: Option<Arc<Observed>>,
+    /// Each hedged route's recent latency, by the path table's indices.
+    pub(crate) learned: Arc<Learned>,
 }
 
 impl Shared {
@@ -72,12 +77,14 @@ impl Shared {
         let observed = settings
             .observe
             .then(|| Arc::new(Observed::new(paths.len())));
+        let learned = Arc::new(Learned::new(paths.len()));
         Shared {
             profiles,
             settings,
             transport_warned: AtomicBool::new(false),
             paths,
             observed,
+            learned,
         }
     }
 
@@ -96,6 +103,7 @@ impl Shared {
             transport_warned: AtomicBool::new(false),
             paths: self.paths.clone(),
             observed,
+            learned: self.learned.clone(),
         }
     }
 }

@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::config::{ConfigError, ConfigIssue, Field, Overrides, Sourced};
+use crate::policy::hedge::HedgingPolicy;
 use crate::policy::profile::{
     names, ProfileField, ProfileRule, TimeoutProfile, STANDARD_PROFILES, UNIVERSAL_PROFILE,
 };
@@ -24,6 +25,7 @@ fn standard_fields(p: &TimeoutProfile) -> Fields {
         })
     };
     let [attempts, initial, max, multiplier, attempt] = RetryPolicy::standard().fields();
+    let [h_attempts, h_delay, h_percentile, h_min, h_max] = HedgingPolicy::off().fields();
     [
         s(p.default_timeout_ms),
         s(p.min_timeout_ms),
@@ -37,6 +39,11 @@ fn standard_fields(p: &TimeoutProfile) -> Fields {
         s(max),
         s(multiplier),
         s(attempt),
+        s(h_attempts),
+        s(h_delay),
+        s(h_percentile),
+        s(h_min),
+        s(h_max),
     ]
 }
 
@@ -171,6 +178,7 @@ fn resolve_profile(
         });
     }
     let retry = retry_policy(name, &profile, &values, &sources, issues);
+    let hedging = hedging_policy(name, &values, &sources, issues);
     if issues.len() > before {
         return None;
     }
@@ -179,6 +187,7 @@ fn resolve_profile(
         profile,
         streaming,
         retry,
+        hedging,
         sources,
         default_header,
     })
@@ -208,6 +217,12 @@ fn field_values(
             }
             None if ProfileField::RETRY.contains(&field) => {
                 values[field.index()] = RetryPolicy::standard().fields()[ProfileField::RETRY
+                    .iter()
+                    .position(|f| *f == field)
+                    .unwrap_or(0)];
+            }
+            None if ProfileField::HEDGING.contains(&field) => {
+                values[field.index()] = HedgingPolicy::off().fields()[ProfileField::HEDGING
                     .iter()
                     .position(|f| *f == field)
                     .unwrap_or(0)];
@@ -273,6 +288,36 @@ fn retry_policy(
         });
     }
     retry
+}
+
+/// The profile's hedging policy from its fields, each violation reported with where
+/// the value came from (a floor above the cap names the cap's source too).
+fn hedging_policy(
+    name: &str,
+    values: &[u32; Field::COUNT],
+    sources: &[Source; Field::COUNT],
+    issues: &mut Vec<ConfigIssue>,
+) -> HedgingPolicy {
+    let (hedging, violations) =
+        HedgingPolicy::off().with_fields(ProfileField::HEDGING.map(|f| values[f.index()]));
+    for v in violations {
+        let rule = match v.rule {
+            ProfileRule::MinDelayAboveMax => format!(
+                "{} ({} from {})",
+                v.rule,
+                values[Field::HedgeMaxDelay.index()],
+                sources[Field::HedgeMaxDelay.index()]
+            ),
+            rule => rule.to_string(),
+        };
+        issues.push(ConfigIssue {
+            key: key(name, v.field),
+            value: v.value.to_string(),
+            rule,
+            source: sources[v.field.index()].clone(),
+        });
+    }
+    hedging
 }
 
 fn build_routes(

@@ -4,6 +4,7 @@
 use crate::config::{
     ConfigError, ConfigIssue, Field, GlobalConfig, Overrides, RouteSetting, Sourced,
 };
+use crate::policy::hedge::HedgingPolicy;
 use crate::policy::profile::TimeoutProfile;
 use crate::policy::retry::RetryPolicy;
 use crate::policy::source::Source;
@@ -202,6 +203,26 @@ impl ProfileSetBuilder {
     /// ```
     pub fn retry(mut self, profile: &str, policy: RetryPolicy) -> Self {
         for (field, value) in Field::RETRY.into_iter().zip(policy.fields()) {
+            self = self.set(profile, field, value);
+        }
+        self
+    }
+
+    /// Sets a profile's hedging policy (all five `hedging.*` fields). Only the
+    /// profile's idempotent unary routes are hedged.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use sw4rm_timeouts::{HedgingPolicy, ProfileSet};
+    /// let set = ProfileSet::builder()
+    ///     .without_global()
+    ///     .hedging("workflow_status", HedgingPolicy::builder().max_attempts(2).build()?)
+    ///     .build()?;
+    /// assert_eq!(set.resolved("workflow_status").unwrap().hedging().max_attempts(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn hedging(mut self, profile: &str, policy: HedgingPolicy) -> Self {
+        for (field, value) in Field::HEDGING.into_iter().zip(policy.fields()) {
             self = self.set(profile, field, value);
         }
         self

@@ -4,6 +4,7 @@
 use std::fmt;
 
 use crate::config::Field;
+use crate::policy::hedge::{HedgingDelay, HedgingPolicy};
 use crate::policy::profile::ProfileField;
 use crate::policy::source::Source;
 
@@ -28,9 +29,13 @@ impl fmt::Display for ProfileSet {
                     Field::StreamInitial => p.streaming.initial_timeout_ms.to_string(),
                     Field::StreamGap => p.streaming.message_gap_timeout_ms.to_string(),
                     Field::StreamTotal => p.streaming.total_timeout_ms.to_string(),
-                    retry => {
-                        let i = Field::RETRY.iter().position(|f| *f == retry).unwrap_or(0);
-                        p.retry.fields()[i].to_string()
+                    other => {
+                        let at = |fields: &[Field]| fields.iter().position(|f| *f == other);
+                        match (at(&Field::RETRY), at(&Field::HEDGING)) {
+                            (Some(i), _) => p.retry.fields()[i].to_string(),
+                            (None, Some(i)) => p.hedging.fields()[i].to_string(),
+                            (None, None) => String::new(),
+                        }
                     }
                 };
                 writeln!(
@@ -102,8 +107,8 @@ impl ProfileSet {
     pub fn explain(&self) -> String {
         let set = self;
         let mut out = format!(
-            "{:<22} {:>10} {:>9} {:>10} {:>4} {:>8}  {}\n",
-            "profile", "default_ms", "min_ms", "max_ms", "inf", "attempts", "set by"
+            "{:<22} {:>10} {:>9} {:>10} {:>4} {:>8} {:>9}  {}\n",
+            "profile", "default_ms", "min_ms", "max_ms", "inf", "attempts", "hedging", "set by"
         );
         for p in set.profiles() {
             let t = p.profile();
@@ -113,13 +118,14 @@ impl ProfileSet {
                 .map(|f| format!("{}={}", f.key(), p.source_of(*f)))
                 .collect();
             out.push_str(&format!(
-                "{:<22} {:>10} {:>9} {:>10} {:>4} {:>8}  {}\n",
+                "{:<22} {:>10} {:>9} {:>10} {:>4} {:>8} {:>9}  {}\n",
                 t.name,
                 t.default_timeout_ms,
                 t.min_timeout_ms,
                 t.max_timeout_ms,
                 if t.allow_infinite { "yes" } else { "no" },
                 p.retry().max_attempts(),
+                hedging(&p.hedging()),
                 if changed.is_empty() {
                     "standard".to_owned()
                 } else {
@@ -128,5 +134,16 @@ impl ProfileSet {
             ));
         }
         out
+    }
+}
+
+/// A hedging policy in one word: `off`, `2x40ms` (fixed) or `3xp95` (learned).
+fn hedging(policy: &HedgingPolicy) -> String {
+    match (policy.is_on(), policy.delay()) {
+        (false, _) => "off".to_owned(),
+        (true, HedgingDelay::Fixed(d)) => format!("{}x{}ms", policy.max_attempts(), d.as_millis()),
+        (true, HedgingDelay::Learned { percentile, .. }) => {
+            format!("{}xp{percentile}", policy.max_attempts())
+        }
     }
 }

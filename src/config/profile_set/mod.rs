@@ -14,6 +14,7 @@ pub use builder::ProfileSetBuilder;
 pub use service_config::ServiceConfigMode;
 
 use crate::config::ConfigError;
+use crate::policy::hedge::HedgingPolicy;
 use crate::policy::profile::{ProfileField, TimeoutProfile};
 use crate::policy::retry::RetryPolicy;
 use crate::policy::route::{Lookup, ProfileId, RouteTable};
@@ -26,6 +27,7 @@ pub struct ResolvedProfile {
     pub(crate) profile: TimeoutProfile,
     pub(crate) streaming: StreamingTimeoutPolicy,
     pub(crate) retry: RetryPolicy,
+    pub(crate) hedging: HedgingPolicy,
     /// Indexed by `Field::index()`.
     pub(crate) sources: [Source; crate::config::Field::COUNT],
     /// `grpc-timeout` of the default, formatted once.
@@ -52,6 +54,17 @@ impl ResolvedProfile {
     /// ```
     pub fn retry(&self) -> RetryPolicy {
         self.retry
+    }
+
+    /// The effective hedging policy of the profile (standard: off).
+    ///
+    /// ```
+    /// use sw4rm_timeouts::ProfileSet;
+    /// let set = ProfileSet::standard();
+    /// assert!(!set.resolved("workflow_status").unwrap().hedging().is_on());
+    /// ```
+    pub fn hedging(&self) -> HedgingPolicy {
+        self.hedging
     }
 
     /// Where a field's value came from.

@@ -10,6 +10,7 @@ use std::fmt::Write;
 use std::time::Duration;
 
 use super::ProfileSet;
+use crate::policy::hedge::{HedgingDelay, HedgingPolicy};
 use crate::policy::retry::RetryPolicy;
 
 /// What each method's `timeout` is in an exported service config.
@@ -58,11 +59,34 @@ fn retry_policy_json(policy: &RetryPolicy) -> Option<String> {
     ))
 }
 
+/// gRPC A6's `hedgingPolicy`, for a fixed delay only: a learned delay has no
+/// service-config form (those routes keep their `retryPolicy`).
+fn hedging_policy_json(policy: &HedgingPolicy) -> Option<String> {
+    let HedgingDelay::Fixed(delay) = policy.delay() else {
+        return None;
+    };
+    if !policy.is_on() {
+        return None;
+    }
+    let codes: Vec<String> = policy
+        .non_fatal_codes()
+        .filter_map(|n| crate::wire::status::CODE_NAMES.get(n as usize))
+        .map(|name| format!("\"{name}\""))
+        .collect();
+    Some(format!(
+        "{{\"maxAttempts\": {}, \"hedgingDelay\": {}, \"nonFatalStatusCodes\": [{}]}}",
+        policy.max_attempts(),
+        json_duration(delay),
+        codes.join(", ")
+    ))
+}
+
 impl ProfileSet {
     /// The table as a gRPC service config: one `methodConfig` per route (exact
     /// routes, whole services, then the fallback as the default for every other
     /// method), each with its `timeout` as `mode` says, and a `retryPolicy` for the
-    /// routes marked idempotent; `retryThrottling` as this crate's default retry
+    /// routes marked idempotent (a `hedgingPolicy` instead where their profile hedges
+    /// unary calls with a fixed delay; a learned delay has no service-config form); `retryThrottling` as this crate's default retry
     /// budget (10 tokens, ratio 0.1). Streams get their total cap, if any.
     ///
     /// ```
@@ -90,7 +114,12 @@ impl ProfileSet {
             if let Some(t) = timeout {
                 let _ = write!(out, ", \"timeout\": {}", json_duration(t));
             }
-            if route.idempotent {
+            let hedging = (route.idempotent && !route.streaming)
+                .then(|| hedging_policy_json(&profile.hedging))
+                .flatten();
+            if let Some(hedging) = hedging {
+                let _ = write!(out, ", \"hedgingPolicy\": {hedging}");
+            } else if route.idempotent {
                 if let Some(retry) = retry_policy_json(&profile.retry) {
                     let _ = write!(out, ", \"retryPolicy\": {retry}");
                 }
@@ -147,6 +176,25 @@ mod tests {
     #[test]
     fn retry_policies_grpc_cannot_take_are_left_out() {
         assert_eq!(retry_policy_json(&RetryPolicy::off()), None);
+        assert_eq!(hedging_policy_json(&HedgingPolicy::off()), None);
+        let learned = HedgingPolicy::builder().learned_delay(95).build().unwrap();
+        assert_eq!(
+            hedging_policy_json(&learned),
+            None,
+            "no service-config form"
+        );
+        let fixed = HedgingPolicy::builder()
+            .max_attempts(3)
+            .delay(Duration::from_millis(40))
+            .non_fatal_on(tonic::Code::ResourceExhausted)
+            .build()
+            .unwrap();
+        assert_eq!(
+            hedging_policy_json(&fixed).as_deref(),
+            Some(
+                r#"{"maxAttempts": 3, "hedgingDelay": "0.04s", "nonFatalStatusCodes": ["RESOURCE_EXHAUSTED", "UNAVAILABLE"]}"#
+            )
+        );
         let none = RetryPolicy::builder()
             .retry_only_on(Vec::<i32>::new())
             .build()

@@ -1,5 +1,6 @@
-//! The per-route latency estimate: a log-linear histogram of whole microseconds, the
-//! one estimator the advisor reads (and hedging's learned delay is to read).
+//! Per-route latency: a log-linear histogram of whole microseconds since the layer
+//! started (below), which the advisor reads; and the route's latest answered calls
+//! (`recent.rs`), from which hedging learns its delay.
 //!
 //! Values below 64 µs have a bucket each (exact). Above, every power of two is split
 //! into 32 equal buckets, so a bucket is at most 1/32 of its lower bound wide, and a
@@ -14,6 +15,10 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+mod recent;
+
+pub(crate) use recent::RecentLatency;
 
 /// Buckets per power of two, as a power of two.
 const SUB_BITS: u32 = 5;

@@ -1,0 +1,254 @@
+//! [`Hedges`]: the concurrent attempts of one hedged call (gRPC A6 hedging). The
+//! first attempt is sent at once; each next one when the attempts before it have not
+//! answered after the hedging delay, or at once after a non-fatal answer, while
+//! `policy/hedge.rs` allows it. Every attempt runs under what remains of the call's one
+//! deadline, with no timeout of its own. The call loop (`timeout/future.rs`) lends the
+//! inner service for each poll and judges each ended attempt (`timeout/hedged.rs`);
+//! dropping the hedges drops every attempt still running, and hyper resets their
+//! streams.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use pin_project_lite::pin_project;
+use tokio::time::Instant;
+use tower_service::Service;
+
+use super::attempt::{Attempt, Ended};
+use super::budget::RetryBudget;
+use super::kept::Kept;
+use super::ATTEMPTS_HEADER;
+use crate::latency::RecentLatency;
+use crate::policy::hedge::{
+    hedge_delay, may_hedge, HedgeFacts, HedgingDelay, HedgingPolicy, NoHedge,
+};
+use crate::policy::retry::Pushback;
+use crate::timeout::BoxError;
+use crate::timer::Timer;
+
+type Request = http::Request<tonic::body::Body>;
+
+/// What the plan decided about hedging one call.
+#[derive(Clone, Debug)]
+pub(crate) struct HedgePlan {
+    pub(crate) policy: HedgingPolicy,
+    /// No hedge is sent with less than this left of the deadline.
+    pub(crate) floor: Duration,
+}
+
+/// What a hedged call shares with the layer.
+#[derive(Debug)]
+pub(crate) struct HedgeContext {
+    pub(crate) budget: Option<RetryBudget>,
+    /// The call's own deadline.
+    pub(crate) deadline: Option<Instant>,
+    /// The route's recent latency (`None`: a path without a slot in the layer's table).
+    pub(crate) recent: Option<Arc<RecentLatency>>,
+    /// When the call started.
+    pub(crate) start: Instant,
+}
+
+pin_project! {
+    /// The attempts of one hedged call.
+    #[project = HedgesProj]
+    #[derive(Debug)]
+    pub(crate) struct Hedges<F> {
+        // When the next hedge is due.
+        #[pin]
+        timer: Timer,
+        running: Vec<Running<F>>,
+        kept: Kept,
+        policy: HedgingPolicy,
+        floor: Duration,
+        context: HedgeContext,
+        // The delay before each hedge, fixed when the call started.
+        delay: Duration,
+        // Attempts sent, the first included.
+        sent: u32,
+        // When the next hedge is due; `None`: no more by the delay.
+        next_at: Option<Instant>,
+        pushed_back: bool,
+    }
+}
+
+/// One attempt in flight, numbered from 1.
+#[derive(Debug)]
+struct Running<F> {
+    attempt: u32,
+    future: Pin<Box<Attempt<F>>>,
+}
+
+/// What happened while the hedges were polled.
+#[derive(Debug)]
+pub(crate) enum Event<R> {
+    /// Hedge `attempt` was sent because the ones before it took longer than `delay`.
+    Sent { attempt: u32, delay: Duration },
+    /// The delay passed but no hedge was sent, and none will be by the delay.
+    NotSent(NoHedge),
+    /// Attempt `attempt` ended.
+    Ended { attempt: u32, ended: Ended<R> },
+}
+
+impl<F> Hedges<F> {
+    /// A hedged call whose first attempt sends `request`.
+    pub(crate) fn new(
+        request: Request,
+        kept: Kept,
+        plan: HedgePlan,
+        context: HedgeContext,
+    ) -> Self {
+        let learned = match plan.policy.delay() {
+            HedgingDelay::Learned { percentile, .. } => context
+                .recent
+                .as_ref()
+                .and_then(|r| r.percentile(percentile)),
+            HedgingDelay::Fixed(_) => None,
+        };
+        let delay = hedge_delay(&plan.policy, learned);
+        let next_at = (plan.policy.max_attempts() > 1)
+            .then(|| context.start.checked_add(delay))
+            .flatten();
+        Hedges {
+            timer: Timer::new(),
+            running: vec![Running {
+                attempt: 1,
+                future: Box::pin(Attempt::new(request, None)),
+            }],
+            kept,
+            policy: plan.policy,
+            floor: plan.floor,
+            context,
+            delay,
+            sent: 1,
+            next_at,
+            pushed_back: false,
+        }
+    }
+
+    /// The hedging policy.
+    pub(crate) fn policy(&self) -> &HedgingPolicy {
+        &self.policy
+    }
+
+    /// Attempts sent so far, the first included.
+    pub(crate) fn sent(&self) -> u32 {
+        self.sent
+    }
+
+    /// Polls the delay and every attempt in flight with the call loop's service.
+    pub(crate) fn poll<S, R>(
+        self: Pin<&mut Self>,
+        svc: &mut S,
+        cx: &mut Context<'_>,
+    ) -> Poll<Event<R>>
+    where
+        S: Service<Request, Response = R, Future = F>,
+        S::Error: Into<BoxError>,
+        F: std::future::Future<Output = Result<R, S::Error>>,
+    {
+        let mut this = self.project();
+        if let Some(at) = *this.next_at {
+            if this.timer.as_mut().poll_until(at, cx).is_ready() {
+                *this.next_at = None;
+                let delay = *this.delay;
+                return Poll::Ready(match send(&mut this) {
+                    Ok(attempt) => Event::Sent { attempt, delay },
+                    Err(why) => Event::NotSent(why),
+                });
+            }
+        }
+        for i in 0..this.running.len() {
+            if let Poll::Ready(ended) = this.running[i].future.as_mut().poll(svc, cx) {
+                let attempt = this.running.swap_remove(i).attempt;
+                return Poll::Ready(Event::Ended { attempt, ended });
+            }
+        }
+        Poll::Pending
+    }
+
+    /// After a non-fatal answer (`pushback`: the server's): the retry budget is
+    /// charged, and the next hedge is sent at once if allowed. `Ok(attempt)`: the hedge
+    /// sent; `Err`: why none was. Either way other attempts may still be running
+    /// ([`Hedges::is_idle`]).
+    pub(crate) fn after_non_fatal(
+        self: Pin<&mut Self>,
+        pushback: Pushback,
+    ) -> Result<u32, NoHedge> {
+        let mut this = self.project();
+        if pushback != Pushback::None {
+            *this.pushed_back = true;
+        }
+        if let Some(budget) = &this.context.budget {
+            budget.fail();
+        }
+        let sent = send(&mut this);
+        if sent.is_err() {
+            *this.next_at = None;
+        }
+        sent
+    }
+
+    /// Nothing is running and no hedge will be sent: the last ended attempt is the
+    /// call's answer.
+    pub(crate) fn is_idle(&self) -> bool {
+        self.running.is_empty() && self.next_at.is_none()
+    }
+
+    /// The call's answer: the budget gets its success back (an answer that is a
+    /// status the policy does not treat as non-fatal is an answer from the server too),
+    /// an answer that is not an error teaches the route its latency, and the response
+    /// says how many attempts were sent.
+    pub(crate) fn answered<B>(&self, response: &mut http::Response<B>, ok: bool) {
+        if let Some(budget) = &self.context.budget {
+            budget.succeed();
+        }
+        if ok {
+            if let Some(recent) = &self.context.recent {
+                recent.record(self.context.start.elapsed());
+            }
+        }
+        self.mark(response);
+    }
+
+    /// Marks a final answer with the number of attempts sent.
+    pub(crate) fn mark<B>(&self, response: &mut http::Response<B>) {
+        if self.sent > 1 {
+            response
+                .headers_mut()
+                .insert(ATTEMPTS_HEADER, http::HeaderValue::from(self.sent));
+        }
+    }
+}
+
+/// Sends the next hedge now, if the rules allow one; the next after it is due one
+/// delay later.
+fn send<F>(this: &mut HedgesProj<'_, F>) -> Result<u32, NoHedge> {
+    let now = Instant::now();
+    let remaining = this
+        .context
+        .deadline
+        .map(|d| d.saturating_duration_since(now));
+    may_hedge(
+        this.policy,
+        HedgeFacts {
+            sent: *this.sent,
+            pushed_back: *this.pushed_back,
+            budget_allows: this.context.budget.as_ref().is_none_or(RetryBudget::allows),
+            remaining,
+            floor: *this.floor,
+        },
+    )?;
+    let attempt = *this.sent + 1;
+    let request = this.kept.request(attempt, remaining);
+    this.running.push(Running {
+        attempt,
+        future: Box::pin(Attempt::new(request, None)),
+    });
+    *this.sent = attempt;
+    *this.next_at = (attempt < this.policy.max_attempts())
+        .then(|| now.checked_add(*this.delay))
+        .flatten();
+    Ok(attempt)
+}

@@ -1,0 +1,134 @@
+//! What a hedged call's attempts mean for the call (gRPC A6 hedging over
+//! `retry/hedges.rs`): a hedge sent is counted and logged; the first final answer (a
+//! success, or a status the policy does not call non-fatal) is the call's, and the
+//! call loop then drops the others (their streams are reset); a non-fatal answer sends
+//! the next hedge at once; the call's deadline, seen by the server or by tonic, ends
+//! every attempt with the call's timeout.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use tokio::time::Instant;
+use tower_service::Service;
+
+use super::record::CallRecord;
+use super::BoxError;
+use crate::policy::deadline::Progress;
+use crate::policy::retry::{Failure, Pushback};
+use crate::retry::{classify_error, classify_response, Ended, Event, Hedges};
+use crate::wire::details::DetectedBy;
+use crate::wire::status::{is_server_timeout, is_transport_timeout};
+
+type Request = http::Request<tonic::body::Body>;
+
+/// Polls the hedges until the call has its answer or its error (`Some`), or nothing
+/// is ready.
+pub(crate) fn poll_hedges<S, B>(
+    mut hedges: Pin<&mut Hedges<S::Future>>,
+    svc: &mut S,
+    record: &mut CallRecord,
+    cx: &mut Context<'_>,
+) -> Poll<Result<http::Response<B>, Option<BoxError>>>
+where
+    S: Service<Request, Response = http::Response<B>>,
+    S::Error: Into<BoxError>,
+{
+    loop {
+        match std::task::ready!(hedges.as_mut().poll(svc, cx)) {
+            Event::Sent { attempt, delay } => record.hedged(attempt, Some(delay)),
+            Event::NotSent(why) => record.not_retried(hedges.sent(), why.as_str()),
+            Event::Ended { attempt, ended } => {
+                if let Some(answer) = ended_attempt(ended, attempt, hedges.as_mut(), record) {
+                    return Poll::Ready(answer);
+                }
+            }
+        }
+    }
+}
+
+/// One attempt ended: the call's answer or error, or `None` when the others go on.
+fn ended_attempt<F, B>(
+    ended: Ended<http::Response<B>>,
+    attempt: u32,
+    hedges: Pin<&mut Hedges<F>>,
+    record: &mut CallRecord,
+) -> Option<Result<http::Response<B>, Option<BoxError>>> {
+    match ended {
+        Ended::Answered(response) => answered(response, attempt, hedges, record),
+        Ended::Failed(err) => failed(err, hedges, record),
+    }
+}
+
+fn answered<F, B>(
+    mut response: http::Response<B>,
+    attempt: u32,
+    mut hedges: Pin<&mut Hedges<F>>,
+    record: &mut CallRecord,
+) -> Option<Result<http::Response<B>, Option<BoxError>>> {
+    let first_due = || record.next_due(Progress::default()).map(|due| due.at);
+    if is_server_timeout(response.headers(), first_due) {
+        // Every attempt runs under the call's one deadline: the server saw it pass.
+        let phase = record.server_phase(0);
+        return Some(Err(Some(
+            record.timed_out(phase, 0, DetectedBy::Server).into(),
+        )));
+    }
+    let failure = classify_response(response.headers(), false);
+    if let Some((Failure::Code(code), pushback)) = failure {
+        if hedges.policy().is_non_fatal(code) {
+            if non_fatal(pushback, hedges.as_mut(), record) {
+                return None;
+            }
+            // The last attempt's non-fatal answer is the call's.
+            hedges.mark(&mut response);
+            return Some(Ok(response));
+        }
+    }
+    if attempt > 1 {
+        record.hedge_won(attempt);
+    }
+    hedges.answered(&mut response, failure.is_none());
+    Some(Ok(response))
+}
+
+/// The inner service failed: tonic's timer on the call's deadline, or a transport
+/// error; one that never reached the server or is `UNAVAILABLE` lets the others go on
+/// when the policy calls it non-fatal.
+fn failed<F, B>(
+    err: BoxError,
+    mut hedges: Pin<&mut Hedges<F>>,
+    record: &mut CallRecord,
+) -> Option<Result<http::Response<B>, Option<BoxError>>> {
+    if is_transport_timeout(&*err) {
+        let status = match record.next_due(Progress::default()) {
+            Some(due) if Instant::now() >= due.at => {
+                record.timed_out(due.phase, 0, DetectedBy::Transport)
+            }
+            _ => record.transport_capped(),
+        };
+        return Some(Err(Some(status.into())));
+    }
+    let non_fatal_failure = match classify_error(&err) {
+        Failure::NotSent => true,
+        Failure::Code(code) => hedges.policy().is_non_fatal(code),
+        Failure::AttemptTimeout => false,
+    };
+    if non_fatal_failure && non_fatal(Pushback::None, hedges.as_mut(), record) {
+        return None;
+    }
+    Some(Err(Some(record.failed(err))))
+}
+
+/// A non-fatal ending: the next hedge goes out at once if allowed. Whether the call
+/// goes on (another attempt runs or was just sent).
+fn non_fatal<F>(
+    pushback: Pushback,
+    mut hedges: Pin<&mut Hedges<F>>,
+    record: &mut CallRecord,
+) -> bool {
+    match hedges.as_mut().after_non_fatal(pushback) {
+        Ok(attempt) => record.hedged(attempt, None),
+        Err(why) => record.not_retried(hedges.sent(), why.as_str()),
+    }
+    !hedges.is_idle()
+}

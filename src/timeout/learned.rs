@@ -1,0 +1,31 @@
+//! The recent latency of each hedged route (`crate::latency::RecentLatency`), by the
+//! layer's path-table slot, allocated on the route's first hedged call: a route that
+//! is never hedged costs a null slot. Shared by the variants of a layer, as the path
+//! table is.
+
+use std::sync::{Arc, OnceLock};
+
+use super::paths::LabelsRef;
+use crate::latency::RecentLatency;
+
+/// One window per slot of the layer's path table.
+#[derive(Debug)]
+pub(crate) struct Learned {
+    recent: Box<[OnceLock<Arc<RecentLatency>>]>,
+}
+
+impl Learned {
+    pub(crate) fn new(len: usize) -> Self {
+        Learned {
+            recent: (0..len).map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    /// The window of the route at `at` (`None`: a path without a slot in the table,
+    /// which hedges after its policy's cap).
+    pub(crate) fn route(&self, at: &LabelsRef) -> Option<Arc<RecentLatency>> {
+        let LabelsRef::Seen(i) = at else { return None };
+        let slot = self.recent.get(*i as usize)?;
+        Some(slot.get_or_init(|| Arc::new(RecentLatency::new())).clone())
+    }
+}

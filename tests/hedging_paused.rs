@@ -1,0 +1,461 @@
+//! Hedging under paused tokio time, over an in-memory inner service whose every
+//! attempt follows a script (how long it takes, what it answers) and records when it
+//! came, its `grpc-timeout`, its `grpc-previous-rpc-attempts`, and whether it was
+//! dropped before it answered (cancelled). No socket: every instant is exact.
+
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sw4rm_timeouts::wire::grpc_timeout;
+use sw4rm_timeouts::{
+    CallHedging, HedgingPolicy, ProfileSet, RetryBudget, TimeoutDetails, TimeoutProfileLayer,
+};
+use tokio::time::Instant;
+use tower::{Service, ServiceBuilder, ServiceExt};
+
+const STATUS: &str = "/sw4rm.scheduler.SchedulerService/GetTaskStatus";
+const CANCEL: &str = "/sw4rm.scheduler.SchedulerService/CancelTask";
+const SUBMIT: &str = "/sw4rm.scheduler.SchedulerService/SubmitTask";
+
+fn ms(v: u64) -> Duration {
+    Duration::from_millis(v)
+}
+
+/// One attempt as the server plays it: after `after`, answer `status` (0 = OK), with a
+/// pushback if set.
+#[derive(Clone, Copy, Debug)]
+struct Play {
+    after: Duration,
+    status: u16,
+    pushback: Option<&'static str>,
+}
+
+fn ok_after(v: u64) -> Play {
+    Play {
+        after: ms(v),
+        status: 0,
+        pushback: None,
+    }
+}
+
+fn status_after(v: u64, status: u16) -> Play {
+    Play {
+        after: ms(v),
+        status,
+        pushback: None,
+    }
+}
+
+/// What the server saw of one attempt.
+#[derive(Clone, Debug)]
+struct Seen {
+    at: Instant,
+    timeout: Option<Duration>,
+    previous: Option<String>,
+    cancelled: bool,
+}
+
+#[derive(Clone, Default)]
+struct Server {
+    plays: Arc<Mutex<Vec<Play>>>,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+/// Marks its attempt cancelled unless disarmed (the attempt answered).
+struct CancelGuard {
+    seen: Arc<Mutex<Vec<Seen>>>,
+    index: usize,
+    armed: bool,
+}
+
+impl Drop for CancelGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            self.seen.lock().unwrap()[self.index].cancelled = true;
+        }
+    }
+}
+
+impl Server {
+    /// Attempts play `plays` in the order they arrive; later ones repeat the last.
+    fn new(plays: &[Play]) -> Self {
+        Server {
+            plays: Arc::new(Mutex::new(plays.to_vec())),
+            seen: Arc::default(),
+        }
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    fn service(
+        &self,
+    ) -> impl Service<
+        http::Request<tonic::body::Body>,
+        Response = http::Response<tonic::body::Body>,
+        Error = Infallible,
+        Future = impl Send,
+    > + Clone {
+        let server = self.clone();
+        tower::service_fn(move |req: http::Request<tonic::body::Body>| {
+            let timeout = req
+                .headers()
+                .get("grpc-timeout")
+                .map(|v| grpc_timeout::parse(v.as_bytes()).unwrap());
+            let previous = req
+                .headers()
+                .get("grpc-previous-rpc-attempts")
+                .map(|v| v.to_str().unwrap().to_owned());
+            let mut seen = server.seen.lock().unwrap();
+            let index = seen.len();
+            seen.push(Seen {
+                at: Instant::now(),
+                timeout,
+                previous,
+                cancelled: false,
+            });
+            drop(seen);
+            let plays = server.plays.lock().unwrap();
+            let play = plays[index.min(plays.len() - 1)];
+            let guard = CancelGuard {
+                seen: server.seen.clone(),
+                index,
+                armed: true,
+            };
+            async move {
+                let mut guard = guard;
+                tokio::time::sleep(play.after).await;
+                guard.armed = false;
+                let mut response = http::Response::new(tonic::body::Body::empty());
+                let h = response.headers_mut();
+                h.insert(
+                    "content-type",
+                    http::HeaderValue::from_static("application/grpc"),
+                );
+                if play.status != 0 {
+                    h.insert("grpc-status", http::HeaderValue::from(play.status));
+                }
+                if let Some(p) = play.pushback {
+                    h.insert("grpc-retry-pushback-ms", http::HeaderValue::from_static(p));
+                }
+                h.insert("x-attempt", http::HeaderValue::from(index + 1));
+                Ok::<_, Infallible>(response)
+            }
+        })
+    }
+}
+
+fn request(path: &str) -> http::Request<tonic::body::Body> {
+    http::Request::builder()
+        .uri(format!("http://sw4rm.test{path}"))
+        .body(tonic::body::Body::empty())
+        .unwrap()
+}
+
+fn fixed(attempts: u32, delay: u64) -> HedgingPolicy {
+    HedgingPolicy::builder()
+        .max_attempts(attempts)
+        .delay(ms(delay))
+        .build()
+        .unwrap()
+}
+
+/// A layer whose `workflow_status` and `task_submit` profiles hedge with `policy`
+/// (10 s deadline), without a budget unless given.
+fn layer(policy: HedgingPolicy) -> TimeoutProfileLayer {
+    let profiles = ProfileSet::builder()
+        .without_global()
+        .hedging("workflow_status", policy)
+        .hedging("task_submit", policy)
+        .build()
+        .unwrap();
+    TimeoutProfileLayer::new(profiles)
+        .without_metrics()
+        .without_retry_budget()
+}
+
+async fn call(
+    layer: &TimeoutProfileLayer,
+    server: &Server,
+    req: http::Request<tonic::body::Body>,
+) -> Result<
+    http::Response<sw4rm_timeouts::timeout::TimeoutBody<tonic::body::Body>>,
+    sw4rm_timeouts::BoxError,
+> {
+    let mut svc = ServiceBuilder::new()
+        .layer(layer.clone())
+        .service(server.service());
+    svc.ready().await.unwrap().call(req).await
+}
+
+fn header<'a, B>(response: &'a http::Response<B>, name: &str) -> Option<&'a str> {
+    response.headers().get(name).map(|v| v.to_str().unwrap())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_attempt_is_hedged_after_the_delay_and_the_first_answer_wins() {
+    let server = Server::new(&[ok_after(1_000), ok_after(10)]);
+    let start = Instant::now();
+    let response = call(&layer(fixed(2, 50)), &server, request(STATUS))
+        .await
+        .unwrap();
+    assert_eq!(
+        start.elapsed(),
+        ms(60),
+        "the hedge answered 10 ms after its send"
+    );
+    assert_eq!(header(&response, "x-attempt"), Some("2"));
+    assert_eq!(header(&response, "sw4rm-attempts"), Some("2"));
+    let seen = server.seen();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[1].at - seen[0].at, ms(50));
+    // Both inside the one 10 s deadline: the hedge carries what remains of it.
+    assert_eq!(seen[0].timeout, Some(ms(10_000)));
+    assert_eq!(seen[1].timeout, Some(ms(9_950)));
+    assert_eq!(seen[0].previous, None);
+    assert_eq!(seen[1].previous.as_deref(), Some("1"));
+    // The loser was cancelled when the winner answered.
+    assert!(seen[0].cancelled, "{seen:?}");
+    assert!(!seen[1].cancelled);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_answer_before_the_delay_sends_no_hedge() {
+    let server = Server::new(&[ok_after(49)]);
+    let response = call(&layer(fixed(3, 50)), &server, request(STATUS))
+        .await
+        .unwrap();
+    assert_eq!(header(&response, "sw4rm-attempts"), None);
+    // Well past the delay: nothing more was sent.
+    tokio::time::sleep(ms(500)).await;
+    assert_eq!(server.seen().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn attempts_stop_at_max_attempts_and_the_first_to_answer_wins() {
+    // Every attempt takes 1 s: three are sent, one delay apart, and the first wins.
+    let server = Server::new(&[ok_after(1_000)]);
+    let start = Instant::now();
+    let response = call(&layer(fixed(3, 100)), &server, request(STATUS))
+        .await
+        .unwrap();
+    assert_eq!(start.elapsed(), ms(1_000));
+    assert_eq!(header(&response, "x-attempt"), Some("1"));
+    assert_eq!(header(&response, "sw4rm-attempts"), Some("3"));
+    let seen = server.seen();
+    let sent: Vec<Duration> = seen.iter().map(|s| s.at - start).collect();
+    assert_eq!(sent, [ms(0), ms(100), ms(200)]);
+    let cancelled: Vec<bool> = seen.iter().map(|s| s.cancelled).collect();
+    assert_eq!(cancelled, [false, true, true]);
+    let previous: Vec<Option<&str>> = seen.iter().map(|s| s.previous.as_deref()).collect();
+    assert_eq!(previous, [None, Some("1"), Some("2")]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fatal_status_is_a_final_answer_and_ends_the_others() {
+    // The hedge answers NOT_FOUND first: that is the call's answer.
+    let server = Server::new(&[ok_after(300), status_after(10, 5)]);
+    let response = call(&layer(fixed(2, 50)), &server, request(STATUS))
+        .await
+        .unwrap();
+    assert_eq!(header(&response, "grpc-status"), Some("5"));
+    assert_eq!(header(&response, "x-attempt"), Some("2"));
+    assert!(server.seen()[0].cancelled);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_non_fatal_status_sends_the_next_hedge_at_once_and_lets_it_win() {
+    // The first attempt answers UNAVAILABLE after 10 ms: the hedge goes out then, not
+    // at the 50 ms delay, and its answer is the call's.
+    let server = Server::new(&[status_after(10, 14), ok_after(20)]);
+    let start = Instant::now();
+    let response = call(&layer(fixed(2, 50)), &server, request(STATUS))
+        .await
+        .unwrap();
+    assert_eq!(header(&response, "grpc-status"), None);
+    assert_eq!(header(&response, "x-attempt"), Some("2"));
+    let seen = server.seen();
+    assert_eq!(seen[1].at - start, ms(10));
+    assert_eq!(start.elapsed(), ms(30));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_last_non_fatal_answer_is_the_calls_when_no_attempt_is_left() {
+    let server = Server::new(&[status_after(10, 14)]);
+    let response = call(&layer(fixed(2, 50)), &server, request(STATUS))
+        .await
+        .unwrap();
+    assert_eq!(header(&response, "grpc-status"), Some("14"));
+    assert_eq!(header(&response, "sw4rm-attempts"), Some("2"));
+    assert_eq!(server.seen().len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pushback_stops_further_hedges() {
+    // Attempt 2 answers UNAVAILABLE with a pushback: no attempt 3, at once or at its
+    // delay; attempt 1 still answers.
+    let mut pushed = status_after(10, 14);
+    pushed.pushback = Some("1000");
+    let server = Server::new(&[ok_after(300), pushed]);
+    let response = call(&layer(fixed(3, 50)), &server, request(STATUS))
+        .await
+        .unwrap();
+    assert_eq!(header(&response, "x-attempt"), Some("1"));
+    assert_eq!(server.seen().len(), 2, "{:?}", server.seen());
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_hedge_while_the_retry_budget_is_low() {
+    // A budget of one token: one non-fatal answer spends it.
+    let budget = RetryBudget::new(1);
+    let layer = layer(fixed(2, 50)).with_retry_budget(budget.clone());
+    let server = Server::new(&[status_after(10, 14)]);
+    let response = call(&layer, &server, request(STATUS)).await.unwrap();
+    assert_eq!(header(&response, "grpc-status"), Some("14"));
+    assert_eq!(server.seen().len(), 1, "no hedge after the budget ran out");
+    assert_eq!(budget.tokens(), 0.0);
+    // A slow call now: its delay passes, but no hedge is sent.
+    let server = Server::new(&[ok_after(400)]);
+    let response = call(&layer, &server, request(STATUS)).await.unwrap();
+    assert_eq!(header(&response, "x-attempt"), Some("1"));
+    assert_eq!(server.seen().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_mutation_is_never_hedged() {
+    // task_submit hedges, but SubmitTask is not idempotent; CancelTask is.
+    let server = Server::new(&[ok_after(400)]);
+    let layer = layer(fixed(2, 50));
+    call(&layer, &server, request(SUBMIT)).await.unwrap();
+    assert_eq!(server.seen().len(), 1);
+    let server = Server::new(&[ok_after(400)]);
+    call(&layer, &server, request(CANCEL)).await.unwrap();
+    assert_eq!(server.seen().len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn per_call_settings_turn_hedging_on_and_off() {
+    // Standard profiles do not hedge; one call asks to.
+    let layer = TimeoutProfileLayer::standard()
+        .without_metrics()
+        .without_retry_budget();
+    let server = Server::new(&[ok_after(400)]);
+    call(&layer, &server, request(STATUS)).await.unwrap();
+    assert_eq!(server.seen().len(), 1, "standard: off");
+    let mut req = request(STATUS);
+    req.extensions_mut()
+        .insert(CallHedging::policy(fixed(2, 50)));
+    let server = Server::new(&[ok_after(400)]);
+    call(&layer, &server, req).await.unwrap();
+    assert_eq!(server.seen().len(), 2, "per call: on");
+    // A hedging profile, one call off; and the layer off for all.
+    let hedging = self::layer(fixed(2, 50));
+    let mut req = request(STATUS);
+    req.extensions_mut().insert(CallHedging::off());
+    let server = Server::new(&[ok_after(400)]);
+    call(&hedging, &server, req).await.unwrap();
+    assert_eq!(server.seen().len(), 1, "per call: off");
+    let server = Server::new(&[ok_after(400)]);
+    call(&hedging.clone().without_hedging(), &server, request(STATUS))
+        .await
+        .unwrap();
+    assert_eq!(server.seen().len(), 1, "layer: off");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_deadline_ends_every_attempt_with_one_timeout() {
+    let profiles = ProfileSet::builder()
+        .without_global()
+        .default_timeout_ms("workflow_status", 1_000)
+        .min_timeout_ms("workflow_status", 100)
+        .hedging("workflow_status", fixed(3, 100))
+        .build()
+        .unwrap();
+    let layer = TimeoutProfileLayer::new(profiles).without_metrics();
+    let server = Server::new(&[ok_after(5_000)]);
+    let start = Instant::now();
+    let err = call(&layer, &server, request(STATUS)).await.unwrap_err();
+    assert_eq!(start.elapsed(), ms(1_000));
+    let status = tonic::Status::from_error(err);
+    assert_eq!(status.code(), tonic::Code::DeadlineExceeded);
+    let details = TimeoutDetails::from_status(&status).expect("details");
+    assert_eq!(details.attempts(), Some(3));
+    assert_eq!(details.configured_timeout_ms(), 1_000);
+    let seen = server.seen();
+    assert!(seen.iter().all(|s| s.cancelled), "{seen:?}");
+    let timeouts: Vec<_> = seen.iter().map(|s| s.timeout).collect();
+    assert_eq!(timeouts, [Some(ms(1_000)), Some(ms(900)), Some(ms(800))]);
+}
+
+/// A learned policy: this percentile of the route's recent calls, between 5 ms and
+/// 2 s.
+fn learned(percentile: u32) -> HedgingPolicy {
+    HedgingPolicy::builder()
+        .max_attempts(2)
+        .learned_delay(percentile)
+        .min_delay(ms(5))
+        .max_delay(ms(2_000))
+        .build()
+        .unwrap()
+}
+
+/// When the hedge of one call with a 3 s first attempt is sent, after the route
+/// learned from `history` calls answered after `each`.
+async fn hedge_sent_after(layer: &TimeoutProfileLayer, history: usize, each: u64) -> Duration {
+    let server = Server::new(&[ok_after(each)]);
+    for _ in 0..history {
+        call(layer, &server, request(STATUS)).await.unwrap();
+    }
+    let slow = Server::new(&[ok_after(3_000), ok_after(1)]);
+    let start = Instant::now();
+    call(layer, &slow, request(STATUS)).await.unwrap();
+    let seen = slow.seen();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    seen[1].at - start
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_learned_delay_follows_the_routes_recent_latency() {
+    let layer = layer(learned(95));
+    // Before the route has 20 answered calls: the cap.
+    assert_eq!(hedge_sent_after(&layer, 5, 40).await, ms(2_000));
+    // After: the route's p95.
+    assert_eq!(hedge_sent_after(&layer, 30, 40).await, ms(40));
+    // The route slows down: the delay follows once the window has turned over.
+    assert_eq!(hedge_sent_after(&layer, 300, 700).await, ms(700));
+    // Held at the floor when the route is faster than it.
+    assert_eq!(hedge_sent_after(&layer, 300, 1).await, ms(5));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_learned_delay_hedges_only_the_tail() {
+    // 1 call in 20 takes 10x longer: with the p90 learned, the slow ones are hedged
+    // (and answered by their hedge), the others are not.
+    let layer = layer(learned(90));
+    let mut plays = Vec::new();
+    for i in 0..400 {
+        plays.push(if i % 20 == 19 {
+            ok_after(200)
+        } else {
+            ok_after(20)
+        });
+    }
+    let mut hedged = 0;
+    let mut slowest = Duration::ZERO;
+    for (i, play) in plays.iter().enumerate() {
+        let server = Server::new(&[*play, ok_after(20)]);
+        let start = Instant::now();
+        call(&layer, &server, request(STATUS)).await.unwrap();
+        let took = start.elapsed();
+        if i >= 100 {
+            hedged += usize::from(server.seen().len() > 1);
+            slowest = slowest.max(took);
+        }
+    }
+    // 15 of the last 300 calls are slow; each is hedged at the p90 (20 ms) and
+    // answered 20 ms later. No fast call is hedged.
+    assert_eq!(hedged, 15);
+    assert_eq!(slowest, ms(40));
+}
