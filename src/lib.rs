@@ -14,7 +14,8 @@
 //! 7. records `sw4rm_rpc_timeout_total` and `sw4rm_rpc_duration_ms`,
 //!
 //! and beyond one call: retries inside the call's one deadline (SW4-002 §5.2,
-//! [`RetryPolicy`]), deadlines inherited from the inbound call an agent serves and
+//! [`RetryPolicy`]), hedged reads with a delay learned from the route's own latency
+//! ([`HedgingPolicy`]), deadlines inherited from the inbound call an agent serves and
 //! operation budgets that pause while a human decides ([`scope`]). [`guide`] shows
 //! how it fits ordinary tonic code (interceptors, TLS, `Endpoint::timeout`).
 //!

@@ -2,15 +2,17 @@
 //!
 //! The advisor's histogram (`super::LatencyStats`) keeps every call since the layer
 //! started; a hedging delay has to follow the route as it is now, so it reads a
-//! window: the last [`HedgingPolicy::WINDOW`] latencies in a ring of atomics.
+//! window: the last [`HedgingPolicy::WINDOW`] latencies in a ring of atomics, and
+//! the percentile interpolated between its two closest ranks.
 //! Recording is one atomic addition and one store (no lock, no allocation). The
 //! percentile is computed from the window (a selection over at most 256 values, on the
 //! stack) at most once per [`REFRESH`] recorded calls and kept until then.
 //!
-//! What a hedged route records is the time from the call's start to its winning
-//! answer. Hedging shortens only calls slower than the delay, so the share of calls
-//! below the delay, and so the percentile the delay is, stays what it would be
-//! without hedging: the estimate does not chase its own effect.
+//! What a hedged route records is the time from the call's start to its answer, or
+//! the delay for a call a hedge answered (its first attempt took at least that long).
+//! Hedging changes only calls slower than the delay, so the share of calls below the
+//! delay, and so the percentile the delay is, stays what it would be without hedging:
+//! the estimate does not chase its own effect.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
@@ -72,9 +74,7 @@ impl RecentLatency {
         for (value, slot) in values.iter_mut().zip(&self.slots[..n]) {
             *value = slot.load(Ordering::Relaxed);
         }
-        let window = &mut values[..n];
-        let (_, at, _) = window.select_nth_unstable(rank(percentile, n));
-        let micros = *at;
+        let micros = interpolated(&mut values[..n], percentile);
         self.kept.store(
             u64::from(percentile) << 32 | u64::from(micros),
             Ordering::Relaxed,
@@ -83,12 +83,27 @@ impl RecentLatency {
     }
 }
 
-/// The 0-based index of the `percentile` in `n` sorted values (nearest rank:
-/// the smallest value with at least that share of values at or below it).
-pub(crate) fn rank(percentile: u32, n: usize) -> usize {
-    let p = u64::from(percentile.clamp(1, 100));
-    let at_or_below = (p * n as u64).div_ceil(100);
-    (at_or_below as usize).clamp(1, n.max(1)) - 1
+/// Where the `percentile` lies among `n` sorted values: the lower index and how far
+/// towards the next (linear interpolation between the closest ranks, numpy's default).
+pub(crate) fn position(percentile: u32, n: usize) -> (usize, f64) {
+    let at = f64::from(percentile.min(100)) / 100.0 * n.saturating_sub(1) as f64;
+    (at.floor() as usize, at.fract())
+}
+
+/// The `percentile` of `values` (reordered), interpolated between its two closest
+/// ranks. Interpolating keeps a delay learned from a route with a tail of exactly the
+/// percentile's share (5 % slow calls at p95) between the two clusters instead of on
+/// the slow one, where it would stay: a slow call not hedged in time is recorded
+/// slow again.
+pub(crate) fn interpolated(values: &mut [u32], percentile: u32) -> u32 {
+    let (lo, frac) = position(percentile, values.len());
+    let Some(lo) = values.get(lo).map(|_| lo) else {
+        return 0;
+    };
+    let (_, low, above) = values.select_nth_unstable(lo);
+    let low = *low;
+    let high = above.iter().copied().min().unwrap_or(low);
+    (f64::from(low) + frac * f64::from(high - low)).round() as u32
 }
 
 #[cfg(test)]
@@ -97,19 +112,25 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
-    fn rank_row_by_row() {
-        // (percentile, n, index)
-        let rows = [
-            (95, 100, 94),
-            (95, 20, 18),
-            (50, 20, 9),
-            (99, 256, 253),
-            (95, 1, 0),
-            (50, 2, 0),
-            (99, 2, 1),
+    fn interpolated_row_by_row() {
+        // (values, percentile, want)
+        let rows: [(&[u32], u32, u32); 7] = [
+            (&[10, 20, 30, 40, 50], 50, 30),
+            (&[50, 40, 30, 20, 10], 75, 40),
+            (&[10, 20], 50, 15),
+            (&[10, 20], 99, 20),
+            (&[7], 95, 7),
+            (&[], 95, 0),
+            // 20 values, one slow: p95 lies 5 % of the way from the fast to the slow.
+            (
+                &[2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 402],
+                95,
+                22,
+            ),
         ];
-        for (p, n, want) in rows {
-            assert_eq!(rank(p, n), want, "p{p} of {n}");
+        for (values, p, want) in rows {
+            let mut v = values.to_vec();
+            assert_eq!(interpolated(&mut v, p), want, "p{p} of {values:?}");
         }
     }
 
@@ -160,9 +181,10 @@ mod tests {
     }
 
     proptest! {
-        /// The percentile is the nearest-rank value of the last WINDOW calls.
+        /// The percentile is the interpolated percentile of the last WINDOW calls,
+        /// between the values of its two closest ranks.
         #[test]
-        fn percentile_is_the_nearest_rank_of_the_window(
+        fn percentile_is_interpolated_over_the_window(
             values in proptest::collection::vec(0u32..5_000_000, 20..600),
             percentile in 50u32..=99,
         ) {
@@ -172,11 +194,12 @@ mod tests {
             }
             let mut last: Vec<u32> = values.iter().rev().take(WINDOW).copied().collect();
             last.sort_unstable();
-            let want = last[rank(percentile, last.len())];
-            prop_assert_eq!(
-                recent.percentile(percentile),
-                Some(Duration::from_micros(u64::from(want)))
-            );
+            let (lo, frac) = position(percentile, last.len());
+            let hi = (lo + 1).min(last.len() - 1);
+            let want = f64::from(last[lo]) + frac * f64::from(last[hi] - last[lo]);
+            let got = recent.percentile(percentile).unwrap().as_micros() as f64;
+            prop_assert!((got - want).abs() <= 0.5, "{got} vs {want}");
+            prop_assert!(got >= f64::from(last[lo]) && got <= f64::from(last[hi]));
         }
     }
 }

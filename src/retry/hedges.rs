@@ -196,18 +196,26 @@ impl<F> Hedges<F> {
         self.running.is_empty() && self.next_at.is_none()
     }
 
-    /// The call's answer: the budget gets its success back (an answer that is a
-    /// status the policy does not treat as non-fatal is an answer from the server too),
-    /// an answer that is not an error teaches the route its latency, and the response
-    /// says how many attempts were sent.
-    pub(crate) fn answered<B>(&self, response: &mut http::Response<B>, ok: bool) {
+    /// The call's answer, from `attempt`: the budget gets its success back (an answer
+    /// that is a status the policy does not treat as non-fatal is an answer from the
+    /// server too), an answer that is not an error teaches the route its latency, and
+    /// the response says how many attempts were sent.
+    ///
+    /// A call a hedge answered is recorded at the delay: its first attempt took at
+    /// least that long, and the hedge's own time after it says nothing of the route's
+    /// first attempts. (Recorded as delay + hedge, a route whose tail is exactly the
+    /// percentile's share would push its delay up by one hedge per refresh until it no
+    /// longer cuts the tail.)
+    pub(crate) fn answered<B>(&self, response: &mut http::Response<B>, attempt: u32, ok: bool) {
         if let Some(budget) = &self.context.budget {
             budget.succeed();
         }
-        if ok {
-            if let Some(recent) = &self.context.recent {
-                recent.record(self.context.start.elapsed());
-            }
+        if let Some(recent) = self.context.recent.as_ref().filter(|_| ok) {
+            let elapsed = self.context.start.elapsed();
+            recent.record(match attempt {
+                1 => elapsed,
+                _ => elapsed.min(self.delay),
+            });
         }
         self.mark(response);
     }

@@ -87,7 +87,7 @@ fn answered<F, B>(
     if attempt > 1 {
         record.hedge_won(attempt);
     }
-    hedges.answered(&mut response, failure.is_none());
+    hedges.answered(&mut response, attempt, failure.is_none());
     Some(Ok(response))
 }
 
