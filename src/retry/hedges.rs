@@ -92,12 +92,11 @@ pub(crate) enum Event<R> {
 }
 
 impl<F> Hedges<F> {
-    /// A hedged call whose first attempt sends `request`.
+    /// A hedged call whose first attempt sends `request`; later attempts are made
+    /// from `kept`.
     pub(crate) fn new(
         request: Request,
-        kept: Kept,
-        plan: HedgePlan,
-        context: HedgeContext,
+        (kept, plan, context): (Kept, HedgePlan, HedgeContext),
     ) -> Self {
         let learned = match plan.policy.delay() {
             HedgingDelay::Learned { percentile, .. } => context

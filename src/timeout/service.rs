@@ -9,17 +9,19 @@ use tower_service::Service;
 
 use super::delegation::{refused, stamp_handoff};
 use super::future::ResponseFuture;
+use super::paths::LabelsRef;
 use super::per_call::CallBudgetEnvelope;
 use super::plan::{not_a_grpc_path, plan, CallPlan, Outer};
 use super::record::CallRecord;
 use super::shared::Shared;
 use super::BoxError;
 use crate::config::ProfileSet;
+use crate::latency::RecentLatency;
 use crate::policy::deadline::Phase;
 use crate::policy::hedge::HedgingDelay;
 use crate::policy::message::MessageField;
 use crate::policy::streaming::millis;
-use crate::retry::{HedgeContext, Hedges, Kept, Retries};
+use crate::retry::{HedgeContext, HedgePlan, Hedges, Kept, Retries};
 use crate::wire::details::DetectedBy;
 use crate::wire::message_field;
 use crate::wire::replay::take_whole;
@@ -109,11 +111,9 @@ where
         planned.take_wire().apply(&mut parts.headers);
         let retry_plan = planned.retry.take();
         let hedge_plan = planned.hedge.take();
-        // A learned delay reads the route's recent latency (allocated on first use).
         let recent = hedge_plan
             .as_ref()
-            .filter(|p| matches!(p.policy.delay(), HedgingDelay::Learned { .. }))
-            .and_then(|_| shared.learned.route(&found.labels));
+            .and_then(|p| window(shared, p, &found.labels));
         let deadline = planned.timers.total.as_ref().map(|c| start + c.limit());
         let exhausted = planned.exhausted;
         // A handoff (its request is a `HandoffRequest`) made inside a scope.
@@ -138,17 +138,10 @@ where
         // Hedges and retries need the whole request kept for replay; a body that is
         // not all there yet (client streaming) or too large is sent once.
         if let Some(plan) = hedge_plan {
-            if let Some(bytes) = take_whole(&mut body, shared.settings.retry.replay_limit) {
-                let kept = Kept::new(&parts, bytes);
-                let context = HedgeContext {
-                    budget: shared.settings.retry.budget.clone(),
-                    deadline,
-                    recent,
-                    start,
-                };
+            let context = (recent, deadline, start);
+            if let Some(hedges) = hedges(shared, plan, context, &parts, &mut body) {
                 call.attempt(1, None);
-                let request = http::Request::from_parts(parts, body);
-                let hedges = Hedges::new(request, kept, plan, context);
+                let hedges = Hedges::new(http::Request::from_parts(parts, body), hedges);
                 return ResponseFuture::hedged(self.inner.clone(), hedges, call);
             }
         }
@@ -166,6 +159,34 @@ where
         let request = http::Request::from_parts(parts, body);
         ResponseFuture::new(self.inner.clone(), request, call, retry)
     }
+}
+
+/// The route's recent latency, for a learned delay (allocated on first use).
+fn window(shared: &Shared, plan: &HedgePlan, labels: &LabelsRef) -> Option<Arc<RecentLatency>> {
+    match plan.policy.delay() {
+        HedgingDelay::Learned { .. } => shared.learned.route(labels),
+        _ => None,
+    }
+}
+
+/// What a hedged call needs besides its first request: the request kept for the
+/// hedges, the layer's budget, the route's window, the deadline and the start; `None`
+/// when the body is not whole (client streaming) or too large to keep.
+fn hedges(
+    shared: &Shared,
+    plan: HedgePlan,
+    (recent, deadline, start): (Option<Arc<RecentLatency>>, Option<Instant>, Instant),
+    parts: &http::request::Parts,
+    body: &mut tonic::body::Body,
+) -> Option<(Kept, HedgePlan, HedgeContext)> {
+    let bytes = take_whole(body, shared.settings.retry.replay_limit)?;
+    let context = HedgeContext {
+        budget: shared.settings.retry.budget.clone(),
+        deadline,
+        recent,
+        start,
+    };
+    Some((Kept::new(parts, bytes), plan, context))
 }
 
 /// The RPC's span (clamp and timeout events are emitted inside it), at the layer's
