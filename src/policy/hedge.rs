@@ -32,6 +32,28 @@ pub enum HedgingDelay {
     },
 }
 
+impl HedgingDelay {
+    /// The standard learned delay: p95, between 1 ms and 1 s.
+    const STANDARD: HedgingDelay = HedgingDelay::Learned {
+        percentile: HedgingPolicy::PERCENTILE,
+        min: Duration::from_millis(1),
+        max: Duration::from_secs(1),
+    };
+
+    /// The learned delay's percentile, floor and cap; the standard ones for a fixed
+    /// delay.
+    fn learned_parts(self) -> (u32, Duration, Duration) {
+        match self {
+            HedgingDelay::Learned {
+                percentile,
+                min,
+                max,
+            } => (percentile, min, max),
+            HedgingDelay::Fixed(_) => HedgingDelay::STANDARD.learned_parts(),
+        }
+    }
+}
+
 /// How a call is hedged: up to `max_attempts` copies of an idempotent unary request,
 /// each sent when the ones before it have not answered after the hedging delay; the
 /// first final answer wins and the others are cancelled. All of them run inside the
@@ -84,11 +106,7 @@ impl HedgingPolicy {
     pub const fn off() -> Self {
         HedgingPolicy {
             max_attempts: 1,
-            delay: HedgingDelay::Learned {
-                percentile: Self::PERCENTILE,
-                min: Duration::from_millis(1),
-                max: Duration::from_secs(1),
-            },
+            delay: HedgingDelay::STANDARD,
             non_fatal: 1 << UNAVAILABLE,
         }
     }
@@ -144,28 +162,12 @@ impl HedgingPolicy {
     /// learned fields.
     pub(crate) fn fields(&self) -> [u32; 5] {
         let ms = |d: Duration| u32::try_from(d.as_millis()).unwrap_or(u32::MAX);
-        let standard = HedgingPolicy::off().fields_of_learned();
-        match self.delay {
-            HedgingDelay::Fixed(d) => {
-                [self.max_attempts, ms(d), standard.0, standard.1, standard.2]
-            }
-            HedgingDelay::Learned { .. } => {
-                let (p, min, max) = self.fields_of_learned();
-                [self.max_attempts, 0, p, min, max]
-            }
-        }
-    }
-
-    fn fields_of_learned(&self) -> (u32, u32, u32) {
-        let ms = |d: Duration| u32::try_from(d.as_millis()).unwrap_or(u32::MAX);
-        match self.delay {
-            HedgingDelay::Learned {
-                percentile,
-                min,
-                max,
-            } => (percentile, ms(min), ms(max)),
-            HedgingDelay::Fixed(_) => (Self::PERCENTILE, 1, 1_000),
-        }
+        let (percentile, min, max) = self.delay.learned_parts();
+        let fixed = match self.delay {
+            HedgingDelay::Fixed(d) => ms(d),
+            HedgingDelay::Learned { .. } => 0,
+        };
+        [self.max_attempts, fixed, percentile, ms(min), ms(max)]
     }
 
     /// The policy from configuration values (see [`HedgingPolicy::fields`]), keeping
@@ -272,54 +274,30 @@ impl HedgingPolicyBuilder {
 
     /// A learned delay: this percentile (50 to 99) of the route's recent latency
     /// (the builder's default: 95, between 1 ms and 1 s).
-    pub fn learned_delay(mut self, percentile: u32) -> Self {
-        let (min, max) = self.learned_bounds();
-        self.policy.delay = HedgingDelay::Learned {
-            percentile,
-            min,
-            max,
-        };
-        self
+    pub fn learned_delay(self, percentile: u32) -> Self {
+        let (_, min, max) = self.policy.delay.learned_parts();
+        self.learned(percentile, min, max)
     }
 
     /// The learned delay's floor (makes the delay learned if it was fixed).
-    pub fn min_delay(mut self, min: Duration) -> Self {
-        let (percentile, max) = match self.policy.delay {
-            HedgingDelay::Learned {
-                percentile, max, ..
-            } => (percentile, max),
-            HedgingDelay::Fixed(_) => (HedgingPolicy::PERCENTILE, self.learned_bounds().1),
-        };
-        self.policy.delay = HedgingDelay::Learned {
-            percentile,
-            min,
-            max,
-        };
-        self
+    pub fn min_delay(self, min: Duration) -> Self {
+        let (percentile, _, max) = self.policy.delay.learned_parts();
+        self.learned(percentile, min, max)
     }
 
     /// The learned delay's cap (makes the delay learned if it was fixed).
-    pub fn max_delay(mut self, max: Duration) -> Self {
-        let (percentile, min) = match self.policy.delay {
-            HedgingDelay::Learned {
-                percentile, min, ..
-            } => (percentile, min),
-            HedgingDelay::Fixed(_) => (HedgingPolicy::PERCENTILE, self.learned_bounds().0),
-        };
+    pub fn max_delay(self, max: Duration) -> Self {
+        let (percentile, min, _) = self.policy.delay.learned_parts();
+        self.learned(percentile, min, max)
+    }
+
+    fn learned(mut self, percentile: u32, min: Duration, max: Duration) -> Self {
         self.policy.delay = HedgingDelay::Learned {
             percentile,
             min,
             max,
         };
         self
-    }
-
-    fn learned_bounds(&self) -> (Duration, Duration) {
-        match (self.policy.delay, HedgingPolicy::off().delay) {
-            (HedgingDelay::Learned { min, max, .. }, _)
-            | (_, HedgingDelay::Learned { min, max, .. }) => (min, max),
-            _ => (Duration::from_millis(1), Duration::from_secs(1)),
-        }
     }
 
     /// Also treat this status code as non-fatal (`UNAVAILABLE` is by default).

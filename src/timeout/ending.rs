@@ -3,6 +3,7 @@
 //! transport's, or an error from below the layer).
 
 use tokio::time::Instant;
+use tonic::Status;
 
 use super::record::CallRecord;
 use super::BoxError;
@@ -58,6 +59,32 @@ fn first_due(record: &CallRecord) -> Option<Instant> {
     record.next_due(Progress::default()).map(|due| due.at)
 }
 
+/// A trailers-only answer saying the server's deadline (the call's own) fired: the
+/// call's timeout, as the server detected it.
+pub(crate) fn server_timed_out(
+    headers: &http::HeaderMap,
+    record: &mut CallRecord,
+) -> Option<Status> {
+    if !is_server_timeout(headers, || first_due(record)) {
+        return None;
+    }
+    let phase = record.server_phase(0);
+    Some(record.timed_out(phase, 0, DetectedBy::Server))
+}
+
+/// tonic's timer ended the call: its own timer on the call's deadline (the call's
+/// timeout), or a shorter deadline below the layer.
+pub(crate) fn transport_timed_out(record: &mut CallRecord) -> Status {
+    match record.next_due(Progress::default()) {
+        // tonic's own timer on the same deadline won the race.
+        Some(due) if Instant::now() >= due.at => {
+            record.timed_out(due.phase, 0, DetectedBy::Transport)
+        }
+        // A shorter deadline below the layer fired first.
+        _ => record.transport_capped(),
+    }
+}
+
 /// Response headers arrived: a trailers-only error may be retried; anything else is
 /// the call's answer.
 #[inline]
@@ -67,12 +94,8 @@ fn answered<B>(
     record: &mut CallRecord,
     retry: Option<&mut Retries>,
 ) -> Judged<B> {
-    if is_server_timeout(response.headers(), || first_due(record)) {
-        // A trailers-only answer: the server's deadline (the call's own) fired.
-        let phase = record.server_phase(0);
-        return Err(Verdict::Fail(
-            record.timed_out(phase, 0, DetectedBy::Server).into(),
-        ));
+    if let Some(status) = server_timed_out(response.headers(), record) {
+        return Err(Verdict::Fail(status.into()));
     }
     let Some(retry) = retry else {
         return Ok(response);
@@ -108,15 +131,7 @@ fn failed<B>(
                 ),
             );
         }
-        let status = match record.next_due(Progress::default()) {
-            // tonic's own timer on the same deadline won the race.
-            Some(due) if Instant::now() >= due.at => {
-                record.timed_out(due.phase, 0, DetectedBy::Transport)
-            }
-            // A shorter deadline below the layer fired first.
-            _ => record.transport_capped(),
-        };
-        return Err(Verdict::Fail(status.into()));
+        return Err(Verdict::Fail(transport_timed_out(record).into()));
     }
     let failure = classify_error(&err);
     Err(retry_or(failure, Pushback::None, record, retry)

@@ -8,16 +8,14 @@
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use tokio::time::Instant;
 use tower_service::Service;
 
+use super::ending::{server_timed_out, transport_timed_out};
 use super::record::CallRecord;
 use super::BoxError;
-use crate::policy::deadline::Progress;
 use crate::policy::retry::{Failure, Pushback};
 use crate::retry::{classify_error, classify_response, Ended, Event, Hedges};
-use crate::wire::details::DetectedBy;
-use crate::wire::status::{is_server_timeout, is_transport_timeout};
+use crate::wire::status::is_transport_timeout;
 
 type Request = http::Request<tonic::body::Body>;
 
@@ -36,7 +34,7 @@ where
     loop {
         match std::task::ready!(hedges.as_mut().poll(svc, cx)) {
             Event::Sent { attempt, delay } => record.hedged(attempt, Some(delay)),
-            Event::NotSent(why) => record.not_retried(hedges.sent(), why.as_str()),
+            Event::NotSent(why) => record.not_hedged(hedges.sent(), why.as_str()),
             Event::Ended { attempt, ended } => {
                 if let Some(answer) = ended_attempt(ended, attempt, hedges.as_mut(), record) {
                     return Poll::Ready(answer);
@@ -65,13 +63,9 @@ fn answered<F, B>(
     mut hedges: Pin<&mut Hedges<F>>,
     record: &mut CallRecord,
 ) -> Option<Result<http::Response<B>, Option<BoxError>>> {
-    let first_due = || record.next_due(Progress::default()).map(|due| due.at);
-    if is_server_timeout(response.headers(), first_due) {
+    if let Some(status) = server_timed_out(response.headers(), record) {
         // Every attempt runs under the call's one deadline: the server saw it pass.
-        let phase = record.server_phase(0);
-        return Some(Err(Some(
-            record.timed_out(phase, 0, DetectedBy::Server).into(),
-        )));
+        return Some(Err(Some(status.into())));
     }
     let failure = classify_response(response.headers(), false);
     if let Some((Failure::Code(code), pushback)) = failure {
@@ -100,13 +94,7 @@ fn failed<F, B>(
     record: &mut CallRecord,
 ) -> Option<Result<http::Response<B>, Option<BoxError>>> {
     if is_transport_timeout(&*err) {
-        let status = match record.next_due(Progress::default()) {
-            Some(due) if Instant::now() >= due.at => {
-                record.timed_out(due.phase, 0, DetectedBy::Transport)
-            }
-            _ => record.transport_capped(),
-        };
-        return Some(Err(Some(status.into())));
+        return Some(Err(Some(transport_timed_out(record).into())));
     }
     let non_fatal_failure = match classify_error(&err) {
         Failure::NotSent => true,
@@ -128,7 +116,7 @@ fn non_fatal<F>(
 ) -> bool {
     match hedges.as_mut().after_non_fatal(pushback) {
         Ok(attempt) => record.hedged(attempt, None),
-        Err(why) => record.not_retried(hedges.sent(), why.as_str()),
+        Err(why) => record.not_hedged(hedges.sent(), why.as_str()),
     }
     !hedges.is_idle()
 }

@@ -146,6 +146,19 @@ impl CallRecord {
         });
     }
 
+    /// Logs why no further hedge was sent after `attempts`.
+    pub(crate) fn not_hedged(&self, attempts: u32, reason: &str) {
+        self.span.in_scope(|| {
+            tracing::debug!(
+                service = %self.labels().service,
+                method = %self.labels().method,
+                attempts,
+                reason,
+                "SW4RM sending no further hedge"
+            )
+        });
+    }
+
     /// Logs why a failed attempt was not retried.
     pub(crate) fn not_retried(&self, attempt: u32, reason: &str) {
         self.span.in_scope(|| {
