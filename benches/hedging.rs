@@ -1,8 +1,9 @@
 //! Hedging against a latency tail: the embedded server answers `GetTaskStatus` in
 //! 2 ms, and every 20th call (5 %) in 20 ms (10x). Three clients over one loopback
 //! HTTP/2 connection, in the same process and runtime: the layer without hedging, the
-//! layer hedging once after a fixed 5 ms (a plausible guess), and the layer hedging
-//! once after the route's learned p95. Every round runs each client once (4 tasks ×
+//! layer hedging once after a fixed 5 ms (a plausible guess), the layer hedging once
+//! after the route's learned p95, and the layer hedging after 5 s, which no call
+//! reaches (the machinery's own cost). Every round runs each client once (4 tasks ×
 //! 50 calls), in a rotating order; the figures pool every round: p50 / p99 / p99.9 of
 //! the call latency, and the extra requests sent (from each answer's
 //! `sw4rm-attempts`). Run with `cargo bench --bench hedging`.
@@ -16,7 +17,12 @@ use sw4rm_timeouts::testing::{Script, TestServer};
 use sw4rm_timeouts::{HedgingPolicy, ProfileSet, TimeoutProfileLayer, ATTEMPTS_HEADER};
 use tower_layer::Layer;
 
-const NAMES: [&str; 3] = ["no_hedging", "fixed_5ms", "learned_p95"];
+const NAMES: [&str; 4] = [
+    "no_hedging",
+    "fixed_5ms",
+    "learned_p95",
+    "armed_never_fires",
+];
 const TASKS: usize = 4;
 const CALLS_PER_TASK: usize = 50;
 const ROUNDS: usize = 60;
@@ -103,13 +109,19 @@ fn main() {
             .min_delay(Duration::from_millis(1))
             .build()
             .expect("learned");
-        [None, Some(fixed), Some(learned)]
+        // Hedging on, with a delay no call reaches: what the machinery itself costs.
+        let armed = HedgingPolicy::builder()
+            .max_attempts(2)
+            .delay(Duration::from_secs(5))
+            .build()
+            .expect("armed");
+        [None, Some(fixed), Some(learned), Some(armed)]
             .map(|policy| SchedulerServiceClient::new(layer(policy).layer(channel.clone())))
     });
     let clients = Arc::new(clients);
 
     let mut latencies: Vec<Vec<Duration>> = vec![Vec::new(); NAMES.len()];
-    let mut attempts = [0u64; 3];
+    let mut attempts = [0u64; NAMES.len()];
     rt.block_on(async {
         // Warm up: the connection, and the learned client's window of the route.
         for client in clients.iter() {
@@ -140,7 +152,7 @@ fn main() {
         let calls = l.len() as f64;
         let extra = (attempts[variant] as f64 - calls) / calls * 100.0;
         println!(
-            "  {name:<12} p50 {:>6.2} ms ({:.3}x)   p99 {:>6.2} ms ({:+.0} %)   p99.9 {:>6.2} ms ({:+.0} %)   extra requests {extra:>5.1} %",
+            "  {name:<18} p50 {:>6.2} ms ({:.3}x)   p99 {:>6.2} ms ({:+.0} %)   p99.9 {:>6.2} ms ({:+.0} %)   extra requests {extra:>5.1} %",
             ms(q[0]),
             ms(q[0]) / ms(base[0]),
             ms(q[1]),
