@@ -1,14 +1,17 @@
 //! [`Kept`]: the request kept for replay, and each later attempt's request made from
 //! it: the same head and byte-identical body, its own `grpc-timeout`, and gRPC A6's
-//! `grpc-previous-rpc-attempts`.
+//! `grpc-previous-rpc-attempts`. Keeping costs one move into the call's retry state
+//! when the request is a usual one (`head.rs`; a message of at most
+//! [`INLINE_BODY`] bytes is kept inline).
 
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::HeaderValue;
 
+use super::head::{written_per_attempt, Head};
 use crate::wire::grpc_timeout::{self, GRPC_TIMEOUT};
-use crate::wire::replay::Replay;
+use crate::wire::replay::Whole;
 
 type Request = http::Request<tonic::body::Body>;
 
@@ -18,49 +21,86 @@ pub(crate) const DEFAULT_REPLAY_LIMIT: usize = 64 * 1024;
 
 /// gRPC A6's request header on attempts after the first: how many attempts came
 /// before, so servers and proxies can tell a retry from a new call.
-const PREVIOUS_ATTEMPTS: http::HeaderName =
+pub(super) const PREVIOUS_ATTEMPTS: http::HeaderName =
     http::HeaderName::from_static("grpc-previous-rpc-attempts");
+
+/// Request bodies (a message with its 5-byte gRPC frame header) of at most this many
+/// bytes are kept inline: a status read or a heartbeat naming an agent or a task fits.
+pub(crate) const INLINE_BODY: usize = 96;
+
+/// Larger requests, up to this size, are kept as a copy of their own. tonic encodes a
+/// unary request into a buffer of at least 8 KiB (`DEFAULT_CODEC_BUFFER_SIZE`), and
+/// the frame it yields is a view into it: kept for replay, that view would keep all
+/// 8 KiB alive for as long as the call may be retried. A larger request fills most of
+/// its buffer, and is kept as it is.
+const COPY_BELOW: usize = 4 * 1024;
 
 /// A request kept for replay.
 #[derive(Debug)]
 pub(crate) struct Kept {
-    parts: http::request::Parts,
-    body: Bytes,
+    head: Head,
+    body: Body,
+}
+
+/// The request's bytes: never a view into a buffer much larger than they are.
+#[derive(Debug)]
+enum Body {
+    Inline { len: u8, bytes: [u8; INLINE_BODY] },
+    Own(Bytes),
 }
 
 impl Kept {
-    /// Keeps a copy of the request head and the whole body (already compacted by
-    /// `wire::replay::take_whole`: never a view into a larger buffer).
-    pub(crate) fn new(parts: &http::request::Parts, body: Bytes) -> Self {
+    /// Keeps the request head and its whole body, `bytes`.
+    pub(crate) fn new(parts: &http::request::Parts, bytes: &Bytes) -> Self {
+        let body = match bytes.len() {
+            len @ 0..=INLINE_BODY => {
+                let mut inline = [0; INLINE_BODY];
+                inline[..len].copy_from_slice(bytes);
+                Body::Inline {
+                    len: len as u8,
+                    bytes: inline,
+                }
+            }
+            len if len < COPY_BELOW => Body::Own(Bytes::copy_from_slice(bytes)),
+            _ => Body::Own(bytes.clone()),
+        };
         Kept {
-            parts: parts.clone(),
+            head: Head::new(parts, &written_per_attempt()),
             body,
+        }
+    }
+
+    /// The kept bytes.
+    fn bytes(&self) -> Bytes {
+        match &self.body {
+            Body::Inline { len, bytes } => Bytes::copy_from_slice(&bytes[..usize::from(*len)]),
+            Body::Own(bytes) => bytes.clone(),
         }
     }
 
     /// Attempt `attempt`'s request under `timeout` (`None`: no deadline on the wire).
     pub(crate) fn request(&self, attempt: u32, timeout: Option<Duration>) -> Request {
-        let mut parts = self.parts.clone();
+        let body = tonic::body::Body::new(Whole::new(self.bytes()));
+        let mut request = self.head.request(body);
+        let headers = request.headers_mut();
         match timeout {
             Some(t) => {
-                parts.headers.insert(GRPC_TIMEOUT, grpc_timeout::encode(t));
+                headers.insert(GRPC_TIMEOUT, grpc_timeout::encode(t));
             }
             None => {
-                parts.headers.remove(GRPC_TIMEOUT);
+                headers.remove(GRPC_TIMEOUT);
             }
         }
         let previous = attempt.saturating_sub(1);
-        parts
-            .headers
-            .insert(PREVIOUS_ATTEMPTS, HeaderValue::from(previous));
-        let body = tonic::body::Body::new(Replay::whole(self.body.clone()));
-        http::Request::from_parts(parts, body)
+        headers.insert(PREVIOUS_ATTEMPTS, HeaderValue::from(previous));
+        request
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::BytesMut;
     use http_body_util::BodyExt;
 
     #[tokio::test]
@@ -72,7 +112,7 @@ mod tests {
             .unwrap()
             .into_parts();
         parts.extensions.insert(7u8);
-        let kept = Kept::new(&parts, Bytes::from_static(b"\0\0\0\0\x01x"));
+        let kept = Kept::new(&parts, &Bytes::from_static(b"\0\0\0\0\x01x"));
         let second = kept.request(2, Some(Duration::from_millis(1500)));
         assert_eq!(second.headers()["grpc-timeout"], "1500000u");
         assert_eq!(second.headers()["grpc-previous-rpc-attempts"], "1");
@@ -87,5 +127,37 @@ mod tests {
         let third = kept.request(3, None);
         assert!(third.headers().get("grpc-timeout").is_none());
         assert_eq!(third.headers()["grpc-previous-rpc-attempts"], "2");
+    }
+
+    /// A small request encoded into a large buffer (as tonic does, 8 KiB) is kept
+    /// inline or as a copy of its own, so the large buffer can be freed; a large one is
+    /// kept as is. Every attempt sends the same bytes.
+    #[tokio::test]
+    async fn a_kept_request_never_pins_a_larger_buffer() {
+        let (parts, ()) = http::Request::new(()).into_parts();
+        let rows = [
+            (0, "inline"),
+            (9, "inline"),
+            (INLINE_BODY, "inline"),
+            (INLINE_BODY + 1, "copy"),
+            (COPY_BELOW - 1, "copy"),
+            (COPY_BELOW, "view"),
+        ];
+        for (len, how) in rows {
+            let mut buffer = BytesMut::with_capacity(8 * 1024 + len);
+            buffer.extend_from_slice(&vec![7u8; len]);
+            let view = buffer.split().freeze();
+            let kept = Kept::new(&parts, &view);
+            let got = match &kept.body {
+                Body::Inline { .. } => "inline",
+                Body::Own(b) if b.as_ptr() == view.as_ptr() => "view",
+                Body::Own(_) => "copy",
+            };
+            assert_eq!(got, how, "{len}");
+            for attempt in [2, 3] {
+                let sent = kept.request(attempt, None).into_body().collect().await;
+                assert_eq!(sent.unwrap().to_bytes(), view, "{len}");
+            }
+        }
     }
 }

@@ -8,7 +8,8 @@
 //! `outcome.rs` (what an attempt's end means to the rules: a final answer, or a
 //! failure they may retry) → `state.rs` (one call's retry state: the attempt number
 //! the rules decided, the attempt's timeout, the next attempt after a backoff) →
-//! `kept.rs` (the request kept for replay, and each later attempt's request) →
+//! `kept.rs` (the request kept for replay, and each later attempt's request; `head.rs`
+//! keeps its head without copying the usual maps) →
 //! `budget.rs` (the layer's retry budget, shared by its calls). `hedges.rs` runs the
 //! concurrent attempts of a hedged call (gRPC A6), from the same kept request and on
 //! the same budget.
@@ -20,6 +21,7 @@
 
 mod attempt;
 mod budget;
+mod head;
 mod hedges;
 mod kept;
 mod outcome;

@@ -146,13 +146,9 @@ where
             }
         }
         let retry = retry_plan.and_then(|plan| {
-            let bytes = take_whole(&mut body, shared.settings.retry.replay_limit)?;
-            let retries = Retries::new(
-                Kept::new(&parts, bytes),
-                plan,
-                shared.settings.retry.budget.clone(),
-                deadline,
-            );
+            let limit = shared.settings.retry.replay_limit;
+            let kept = take_whole(&mut body, limit, |bytes| Kept::new(&parts, bytes))?;
+            let retries = Retries::new(kept, plan, shared.settings.retry.budget.clone(), deadline);
             call.attempt(1, retries.first_cap());
             Some(Box::new(retries))
         });
@@ -179,14 +175,15 @@ fn hedges(
     parts: &http::request::Parts,
     body: &mut tonic::body::Body,
 ) -> Option<(Kept, HedgePlan, HedgeContext)> {
-    let bytes = take_whole(body, shared.settings.retry.replay_limit)?;
+    let limit = shared.settings.retry.replay_limit;
+    let kept = take_whole(body, limit, |bytes| Kept::new(parts, bytes))?;
     let context = HedgeContext {
         budget: shared.settings.retry.budget.clone(),
         deadline,
         recent,
         start,
     };
-    Some((Kept::new(parts, bytes), plan, context))
+    Some((kept, plan, context))
 }
 
 /// The RPC's span (clamp and timeout events are emitted inside it), at the layer's

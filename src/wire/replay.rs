@@ -1,7 +1,8 @@
 //! [`Replay`]: a request body put back together after the layer read some of it
-//! (to peek at a message's timeout field, or to keep a whole request for retries):
-//! the frames already read, then the rest of the original body, if any; and
-//! [`take_whole`], which reads a request that is already all there.
+//! (to peek at a message's timeout field): the frames already read, then the rest of
+//! the original body; [`Whole`], a body that is all there (a request kept for
+//! retries, sent again); and [`take_whole`], which reads a request that is already
+//! all there.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -38,14 +39,37 @@ impl Replay {
             rest: Some(rest),
         }
     }
+}
 
-    /// A whole body from its bytes.
-    pub(crate) fn whole(bytes: Bytes) -> Self {
-        Replay {
-            first: (!bytes.is_empty()).then(|| Ok(Frame::data(bytes))),
-            more: VecDeque::new(),
-            rest: None,
-        }
+/// A body that is all there: one data frame, then the end (32 bytes, where a
+/// [`Replay`] takes 152: every retried call's first attempt sends one).
+#[derive(Debug)]
+pub(crate) struct Whole(Option<Bytes>);
+
+impl Whole {
+    /// A body of `bytes` (none at all when they are empty).
+    pub(crate) fn new(bytes: Bytes) -> Self {
+        Whole((!bytes.is_empty()).then_some(bytes))
+    }
+}
+
+impl Body for Whole {
+    type Data = Bytes;
+    type Error = tonic::Status;
+
+    fn poll_frame(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Item>> {
+        Poll::Ready(self.0.take().map(|b| Ok(Frame::data(b))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.0.is_none()
+    }
+
+    /// Never exact, as [`Replay`]'s.
+    fn size_hint(&self) -> SizeHint {
+        let mut hint = SizeHint::new();
+        hint.set_lower(self.0.as_ref().map_or(0, |b| b.len() as u64));
+        hint
     }
 }
 
@@ -108,26 +132,15 @@ pub(crate) fn with_first_frame<R>(
     }
 }
 
-/// Requests smaller than this are kept as a copy of their own. tonic encodes a unary
-/// request into a buffer of at least 8 KiB (`DEFAULT_CODEC_BUFFER_SIZE`), and the
-/// frame it yields is a view into it: kept for replay, that view would keep all 8 KiB
-/// alive for as long as the call may be retried. A larger request fills most of its
-/// buffer, and is kept as it is.
-const COPY_BELOW: usize = 4 * 1024;
-
-/// The request as kept for replay: never a view into a buffer much larger than it.
-fn compact(bytes: Bytes) -> Bytes {
-    match bytes.len() < COPY_BELOW {
-        true => Bytes::copy_from_slice(&bytes),
-        false => bytes,
-    }
-}
-
 /// Takes the whole request body if it is already there (a unary request from a
-/// generated client is) and at most `limit` bytes: the body is replaced by a replay
-/// of the same bytes. Otherwise the body is put back untouched (what was read is
-/// replayed first) and `None` says the call is sent once.
-pub(crate) fn take_whole(body: &mut tonic::body::Body, limit: usize) -> Option<Bytes> {
+/// generated client is) and at most `limit` bytes: `keep` sees its bytes, and the body
+/// is replaced by one sending the same bytes. Otherwise the body is put back untouched
+/// (what was read is replayed first) and `None` says the call is sent once.
+pub(crate) fn take_whole<K>(
+    body: &mut tonic::body::Body,
+    limit: usize,
+    keep: impl FnOnce(&Bytes) -> K,
+) -> Option<K> {
     let mut taken = std::mem::take(body);
     let mut cx = Context::from_waker(Waker::noop());
     // The common case, one data frame then the end, queues nothing.
@@ -172,11 +185,10 @@ pub(crate) fn take_whole(body: &mut tonic::body::Body, limit: usize) -> Option<B
     };
     if whole && frames.is_empty() {
         let frame = single.unwrap_or_default();
-        // The first attempt sends the frame as it came (freed once written); the copy
-        // kept for replay is its own, and is not cloned until a retry needs it (a
-        // copy's first clone allocates its shared counter).
-        let kept = compact(frame.clone());
-        *body = tonic::body::Body::new(Replay::whole(frame));
+        // The first attempt sends the frame as it came (freed once written): it is
+        // not cloned, as a clone may allocate a shared counter.
+        let kept = keep(&frame);
+        *body = tonic::body::Body::new(Whole::new(frame));
         return Some(kept);
     }
     if whole {
@@ -187,8 +199,9 @@ pub(crate) fn take_whole(body: &mut tonic::body::Body, limit: usize) -> Option<B
             }
         }
         let bytes = all.freeze();
-        *body = tonic::body::Body::new(Replay::whole(bytes.clone()));
-        Some(bytes)
+        let kept = keep(&bytes);
+        *body = tonic::body::Body::new(Whole::new(bytes));
+        Some(kept)
     } else if frames.is_empty() {
         *body = taken;
         None
@@ -205,7 +218,7 @@ mod tests {
 
     #[tokio::test]
     async fn frames_come_back_in_order_then_the_rest() {
-        let rest = tonic::body::Body::new(Replay::whole(Bytes::from_static(b"c")));
+        let rest = tonic::body::Body::new(Whole::new(Bytes::from_static(b"c")));
         let mut read = VecDeque::new();
         read.push_back(Ok(Frame::data(Bytes::from_static(b"a"))));
         read.push_back(Ok(Frame::data(Bytes::from_static(b"b"))));
@@ -218,34 +231,14 @@ mod tests {
         );
         let all = body.collect().await.unwrap().to_bytes();
         assert_eq!(all, Bytes::from_static(b"abc"));
-        assert!(Replay::whole(Bytes::new()).is_end_stream());
-    }
-
-    /// A small request encoded into a large buffer (as tonic does, 8 KiB) is kept as
-    /// a copy of its own, so the large buffer can be freed; a large one is kept as is.
-    #[tokio::test]
-    async fn a_kept_request_never_pins_a_larger_buffer() {
-        for (len, copied) in [(9, true), (COPY_BELOW - 1, true), (COPY_BELOW, false)] {
-            let mut buffer = BytesMut::with_capacity(8 * 1024 + len);
-            buffer.extend_from_slice(&vec![7u8; len]);
-            let view = buffer.split().freeze();
-            let mut body = tonic::body::Body::new(Replay::whole(view.clone()));
-            let kept = take_whole(&mut body, 64 * 1024).expect("whole");
-            assert_eq!(kept, view, "{len}");
-            assert_eq!(kept.as_ptr() != view.as_ptr(), copied, "{len}");
-            let sent = http_body_util::BodyExt::collect(body)
-                .await
-                .unwrap()
-                .to_bytes();
-            assert_eq!(sent, view, "{len}");
-        }
+        assert!(Whole::new(Bytes::new()).is_end_stream());
     }
 
     #[tokio::test]
     async fn a_unary_body_is_taken_whole_and_replayed_byte_identical() {
         let bytes = Bytes::from_static(b"\x00\x00\x00\x00\x03abc");
-        let mut body = tonic::body::Body::new(Replay::whole(bytes.clone()));
-        let taken = take_whole(&mut body, 1024).expect("whole");
+        let mut body = tonic::body::Body::new(Whole::new(bytes.clone()));
+        let taken = take_whole(&mut body, 1024, Bytes::clone).expect("whole");
         assert_eq!(taken, bytes);
         let again = http_body_util::BodyExt::collect(body)
             .await
@@ -253,8 +246,8 @@ mod tests {
             .to_bytes();
         assert_eq!(again, bytes);
         // Too large: sent once, and still whole.
-        let mut body = tonic::body::Body::new(Replay::whole(bytes.clone()));
-        assert_eq!(take_whole(&mut body, 4), None);
+        let mut body = tonic::body::Body::new(Whole::new(bytes.clone()));
+        assert_eq!(take_whole(&mut body, 4, Bytes::clone), None);
         let again = http_body_util::BodyExt::collect(body)
             .await
             .unwrap()

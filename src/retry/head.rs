@@ -1,0 +1,250 @@
+//! [`Head`]: a request head kept for replay without copying its maps. A call answered
+//! at its first attempt never looks at the copy, so the copy is kept as cheaply as
+//! the request allows: the few headers a generated client sends are kept inline
+//! instead of in a copy of the header map (two allocations), and the one extension it
+//! sets, tonic's `GrpcMethod`, as that value instead of a copy of the extension map
+//! (three). A head with more headers, or with other extensions, is copied whole, as
+//! `http` copies it. The maps are built again only for an attempt after the first.
+
+use http::header::{HeaderMap, HeaderName, HeaderValue};
+use http::{Extensions, Method, Uri, Version};
+use tonic::GrpcMethod;
+
+use crate::wire::grpc_timeout::GRPC_TIMEOUT;
+
+/// Headers kept inline besides the two every generated client sends (`te: trailers`
+/// and `content-type: application/grpc`, kept as flags): room for a caller's metadata
+/// entry or two, or tonic's compression headers.
+const INLINE_HEADERS: usize = 2;
+
+/// The two headers every tonic client sends, with the values it sends.
+const USUAL: [(HeaderName, &str); 2] = [
+    (http::header::TE, "trailers"),
+    (http::header::CONTENT_TYPE, "application/grpc"),
+];
+
+/// A request head kept for later attempts.
+#[derive(Debug)]
+pub(super) struct Head {
+    method: Method,
+    uri: Uri,
+    version: Version,
+    headers: Headers,
+    extensions: Known,
+}
+
+/// The headers, without those each attempt writes itself.
+#[derive(Debug)]
+enum Headers {
+    /// Which of [`USUAL`] were sent (bit `i` for `USUAL[i]`), and the others.
+    Inline {
+        usual: u8,
+        others: [Option<(HeaderName, HeaderValue)>; INLINE_HEADERS],
+    },
+    Copied(HeaderMap),
+}
+
+/// The extensions.
+#[derive(Debug)]
+enum Known {
+    None,
+    /// The one extension tonic's generated clients set.
+    GrpcMethod(GrpcMethod<'static>),
+    Copied(Extensions),
+}
+
+impl Head {
+    /// Keeps `parts` (never copying the request's maps when it has only the usual
+    /// headers and extensions). `skip` names the headers each attempt writes itself.
+    pub(super) fn new(parts: &http::request::Parts, skip: &[HeaderName]) -> Self {
+        Head {
+            method: parts.method.clone(),
+            uri: parts.uri.clone(),
+            version: parts.version,
+            headers: Headers::new(&parts.headers, skip),
+            extensions: Known::new(&parts.extensions),
+        }
+    }
+
+    /// A request with this head and `body`.
+    pub(super) fn request<B>(&self, body: B) -> http::Request<B> {
+        let mut request = http::Request::new(body);
+        *request.method_mut() = self.method.clone();
+        *request.uri_mut() = self.uri.clone();
+        *request.version_mut() = self.version;
+        *request.headers_mut() = self.headers.map();
+        *request.extensions_mut() = self.extensions.map();
+        request
+    }
+}
+
+impl Headers {
+    fn new(headers: &HeaderMap, skip: &[HeaderName]) -> Self {
+        let mut usual = 0u8;
+        let mut others: [Option<(HeaderName, HeaderValue)>; INLINE_HEADERS] = Default::default();
+        let mut slots = others.iter_mut();
+        for (name, value) in headers.iter().filter(|(n, _)| !skip.contains(n)) {
+            let usual_one = USUAL
+                .iter()
+                .position(|(n, v)| n == name && value.as_bytes() == v.as_bytes())
+                .filter(|i| usual & (1 << i) == 0);
+            if let Some(i) = usual_one {
+                usual |= 1 << i;
+                continue;
+            }
+            match slots.next() {
+                Some(slot) => *slot = Some((name.clone(), value.clone())),
+                None => return Headers::Copied(headers.clone()),
+            }
+        }
+        Headers::Inline { usual, others }
+    }
+
+    fn map(&self) -> HeaderMap {
+        match self {
+            Headers::Inline { usual, others } => {
+                // Room for the headers each attempt writes itself (a timeout and
+                // the attempts before).
+                let mut map = HeaderMap::with_capacity(USUAL.len() + INLINE_HEADERS + 2);
+                for (i, (name, value)) in USUAL.iter().enumerate() {
+                    if usual & (1 << i) != 0 {
+                        map.append(name.clone(), HeaderValue::from_static(value));
+                    }
+                }
+                for (name, value) in others.iter().flatten() {
+                    map.append(name.clone(), value.clone());
+                }
+                map
+            }
+            Headers::Copied(map) => map.clone(),
+        }
+    }
+}
+
+impl Known {
+    fn new(extensions: &Extensions) -> Self {
+        if extensions.is_empty() {
+            return Known::None;
+        }
+        match (extensions.len(), extensions.get::<GrpcMethod<'static>>()) {
+            (1, Some(method)) => Known::GrpcMethod(method.clone()),
+            _ => Known::Copied(extensions.clone()),
+        }
+    }
+
+    fn map(&self) -> Extensions {
+        match self {
+            Known::None => Extensions::new(),
+            Known::GrpcMethod(method) => {
+                let mut map = Extensions::new();
+                map.insert(method.clone());
+                map
+            }
+            Known::Copied(map) => map.clone(),
+        }
+    }
+}
+
+/// The headers every attempt of a call writes itself: its `grpc-timeout`, and gRPC
+/// A6's count of the attempts before it.
+pub(super) fn written_per_attempt() -> [HeaderName; 2] {
+    [GRPC_TIMEOUT, super::kept::PREVIOUS_ATTEMPTS]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts(headers: &[(&'static str, &'static str)]) -> http::request::Parts {
+        let mut request = http::Request::post("http://h/sw4rm.registry.RegistryService/Heartbeat")
+            .version(Version::HTTP_2);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        request.body(()).unwrap().into_parts().0
+    }
+
+    fn again(head: &Head) -> http::request::Parts {
+        head.request(()).into_parts().0
+    }
+
+    /// Rows: the headers sent, whether they are kept inline, the headers an attempt
+    /// after the first carries (before it writes its own).
+    #[test]
+    fn headers_come_back_as_sent_without_those_each_attempt_writes() {
+        let te = ("te", "trailers");
+        let ct = ("content-type", "application/grpc");
+        let auth = ("authorization", "Bearer t");
+        let timeout = ("grpc-timeout", "5S");
+        let tag = |v: &'static str| ("x-tag", v);
+        let other_te = ("te", "deflate");
+        type Sent<'a> = &'a [(&'static str, &'static str)];
+        let rows: [(Sent, bool, Sent); 8] = [
+            (&[], true, &[]),
+            (&[te, ct, timeout], true, &[te, ct]),
+            (&[te, ct, auth, tag("a")], true, &[te, ct, auth, tag("a")]),
+            // A repeated header keeps its values in order.
+            (
+                &[ct, te, tag("a"), tag("b"), timeout],
+                true,
+                &[te, ct, tag("a"), tag("b")],
+            ),
+            // An unusual value, or a usual header sent twice, is kept as any other.
+            (&[other_te, ct], true, &[ct, other_te]),
+            (&[te, te, ct], true, &[te, te, ct]),
+            (&[te, ct, other_te, auth], true, &[te, ct, other_te, auth]),
+            // More than fit inline: the map is copied (with its timeout, which each
+            // attempt overwrites).
+            (
+                &[te, ct, auth, tag("a"), tag("b"), timeout],
+                false,
+                &[te, ct, auth, tag("a"), tag("b"), timeout],
+            ),
+        ];
+        for (sent, inline, expected) in rows {
+            let head = Head::new(&parts(sent), &written_per_attempt());
+            assert_eq!(
+                matches!(head.headers, Headers::Inline { .. }),
+                inline,
+                "{sent:?}"
+            );
+            // Equal maps: every name's values, in order.
+            assert_eq!(again(&head).headers, parts(expected).headers, "{sent:?}");
+        }
+    }
+
+    #[test]
+    fn method_uri_and_version_come_back() {
+        let head = Head::new(&parts(&[]), &[]);
+        let got = again(&head);
+        assert_eq!(got.method, Method::POST);
+        assert_eq!(got.uri, "http://h/sw4rm.registry.RegistryService/Heartbeat");
+        assert_eq!(got.version, Version::HTTP_2);
+    }
+
+    #[test]
+    fn extensions_come_back_kept_as_a_value_when_only_grpc_method() {
+        let method = GrpcMethod::new("sw4rm.registry.RegistryService", "Heartbeat");
+        let mut only_method = parts(&[]);
+        only_method.extensions.insert(method.clone());
+        let mut more = parts(&[]);
+        more.extensions.insert(method);
+        more.extensions.insert(7u8);
+        for (p, value_kept) in [(parts(&[]), true), (only_method, true), (more, false)] {
+            let head = Head::new(&p, &[]);
+            assert_eq!(
+                !matches!(head.extensions, Known::Copied(_)),
+                value_kept,
+                "{p:?}"
+            );
+            let got = again(&head).extensions;
+            assert_eq!(got.len(), p.extensions.len());
+            let names = |e: &Extensions| {
+                e.get::<GrpcMethod<'static>>()
+                    .map(|m| (m.service().to_owned(), m.method().to_owned()))
+            };
+            assert_eq!(names(&got), names(&p.extensions));
+            assert_eq!(got.get::<u8>(), p.extensions.get::<u8>());
+        }
+    }
+}
