@@ -49,6 +49,7 @@ struct Attempt {
     grpc_timeout: Option<String>,
     /// Request headers other than the pseudo-headers, by name.
     header_names: Vec<String>,
+    headers: http::HeaderMap,
     body: Bytes,
     at: Instant,
     reset: bool,
@@ -95,6 +96,7 @@ fn serve(
             .keys()
             .map(|k| k.as_str().to_owned())
             .collect();
+        let headers = request.headers().clone();
         let mut body = request.into_body();
         let mut bytes = BytesMut::new();
         while let Some(Ok(data)) = body.data().await {
@@ -106,6 +108,7 @@ fn serve(
             log.push(Attempt {
                 grpc_timeout,
                 header_names,
+                headers,
                 body: bytes.freeze(),
                 at: Instant::now(),
                 reset: false,
@@ -566,4 +569,72 @@ async fn retries_say_how_many_attempts_came_before() {
         .map(|c| c.previous_attempts)
         .collect();
     assert_eq!(seen, [None, Some(1), Some(2)]);
+}
+
+/// Every attempt carries the first attempt's head and bytes, whatever the caller added:
+/// a request kept with its headers inline and its message inline, one whose headers
+/// and message are copied, and one whose message is kept as sent (4 KiB and more).
+#[tokio::test]
+async fn every_attempt_carries_the_callers_metadata_and_the_same_bytes() {
+    let rows: [(&[(&str, &str)], usize); 4] = [
+        (&[], 7),
+        (
+            &[
+                ("authorization", "Bearer t"),
+                ("traceparent", "00-ab-cd-01"),
+            ],
+            7,
+        ),
+        (
+            &[
+                ("authorization", "Bearer t"),
+                ("x-tag", "a"),
+                ("x-tag", "b"),
+                ("x-tenant", "acme"),
+            ],
+            300,
+        ),
+        (&[("x-tag", "a")], 5_000),
+    ];
+    for (metadata, id_len) in rows {
+        let (addr, log) = raw_server(|i| match i {
+            0 | 1 => Answer::Unavailable(None),
+            _ => Answer::Ok,
+        })
+        .await;
+        let metrics = Metrics::new();
+        let client = sw4rm(addr, heartbeat_layer(3_000, quick(3, 5), &metrics));
+        let mut request = tonic::Request::new(HeartbeatRequest {
+            agent_id: "a".repeat(id_len),
+            ..Default::default()
+        });
+        for (name, value) in metadata {
+            request.metadata_mut().append(*name, value.parse().unwrap());
+        }
+        client
+            .registry()
+            .heartbeat(request)
+            .await
+            .expect("answered");
+        let attempts = log.lock().unwrap().clone();
+        assert_eq!(attempts.len(), 3, "{metadata:?}");
+        let without_own = |a: &Attempt| {
+            let mut h = a.headers.clone();
+            h.remove("grpc-timeout");
+            h.remove("grpc-previous-rpc-attempts");
+            h
+        };
+        let first = without_own(&attempts[0]);
+        for (name, value) in metadata {
+            let sent: Vec<_> = first.get_all(*name).iter().collect();
+            assert!(sent.iter().any(|v| v == value), "{name}: {sent:?}");
+        }
+        assert_eq!(first["te"], "trailers");
+        assert_eq!(first["content-type"], "application/grpc");
+        for a in &attempts[1..] {
+            assert_eq!(without_own(a), first, "{metadata:?}");
+            assert_eq!(a.body, attempts[0].body, "{id_len}");
+        }
+        assert!(attempts[0].body.len() > id_len, "{id_len}");
+    }
 }
