@@ -573,7 +573,7 @@ async fn retries_say_how_many_attempts_came_before() {
 
 /// Every attempt carries the first attempt's head and bytes, whatever the caller added:
 /// a request kept with its headers inline and its message inline, one whose headers
-/// and message are copied, and one whose message is kept as sent (4 KiB and more).
+/// and message are copied, and one whose message is larger than 4 KiB.
 #[tokio::test]
 async fn every_attempt_carries_the_callers_metadata_and_the_same_bytes() {
     let rows: [(&[(&str, &str)], usize); 4] = [

@@ -28,13 +28,6 @@ pub(super) const PREVIOUS_ATTEMPTS: http::HeaderName =
 /// bytes are kept inline: a status read or a heartbeat naming an agent or a task fits.
 pub(crate) const INLINE_BODY: usize = 96;
 
-/// Larger requests, up to this size, are kept as a copy of their own. tonic encodes a
-/// unary request into a buffer of at least 8 KiB (`DEFAULT_CODEC_BUFFER_SIZE`), and
-/// the frame it yields is a view into it: kept for replay, that view would keep all
-/// 8 KiB alive for as long as the call may be retried. A larger request fills most of
-/// its buffer, and is kept as it is.
-const COPY_BELOW: usize = 4 * 1024;
-
 /// A request kept for replay.
 #[derive(Debug)]
 pub(crate) struct Kept {
@@ -42,7 +35,12 @@ pub(crate) struct Kept {
     body: Body,
 }
 
-/// The request's bytes: never a view into a buffer much larger than they are.
+/// The request's bytes: never a view into a larger buffer. tonic encodes a unary
+/// request into a buffer of at least 8 KiB (`DEFAULT_CODEC_BUFFER_SIZE`, grown for a
+/// larger message), and the frame it yields is a view into it: kept for replay, that
+/// view would keep the whole buffer alive for as long as the call may be retried,
+/// where plain tonic frees it once the request is written. A copy costs one
+/// allocation and a `memcpy` of the request's size.
 #[derive(Debug)]
 enum Body {
     Inline { len: u8, bytes: [u8; INLINE_BODY] },
@@ -61,8 +59,7 @@ impl Kept {
                     bytes: inline,
                 }
             }
-            len if len < COPY_BELOW => Body::Own(Bytes::copy_from_slice(bytes)),
-            _ => Body::Own(bytes.clone()),
+            _ => Body::Own(Bytes::copy_from_slice(bytes)),
         };
         Kept {
             head: Head::new(parts, &written_per_attempt()),
@@ -129,9 +126,9 @@ mod tests {
         assert_eq!(third.headers()["grpc-previous-rpc-attempts"], "2");
     }
 
-    /// A small request encoded into a large buffer (as tonic does, 8 KiB) is kept
-    /// inline or as a copy of its own, so the large buffer can be freed; a large one is
-    /// kept as is. Every attempt sends the same bytes.
+    /// A request encoded into a larger buffer (as tonic does, 8 KiB and more) is kept
+    /// inline or as a copy of its own, so the buffer can be freed once the request is
+    /// written. Every attempt sends the same bytes.
     #[tokio::test]
     async fn a_kept_request_never_pins_a_larger_buffer() {
         let (parts, ()) = http::Request::new(()).into_parts();
@@ -140,8 +137,8 @@ mod tests {
             (9, "inline"),
             (INLINE_BODY, "inline"),
             (INLINE_BODY + 1, "copy"),
-            (COPY_BELOW - 1, "copy"),
-            (COPY_BELOW, "view"),
+            (4 * 1024, "copy"),
+            (64 * 1024, "copy"),
         ];
         for (len, how) in rows {
             let mut buffer = BytesMut::with_capacity(8 * 1024 + len);
@@ -150,7 +147,7 @@ mod tests {
             let kept = Kept::new(&parts, &view);
             let got = match &kept.body {
                 Body::Inline { .. } => "inline",
-                Body::Own(b) if b.as_ptr() == view.as_ptr() => "view",
+                Body::Own(b) if b.as_ptr() == view.as_ptr() => "a view into the buffer",
                 Body::Own(_) => "copy",
             };
             assert_eq!(got, how, "{len}");
