@@ -9,7 +9,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::HeaderValue;
 
-use super::head::{written_per_attempt, Head};
+use super::head::Head;
 use crate::wire::grpc_timeout::{self, GRPC_TIMEOUT};
 use crate::wire::replay::Whole;
 
@@ -21,8 +21,11 @@ pub(crate) const DEFAULT_REPLAY_LIMIT: usize = 64 * 1024;
 
 /// gRPC A6's request header on attempts after the first: how many attempts came
 /// before, so servers and proxies can tell a retry from a new call.
-pub(super) const PREVIOUS_ATTEMPTS: http::HeaderName =
+const PREVIOUS_ATTEMPTS: http::HeaderName =
     http::HeaderName::from_static("grpc-previous-rpc-attempts");
+
+/// The headers each attempt writes itself, not kept.
+const WRITTEN_PER_ATTEMPT: [http::HeaderName; 2] = [GRPC_TIMEOUT, PREVIOUS_ATTEMPTS];
 
 /// Request bodies (a message with its 5-byte gRPC frame header) of at most this many
 /// bytes are kept inline: a status read or a heartbeat naming an agent or a task fits.
@@ -62,7 +65,7 @@ impl Kept {
             _ => Body::Own(Bytes::copy_from_slice(bytes)),
         };
         Kept {
-            head: Head::new(parts, &written_per_attempt()),
+            head: Head::new(parts, &WRITTEN_PER_ATTEMPT),
             body,
         }
     }

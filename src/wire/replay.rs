@@ -18,7 +18,7 @@ type Item = Result<Frame<Bytes>, tonic::Status>;
 pub(crate) struct Replay {
     first: Option<Item>,
     more: VecDeque<Item>,
-    rest: Option<tonic::body::Body>,
+    rest: tonic::body::Body,
 }
 
 impl Replay {
@@ -27,7 +27,7 @@ impl Replay {
         Replay {
             first: Some(first),
             more: VecDeque::new(),
-            rest: Some(rest),
+            rest,
         }
     }
 
@@ -36,13 +36,14 @@ impl Replay {
         Replay {
             first: read.pop_front(),
             more: read,
-            rest: Some(rest),
+            rest,
         }
     }
 }
 
-/// A body that is all there: one data frame, then the end (32 bytes, where a
-/// [`Replay`] takes 152: every retried call's first attempt sends one).
+/// A body that is all there: one data frame, then the end. Every retried call's first
+/// attempt sends one, so it is as small as a body can be (32 bytes; a [`Replay`] takes
+/// several times that).
 #[derive(Debug)]
 pub(crate) struct Whole(Option<Bytes>);
 
@@ -81,16 +82,11 @@ impl Body for Replay {
         if let Some(frame) = self.first.take().or_else(|| self.more.pop_front()) {
             return Poll::Ready(Some(frame));
         }
-        match self.rest.as_mut() {
-            Some(rest) => Pin::new(rest).poll_frame(cx),
-            None => Poll::Ready(None),
-        }
+        Pin::new(&mut self.rest).poll_frame(cx)
     }
 
     fn is_end_stream(&self) -> bool {
-        self.first.is_none()
-            && self.more.is_empty()
-            && self.rest.as_ref().is_none_or(Body::is_end_stream)
+        self.first.is_none() && self.more.is_empty() && self.rest.is_end_stream()
     }
 
     /// Never exact: hyper would add a `content-length` header to the request, which
@@ -102,7 +98,7 @@ impl Body for Replay {
             .chain(&self.more)
             .filter_map(|f| f.as_ref().ok()?.data_ref().map(|d| d.len() as u64))
             .sum();
-        let rest = self.rest.as_ref().map_or(0, |r| r.size_hint().lower());
+        let rest = self.rest.size_hint().lower();
         let mut hint = SizeHint::new();
         hint.set_lower(read.saturating_add(rest));
         hint
