@@ -1,14 +1,17 @@
 //! [`Attempt`]: one attempt of a call, as a future: wait for the inner service to be
-//! ready (tonic's channel buffer may be full, the connection not yet up), call it, and
-//! wait for the response headers. The inner service is lent by the call loop for each
-//! poll: the loop alone owns it. The attempt's own timeout ([`Attempt::until`]) is
+//! ready (tonic's channel buffer may be full), call it, and wait for the response
+//! headers. The inner service is lent by the call loop for each poll: the loop alone
+//! owns it. A call's first attempt is started at once when the inner service is ready
+//! ([`Attempt::start`], as a plain tonic call is); only an attempt that has to wait
+//! keeps its request, boxed, so that every call's future does not carry a request's
+//! size. The attempt's own timeout ([`Attempt::until`]) is
 //! watched by the loop's one timer, which fires for whichever of the attempt's and the
 //! call's deadlines comes first (a second timer per call would cost its size in every
 //! call's future).
 
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 
 use pin_project_lite::pin_project;
 use tokio::time::Instant;
@@ -35,7 +38,10 @@ pin_project! {
     #[derive(Debug)]
     enum State<F> {
         // Waiting for the inner service to accept the call, as tower's `Oneshot` does.
-        Readying { request: Request },
+        Readying { request: Box<Request> },
+        // The inner service failed when asked to accept the call (reported at the
+        // first poll).
+        Refused { error: Option<BoxError> },
         // Handed to the inner service, whose `call` has not returned: seen only if
         // that `call` panicked and the caller polls again.
         Handed,
@@ -54,13 +60,38 @@ pub(crate) enum Ended<R> {
 }
 
 impl<F> Attempt<F> {
-    /// An attempt sending `request`, ended by its own timeout at `until` if any.
-    #[inline(always)]
+    /// An attempt sending `request` once the inner service is ready, ended by its own
+    /// timeout at `until` if any.
     pub(crate) fn new(request: Request, until: Option<Instant>) -> Self {
         Attempt {
-            state: State::Readying { request },
+            state: State::Readying {
+                request: Box::new(request),
+            },
             until,
         }
+    }
+
+    /// An attempt sending `request` now if `svc` is ready now (a waker is registered
+    /// at the first poll otherwise), ended by its own timeout at `until` if any.
+    #[inline]
+    pub(crate) fn start<S>(svc: &mut S, request: Request, until: Option<Instant>) -> Self
+    where
+        S: Service<Request, Future = F>,
+        S::Error: Into<BoxError>,
+    {
+        let mut cx = Context::from_waker(Waker::noop());
+        let state = match svc.poll_ready(&mut cx) {
+            Poll::Ready(Ok(())) => State::Called {
+                future: svc.call(request),
+            },
+            Poll::Ready(Err(err)) => State::Refused {
+                error: Some(err.into()),
+            },
+            Poll::Pending => State::Readying {
+                request: Box::new(request),
+            },
+        };
+        Attempt { state, until }
     }
 
     /// When the attempt's own timeout ends it (`None`: only the call's deadline).
@@ -94,7 +125,7 @@ impl<F> Attempt<F> {
                         if let StateReplace::Readying { request } =
                             state.as_mut().project_replace(State::Handed)
                         {
-                            let future = svc.call(request);
+                            let future = svc.call(*request);
                             state.set(State::Called { future });
                         }
                         continue;
@@ -102,6 +133,12 @@ impl<F> Attempt<F> {
                     Poll::Ready(Err(err)) => return Poll::Ready(Ended::Failed(err.into())),
                     Poll::Pending => return Poll::Pending,
                 },
+                StateProj::Refused { error } => {
+                    let err = error
+                        .take()
+                        .unwrap_or_else(|| "polled after it ended".into());
+                    return Poll::Ready(Ended::Failed(err));
+                }
                 StateProj::Handed => {
                     let err = "the inner service panicked while called";
                     return Poll::Ready(Ended::Failed(err.into()));
@@ -115,5 +152,103 @@ impl<F> Attempt<F> {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::future::{ready, Ready};
+    use std::sync::{Arc, Mutex};
+
+    /// Readiness as the test sets it; records the path of every request it is called
+    /// with.
+    #[derive(Clone, Default)]
+    struct Inner {
+        ready: Arc<Mutex<Option<Result<(), &'static str>>>>,
+        called: Arc<Mutex<Vec<String>>>,
+    }
+
+    impl Service<Request> for Inner {
+        type Response = ();
+        type Error = BoxError;
+        type Future = Ready<Result<(), BoxError>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+            match *self.ready.lock().unwrap() {
+                None => Poll::Pending,
+                Some(r) => Poll::Ready(r.map_err(Into::into)),
+            }
+        }
+
+        fn call(&mut self, request: Request) -> Self::Future {
+            self.called
+                .lock()
+                .unwrap()
+                .push(request.uri().path().to_owned());
+            ready(Ok(()))
+        }
+    }
+
+    fn request() -> Request {
+        let mut request = Request::default();
+        *request.uri_mut() = http::Uri::from_static("/sw4rm.registry.RegistryService/Heartbeat");
+        request
+    }
+
+    fn poll(
+        attempt: Pin<&mut Attempt<Ready<Result<(), BoxError>>>>,
+        svc: &mut Inner,
+    ) -> Poll<Ended<()>> {
+        let mut cx = Context::from_waker(Waker::noop());
+        attempt.poll(svc, &mut cx)
+    }
+
+    #[test]
+    fn a_ready_service_is_called_at_the_start() {
+        let mut svc = Inner::default();
+        *svc.ready.lock().unwrap() = Some(Ok(()));
+        let mut attempt = std::pin::pin!(Attempt::start(&mut svc, request(), None));
+        assert_eq!(
+            svc.called.lock().unwrap().len(),
+            1,
+            "called before any poll"
+        );
+        assert!(matches!(
+            poll(attempt.as_mut(), &mut svc),
+            Poll::Ready(Ended::Answered(()))
+        ));
+        assert_eq!(svc.called.lock().unwrap().len(), 1, "called once");
+    }
+
+    #[test]
+    fn a_service_not_ready_yet_gets_the_request_once_it_is() {
+        let mut svc = Inner::default();
+        let mut attempt = std::pin::pin!(Attempt::start(&mut svc, request(), None));
+        assert!(svc.called.lock().unwrap().is_empty());
+        assert!(poll(attempt.as_mut(), &mut svc).is_pending());
+        *svc.ready.lock().unwrap() = Some(Ok(()));
+        assert!(matches!(
+            poll(attempt.as_mut(), &mut svc),
+            Poll::Ready(Ended::Answered(()))
+        ));
+        assert_eq!(
+            *svc.called.lock().unwrap(),
+            ["/sw4rm.registry.RegistryService/Heartbeat"]
+        );
+    }
+
+    #[test]
+    fn a_service_failing_at_the_start_ends_the_attempt_with_its_error() {
+        let mut svc = Inner::default();
+        *svc.ready.lock().unwrap() = Some(Err("the channel's worker is gone"));
+        let mut attempt = std::pin::pin!(Attempt::start(&mut svc, request(), None));
+        match poll(attempt.as_mut(), &mut svc) {
+            Poll::Ready(Ended::Failed(err)) => {
+                assert_eq!(err.to_string(), "the channel's worker is gone")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(svc.called.lock().unwrap().is_empty());
     }
 }

@@ -68,9 +68,9 @@ pin_project! {
     #[derive(Debug)]
     enum Step<F> {
         Attempting { #[pin] attempt: Attempt<F> },
-        // Between two attempts: the next one is made and waits for the backoff (boxed:
-        // only a retried call pays for its size).
-        Backoff { #[pin] timer: Timer, resume: Instant, resend: Box<Resend> },
+        // Between two attempts: the next one is made and waits for the backoff on a
+        // timer of its own (both boxed: only a retried call pays for their size).
+        Backoff { timer: Pin<Box<Timer>>, resume: Instant, resend: Box<Resend> },
         // Concurrent attempts of a hedged call (boxed: only a hedged call pays for
         // them).
         Hedging { hedges: Pin<Box<Hedges<F>>> },
@@ -78,20 +78,27 @@ pin_project! {
 }
 
 impl<S, F> ResponseFuture<S, F> {
-    /// A call whose first attempt sends `request`; `retry` carries its retries.
+    /// A call whose first attempt sends `request` (now, if `svc` is ready now);
+    /// `retry` carries its retries.
     #[inline(always)]
     pub(crate) fn new(
-        svc: S,
+        mut svc: S,
         request: Request,
         record: CallRecord,
         retry: Option<Box<Retries>>,
-    ) -> Self {
+    ) -> Self
+    where
+        S: Service<Request, Future = F>,
+        S::Error: Into<BoxError>,
+    {
         let until = retry.as_ref().and_then(|r| r.first_until(record.start()));
+        let attempt = {
+            let _span = record.entered();
+            Attempt::start(&mut svc, request, until)
+        };
         ResponseFuture {
             kind: Kind::Calling {
-                step: Step::Attempting {
-                    attempt: Attempt::new(request, until),
-                },
+                step: Step::Attempting { attempt },
                 timer: Timer::new(),
                 svc,
                 record,
@@ -192,7 +199,7 @@ where
                 timer,
                 resume,
                 resend,
-            } => match timer.poll_until(*resume, cx) {
+            } => match timer.as_mut().poll_until(*resume, cx) {
                 Poll::Ready(()) => {
                     // The backoff is over: send the next attempt.
                     let started = std::mem::take(&mut **resend).start(Instant::now());
@@ -219,7 +226,7 @@ where
             Verdict::Retry(retry) => {
                 record.retried(retry.attempt, retry.backoff, retry.reason);
                 step.set(Step::Backoff {
-                    timer: Timer::new(),
+                    timer: Box::pin(Timer::new()),
                     resume: retry.resume,
                     resend: retry.resend,
                 });
