@@ -96,7 +96,8 @@ fn requests(path: &'static str, per_call: bool) -> Vec<Request> {
         .collect()
 }
 
-/// Allocations made by `CALLS` whole calls (the requests are built beforehand).
+/// Allocations made by `CALLS` whole calls (the requests are built beforehand), each
+/// made as tonic's generated clients make it: wait for the service to be ready, call.
 async fn count<S, B>(service: &mut S, requests: Vec<Request>) -> usize
 where
     S: Service<Request, Response = http::Response<B>>,
@@ -107,6 +108,9 @@ where
     let before = allocations();
     COUNTED.with(|c| c.set(true));
     for req in requests {
+        std::future::poll_fn(|cx| service.poll_ready(cx))
+            .await
+            .expect("ready");
         let response = service.call(req).await.expect("answer");
         let mut body = std::pin::pin!(response.into_body());
         while let Some(frame) = body.as_mut().frame().await {
@@ -310,4 +314,39 @@ async fn retries_on_keep_the_request_for_a_bounded_number_of_allocations() {
     // (1; tonic boxes every body that is not its own). The head's maps are not copied:
     // the generated client's headers and its `GrpcMethod` extension are kept as values.
     assert_eq!(per_call(with_retries), 2.0, "retries on");
+}
+
+/// tonic's channel is a tower `Buffer`, whose clones allocate, and allocate again when
+/// first asked to be ready. A plain tonic call uses its client's handle; through the
+/// layer a call is sent through the layer's own handle too, and keeps one clone for
+/// what may follow (a retry, or waiting for readiness). That clone is never asked to
+/// be ready for a call answered at its first attempt.
+#[tokio::test(flavor = "current_thread")]
+async fn over_tonics_channel_buffer_a_call_answered_at_once_readies_no_clone() {
+    use tower::buffer::Buffer;
+    let path = PATHS[0];
+    let buffer = || {
+        let (buffer, worker) = Buffer::pair(Answer, 1024);
+        tokio::spawn(worker);
+        buffer
+    };
+    let mut plain = buffer();
+    let mut layered = TimeoutProfileLayer::new(profiles())
+        .without_metrics()
+        .layer(buffer());
+    let mut once = TimeoutProfileLayer::new(profiles())
+        .without_metrics()
+        .without_retries()
+        .layer(buffer());
+    count(&mut plain, generated_requests(path)).await;
+    count(&mut layered, generated_requests(path)).await;
+    count(&mut once, generated_requests(path)).await;
+    let base = count(&mut plain, generated_requests(path)).await;
+    let with_retries = count(&mut layered, generated_requests(path)).await;
+    let without = count(&mut once, generated_requests(path)).await;
+    let per_call = |n: usize| n.saturating_sub(base) as f64 / CALLS as f64;
+    // The clone (tower's `Buffer`: one allocation), and with retries on the request
+    // kept for replay (two, as above). A clone asked to be ready would add one more.
+    assert_eq!(per_call(without), 1.0, "retries off");
+    assert_eq!(per_call(with_retries), 3.0, "retries on");
 }

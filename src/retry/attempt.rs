@@ -94,6 +94,11 @@ impl<F> Attempt<F> {
         Attempt { state, until }
     }
 
+    /// Whether the inner service was called (at [`Attempt::start`]: it was ready).
+    pub(crate) fn called(&self) -> bool {
+        matches!(self.state, State::Called { .. })
+    }
+
     /// When the attempt's own timeout ends it (`None`: only the call's deadline).
     pub(crate) fn until(&self) -> Option<Instant> {
         self.until

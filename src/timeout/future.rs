@@ -78,24 +78,33 @@ pin_project! {
 }
 
 impl<S, F> ResponseFuture<S, F> {
-    /// A call whose first attempt sends `request` (now, if `svc` is ready now);
-    /// `retry` carries its retries.
+    /// A call whose first attempt sends `request` through `inner`, the layer's own
+    /// inner service, if it is ready now (as a plain tonic call uses its client's
+    /// channel); `retry` carries its retries. The call keeps a clone of `inner` for
+    /// what follows (later attempts, or waiting for readiness: then the clone and
+    /// `inner` trade places, so that the call keeps the service it is waiting on).
+    /// A clone is never asked to be ready for a call answered at its first attempt: a
+    /// tonic channel's clone allocates again when it is.
     #[inline(always)]
-    pub(crate) fn new(
-        mut svc: S,
+    pub(crate) fn start(
+        inner: &mut S,
         request: Request,
         record: CallRecord,
         retry: Option<Box<Retries>>,
     ) -> Self
     where
-        S: Service<Request, Future = F>,
+        S: Service<Request, Future = F> + Clone,
         S::Error: Into<BoxError>,
     {
         let until = retry.as_ref().and_then(|r| r.first_until(record.start()));
+        let mut svc = inner.clone();
         let attempt = {
             let _span = record.entered();
-            Attempt::start(&mut svc, request, until)
+            Attempt::start(inner, request, until)
         };
+        if !attempt.called() {
+            std::mem::swap(inner, &mut svc);
+        }
         ResponseFuture {
             kind: Kind::Calling {
                 step: Step::Attempting { attempt },

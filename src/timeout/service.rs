@@ -153,7 +153,7 @@ where
             Some(Box::new(retries))
         });
         let request = http::Request::from_parts(parts, body);
-        ResponseFuture::new(self.inner.clone(), request, call, retry)
+        ResponseFuture::start(&mut self.inner, request, call, retry)
     }
 }
 
