@@ -1,13 +1,15 @@
 //! [`Attempt`]: one attempt of a call, as a future: wait for the inner service to be
 //! ready (tonic's channel buffer may be full), call it, and wait for the response
-//! headers. The inner service is lent by the call loop for each poll: the loop alone
-//! owns it. A call's first attempt is started at once when the inner service is ready
-//! ([`Attempt::start`], as a plain tonic call is); only an attempt that has to wait
-//! keeps its request, boxed, so that every call's future does not carry a request's
-//! size. The attempt's own timeout ([`Attempt::until`]) is
-//! watched by the loop's one timer, which fires for whichever of the attempt's and the
-//! call's deadlines comes first (a second timer per call would cost its size in every
-//! call's future).
+//! headers.
+//!
+//! A call's first attempt is started by [`Attempt::start`] through the layer's own
+//! handle on the inner service, when that is ready at once, as a plain tonic call goes
+//! through its client's channel. After that the call loop owns a clone of the inner
+//! service and lends it to the attempt in flight for each poll. Only an attempt that
+//! has to wait keeps its request, boxed, so that no call's future carries a request's
+//! size. The attempt's own timeout ([`Attempt::until`]) is watched by the loop's one
+//! timer, which fires for whichever of the attempt's and the call's deadlines comes
+//! first (a second timer per call would cost its size in every call's future).
 
 use std::future::Future;
 use std::pin::Pin;
