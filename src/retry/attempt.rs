@@ -4,10 +4,10 @@
 //!
 //! A call's first attempt is started by [`Attempt::start`] through the layer's own
 //! handle on the inner service, when that is ready at once, as a plain tonic call goes
-//! through its client's channel. After that the call loop owns a clone of the inner
-//! service and lends it to the attempt in flight for each poll. Only an attempt that
-//! has to wait keeps its request, boxed, so that no call's future carries a request's
-//! size. The attempt's own timeout ([`Attempt::until`]) is watched by the loop's one
+//! through its client's channel. An attempt that has to wait keeps a handle on the
+//! inner service and its request, boxed together, so that no call's future carries
+//! their size; a call that can have no other attempt keeps no handle at all (a tonic
+//! channel's clone allocates). The attempt's own timeout ([`Attempt::until`]) is watched by the loop's one
 //! timer, which fires for whichever of the attempt's and the call's deadlines comes
 //! first (a second timer per call would cost its size in every call's future).
 
@@ -26,9 +26,9 @@ type Request = http::Request<tonic::body::Body>;
 pin_project! {
     /// One attempt in flight.
     #[derive(Debug)]
-    pub(crate) struct Attempt<F> {
+    pub(crate) struct Attempt<S, F> {
         #[pin]
-        state: State<F>,
+        state: State<S, F>,
         // When the attempt's own timeout ends it (`None`: only the call's deadline).
         until: Option<Instant>,
     }
@@ -38,9 +38,9 @@ pin_project! {
     #[project = StateProj]
     #[project_replace = StateReplace]
     #[derive(Debug)]
-    enum State<F> {
+    enum State<S, F> {
         // Waiting for the inner service to accept the call, as tower's `Oneshot` does.
-        Readying { request: Box<Request> },
+        Readying { waiting: Box<(S, Request)> },
         // The inner service failed when asked to accept the call (reported at the
         // first poll).
         Refused { error: Option<BoxError> },
@@ -61,44 +61,52 @@ pub(crate) enum Ended<R> {
     Failed(BoxError),
 }
 
-impl<F> Attempt<F> {
-    /// An attempt sending `request` once the inner service is ready, ended by its own
+impl<S, F> Attempt<S, F> {
+    /// An attempt sending `request` through `svc` once it is ready, ended by its own
     /// timeout at `until` if any.
-    pub(crate) fn new(request: Request, until: Option<Instant>) -> Self {
+    pub(crate) fn new(svc: S, request: Request, until: Option<Instant>) -> Self {
         Attempt {
             state: State::Readying {
-                request: Box::new(request),
+                waiting: Box::new((svc, request)),
             },
             until,
         }
     }
 
-    /// An attempt sending `request` now if `svc` is ready now (a waker is registered
-    /// at the first poll otherwise), ended by its own timeout at `until` if any.
+    /// An attempt sending `request` through `inner` now if it is ready now. If not,
+    /// the attempt takes `inner`, leaving a clone in its place, and waits for it (a
+    /// waker is registered at the first poll).
     #[inline]
-    pub(crate) fn start<S>(svc: &mut S, request: Request, until: Option<Instant>) -> Self
+    pub(crate) fn start(inner: &mut S, request: Request, until: Option<Instant>) -> Self
     where
-        S: Service<Request, Future = F>,
+        S: Service<Request, Future = F> + Clone,
         S::Error: Into<BoxError>,
     {
         let mut cx = Context::from_waker(Waker::noop());
-        let state = match svc.poll_ready(&mut cx) {
+        let state = match inner.poll_ready(&mut cx) {
             Poll::Ready(Ok(())) => State::Called {
-                future: svc.call(request),
+                future: inner.call(request),
             },
             Poll::Ready(Err(err)) => State::Refused {
                 error: Some(err.into()),
             },
-            Poll::Pending => State::Readying {
-                request: Box::new(request),
-            },
+            Poll::Pending => {
+                let svc = std::mem::replace(inner, inner.clone());
+                State::Readying {
+                    waiting: Box::new((svc, request)),
+                }
+            }
         };
         Attempt { state, until }
     }
 
-    /// Whether the inner service was called (at [`Attempt::start`]: it was ready).
-    pub(crate) fn called(&self) -> bool {
-        matches!(self.state, State::Called { .. })
+    /// An attempt with nothing to send: the placeholder a call loop leaves while it
+    /// makes the next attempt.
+    pub(crate) fn none() -> Self {
+        Attempt {
+            state: State::Handed,
+            until: None,
+        }
     }
 
     /// When the attempt's own timeout ends it (`None`: only the call's deadline).
@@ -112,13 +120,9 @@ impl<F> Attempt<F> {
         self.until.is_some_and(|until| Instant::now() >= until)
     }
 
-    /// Polls the attempt with the call loop's service.
+    /// Polls the attempt.
     #[inline]
-    pub(crate) fn poll<S, R>(
-        self: Pin<&mut Self>,
-        svc: &mut S,
-        cx: &mut Context<'_>,
-    ) -> Poll<Ended<R>>
+    pub(crate) fn poll<R>(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Ended<R>>
     where
         S: Service<Request, Response = R, Future = F>,
         S::Error: Into<BoxError>,
@@ -127,12 +131,13 @@ impl<F> Attempt<F> {
         let mut state = self.project().state;
         loop {
             match state.as_mut().project() {
-                StateProj::Readying { .. } => match svc.poll_ready(cx) {
+                StateProj::Readying { waiting } => match waiting.0.poll_ready(cx) {
                     Poll::Ready(Ok(())) => {
-                        if let StateReplace::Readying { request } =
+                        if let StateReplace::Readying { waiting } =
                             state.as_mut().project_replace(State::Handed)
                         {
-                            let future = svc.call(*request);
+                            let (mut svc, request) = *waiting;
+                            let future = svc.call(request);
                             state.set(State::Called { future });
                         }
                         continue;
@@ -203,12 +208,9 @@ mod tests {
         request
     }
 
-    fn poll(
-        attempt: Pin<&mut Attempt<Ready<Result<(), BoxError>>>>,
-        svc: &mut Inner,
-    ) -> Poll<Ended<()>> {
+    fn poll(attempt: Pin<&mut Attempt<Inner, Ready<Result<(), BoxError>>>>) -> Poll<Ended<()>> {
         let mut cx = Context::from_waker(Waker::noop());
-        attempt.poll(svc, &mut cx)
+        attempt.poll(&mut cx)
     }
 
     #[test]
@@ -222,7 +224,7 @@ mod tests {
             "called before any poll"
         );
         assert!(matches!(
-            poll(attempt.as_mut(), &mut svc),
+            poll(attempt.as_mut()),
             Poll::Ready(Ended::Answered(()))
         ));
         assert_eq!(svc.called.lock().unwrap().len(), 1, "called once");
@@ -233,10 +235,10 @@ mod tests {
         let mut svc = Inner::default();
         let mut attempt = std::pin::pin!(Attempt::start(&mut svc, request(), None));
         assert!(svc.called.lock().unwrap().is_empty());
-        assert!(poll(attempt.as_mut(), &mut svc).is_pending());
+        assert!(poll(attempt.as_mut()).is_pending());
         *svc.ready.lock().unwrap() = Some(Ok(()));
         assert!(matches!(
-            poll(attempt.as_mut(), &mut svc),
+            poll(attempt.as_mut()),
             Poll::Ready(Ended::Answered(()))
         ));
         assert_eq!(
@@ -250,7 +252,7 @@ mod tests {
         let mut svc = Inner::default();
         *svc.ready.lock().unwrap() = Some(Err("the channel's worker is gone"));
         let mut attempt = std::pin::pin!(Attempt::start(&mut svc, request(), None));
-        match poll(attempt.as_mut(), &mut svc) {
+        match poll(attempt.as_mut()) {
             Poll::Ready(Ended::Failed(err)) => {
                 assert_eq!(err.to_string(), "the channel's worker is gone")
             }

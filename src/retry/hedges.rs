@@ -2,8 +2,9 @@
 //! first attempt is sent at once; each next one when the attempts before it have not
 //! answered after the hedging delay, or at once after a non-fatal answer, while
 //! `policy/hedge.rs` allows it. Every attempt runs under what remains of the call's one
-//! deadline, with no timeout of its own. The call loop (`timeout/future.rs`) lends the
-//! inner service for each poll and judges each ended attempt (`timeout/hedged.rs`);
+//! deadline, with no timeout of its own, through its own clone of the inner service.
+//! The call loop (`timeout/future.rs`) polls them and judges each ended attempt
+//! (`timeout/hedged.rs`);
 //! dropping the hedges drops every attempt still running, and hyper resets their
 //! streams.
 
@@ -54,11 +55,13 @@ pin_project! {
     /// The attempts of one hedged call.
     #[project = HedgesProj]
     #[derive(Debug)]
-    pub(crate) struct Hedges<F> {
+    pub(crate) struct Hedges<S, F> {
         // When the next hedge is due.
         #[pin]
         timer: Timer,
-        running: Vec<Running<F>>,
+        running: Vec<Running<S, F>>,
+        // Cloned for each attempt.
+        svc: S,
         kept: Kept,
         policy: HedgingPolicy,
         floor: Duration,
@@ -75,9 +78,9 @@ pin_project! {
 
 /// One attempt in flight, numbered from 1.
 #[derive(Debug)]
-struct Running<F> {
+struct Running<S, F> {
     attempt: u32,
-    future: Pin<Box<Attempt<F>>>,
+    future: Pin<Box<Attempt<S, F>>>,
 }
 
 /// What happened while the hedges were polled.
@@ -91,10 +94,11 @@ pub(crate) enum Event<R> {
     Ended { attempt: u32, ended: Ended<R> },
 }
 
-impl<F> Hedges<F> {
-    /// A hedged call whose first attempt sends `request`; later attempts are made
-    /// from `kept`.
+impl<S: Clone, F> Hedges<S, F> {
+    /// A hedged call whose first attempt sends `request` through `svc`; later
+    /// attempts are made from `kept`.
     pub(crate) fn new(
+        svc: S,
         request: Request,
         (kept, plan, context): (Kept, HedgePlan, HedgeContext),
     ) -> Self {
@@ -113,8 +117,9 @@ impl<F> Hedges<F> {
             timer: Timer::new(),
             running: vec![Running {
                 attempt: 1,
-                future: Box::pin(Attempt::new(request, None)),
+                future: Box::pin(Attempt::new(svc.clone(), request, None)),
             }],
+            svc,
             kept,
             policy: plan.policy,
             floor: plan.floor,
@@ -136,12 +141,8 @@ impl<F> Hedges<F> {
         self.sent
     }
 
-    /// Polls the delay and every attempt in flight with the call loop's service.
-    pub(crate) fn poll<S, R>(
-        self: Pin<&mut Self>,
-        svc: &mut S,
-        cx: &mut Context<'_>,
-    ) -> Poll<Event<R>>
+    /// Polls the delay and every attempt in flight.
+    pub(crate) fn poll<R>(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Event<R>>
     where
         S: Service<Request, Response = R, Future = F>,
         S::Error: Into<BoxError>,
@@ -159,7 +160,7 @@ impl<F> Hedges<F> {
             }
         }
         for i in 0..this.running.len() {
-            if let Poll::Ready(ended) = this.running[i].future.as_mut().poll(svc, cx) {
+            if let Poll::Ready(ended) = this.running[i].future.as_mut().poll(cx) {
                 let attempt = this.running.swap_remove(i).attempt;
                 return Poll::Ready(Event::Ended { attempt, ended });
             }
@@ -231,7 +232,7 @@ impl<F> Hedges<F> {
 
 /// Sends the next hedge now, if the rules allow one; the next after it is due one
 /// delay later.
-fn send<F>(this: &mut HedgesProj<'_, F>) -> Result<u32, NoHedge> {
+fn send<S: Clone, F>(this: &mut HedgesProj<'_, S, F>) -> Result<u32, NoHedge> {
     let now = Instant::now();
     let remaining = this
         .context
@@ -251,7 +252,7 @@ fn send<F>(this: &mut HedgesProj<'_, F>) -> Result<u32, NoHedge> {
     let request = this.kept.request(attempt, remaining);
     this.running.push(Running {
         attempt,
-        future: Box::pin(Attempt::new(request, None)),
+        future: Box::pin(Attempt::new(this.svc.clone(), request, None)),
     });
     *this.sent = attempt;
     *this.next_at = (attempt < this.policy.max_attempts())

@@ -29,7 +29,9 @@ const WRITTEN_PER_ATTEMPT: [http::HeaderName; 2] = [GRPC_TIMEOUT, PREVIOUS_ATTEM
 
 /// Request bodies (a message with its 5-byte gRPC frame header) of at most this many
 /// bytes are kept inline: a status read or a heartbeat naming an agent or a task fits.
-pub(crate) const INLINE_BODY: usize = 96;
+/// (With their length and the kept body's tag, 88 bytes make 96, a multiple of the
+/// kept body's alignment.)
+pub(crate) const INLINE_BODY: usize = 88;
 
 /// A request kept for replay.
 #[derive(Debug)]

@@ -27,32 +27,27 @@ pub(crate) struct RetryPlan {
     pub(crate) first: Option<Cap>,
 }
 
-impl RetryPlan {
-    /// Where attempt timeouts come from: the first attempt's cap names it.
-    fn source(&self) -> Source {
-        self.first
-            .as_ref()
-            .map_or(Source::Standard, |c| c.source.clone())
-    }
-}
-
 /// The retry state of one call.
 #[derive(Debug)]
-pub(crate) struct Retries {
+pub(crate) struct Retries<S> {
+    /// A handle on the inner service for the attempts after the first.
+    svc: S,
     kept: Kept,
-    plan: RetryPlan,
+    policy: RetryPolicy,
+    idempotent: bool,
+    min_timeout: Duration,
+    /// Where attempt timeouts come from (the first attempt's cap names it).
+    source: Source,
     budget: Option<RetryBudget>,
     /// The attempt in flight (or the last one), from 1, as the rules numbered it.
     attempt: u32,
     /// The attempt timeout the rules gave the attempt in flight.
     timeout: Option<Duration>,
-    /// The call's own deadline.
-    deadline: Option<Instant>,
 }
 
 /// A retry the rules decided: wait `backoff` (until `resume`), then send `resend`.
 #[derive(Debug)]
-pub(crate) struct Retry {
+pub(crate) struct Retry<S> {
     /// The attempt that follows, from 2.
     pub(crate) attempt: u32,
     pub(crate) backoff: Duration,
@@ -60,12 +55,13 @@ pub(crate) struct Retry {
     pub(crate) reason: &'static str,
     /// Boxed: a decision travels through the call loop by value, and only a retried
     /// call pays for the next attempt's size.
-    pub(crate) resend: Box<Resend>,
+    pub(crate) resend: Box<Resend<S>>,
 }
 
 /// The next attempt, made when the retry was decided and started after the backoff.
 #[derive(Debug)]
-pub(crate) struct Resend {
+pub(crate) struct Resend<S> {
+    svc: S,
     attempt: u32,
     request: Request,
     timeout: Option<Duration>,
@@ -73,33 +69,21 @@ pub(crate) struct Resend {
     source: Source,
 }
 
-impl Default for Resend {
-    /// A placeholder left behind when a resend starts (allocates nothing).
-    fn default() -> Self {
-        Resend {
-            attempt: 0,
-            request: Request::default(),
-            timeout: None,
-            deadline: None,
-            source: Source::Standard,
-        }
-    }
-}
-
-/// A started attempt: its request, when its own timeout ends it, and what the call
-/// record says of it.
+/// A started attempt: the service and request it sends, when its own timeout ends it,
+/// and what the call record says of it.
 #[derive(Debug)]
-pub(crate) struct Started {
+pub(crate) struct Started<S> {
+    pub(crate) svc: S,
     pub(crate) request: Request,
     pub(crate) until: Option<Instant>,
     pub(crate) attempt: u32,
     pub(crate) cap: Option<Cap>,
 }
 
-impl Resend {
+impl<S> Resend<S> {
     /// Starts the attempt now: it gets what remains of the call's deadline, never
     /// more (the backoff timer fires on the timer's tick, a little after the backoff).
-    pub(crate) fn start(mut self, now: Instant) -> Started {
+    pub(crate) fn start(mut self, now: Instant) -> Started<S> {
         let remaining = self.deadline.map(|d| d.saturating_duration_since(now));
         let timeout = match (self.timeout, remaining) {
             (Some(t), Some(r)) => Some(t.min(r)),
@@ -117,6 +101,7 @@ impl Resend {
             }
         }
         Started {
+            svc: self.svc,
             request: self.request,
             until,
             attempt: self.attempt,
@@ -127,21 +112,24 @@ impl Resend {
     }
 }
 
-impl Retries {
-    /// The state after the first attempt was planned and sent at `start`.
-    pub(crate) fn new(
-        kept: Kept,
-        plan: RetryPlan,
-        budget: Option<RetryBudget>,
-        deadline: Option<Instant>,
-    ) -> Self {
+impl<S: Clone> Retries<S> {
+    /// The state after the first attempt was planned and sent at `start`; `svc` sends
+    /// the attempts after it.
+    pub(crate) fn new(svc: S, kept: Kept, plan: RetryPlan, budget: Option<RetryBudget>) -> Self {
+        let (timeout, source) = match plan.first {
+            Some(cap) => (Some(cap.limit()), cap.source),
+            None => (None, Source::Standard),
+        };
         Retries {
-            timeout: plan.first.as_ref().map(Cap::limit),
+            svc,
             kept,
-            plan,
+            policy: plan.policy,
+            idempotent: plan.idempotent,
+            min_timeout: plan.min_timeout,
+            source,
             budget,
             attempt: 1,
-            deadline,
+            timeout,
         }
     }
 
@@ -150,9 +138,10 @@ impl Retries {
         self.timeout.and_then(|t| start.checked_add(t))
     }
 
-    /// The first attempt's timeout, when it is shorter than the call's deadline.
+    /// The first attempt's timeout, when it is shorter than the call's deadline (asked
+    /// before any retry).
     pub(crate) fn first_cap(&self) -> Option<Cap> {
-        self.plan.first.clone()
+        self.timeout.map(|t| Cap::new(t, self.source.clone()))
     }
 
     /// The attempt in flight (or the last one), from 1.
@@ -161,22 +150,23 @@ impl Retries {
     }
 
     /// After a failed attempt: the retry the rules decided, or why the failure is the
-    /// call's answer.
+    /// call's answer. `deadline` is the call's own.
     pub(crate) fn after_failure(
         &mut self,
         failure: Failure,
         pushback: Pushback,
-    ) -> Result<Retry, Stop> {
+        deadline: Option<Instant>,
+    ) -> Result<Retry<S>, Stop> {
         let now = Instant::now();
         let decision = decide(
-            &self.plan.policy,
+            &self.policy,
             Failed {
                 attempt: self.attempt,
                 failure,
-                idempotent: self.plan.idempotent,
+                idempotent: self.idempotent,
                 last_timeout: self.timeout,
-                remaining: self.deadline.map(|d| d.saturating_duration_since(now)),
-                min_timeout: self.plan.min_timeout,
+                remaining: deadline.map(|d| d.saturating_duration_since(now)),
+                min_timeout: self.min_timeout,
                 pushback,
                 jitter: jitter(),
             },
@@ -209,11 +199,12 @@ impl Retries {
             resume,
             reason: reason(failure),
             resend: Box::new(Resend {
+                svc: self.svc.clone(),
                 attempt,
                 request: self.kept.request(attempt, timeout),
                 timeout,
-                deadline: self.deadline,
-                source: self.plan.source(),
+                deadline,
+                source: self.source.clone(),
             }),
         })
     }
@@ -228,7 +219,7 @@ impl Retries {
     fn settle(&self, failure: Failure) {
         // A status the policy does not retry is still an answer from the server.
         if let Failure::Code(code) = failure {
-            if !self.plan.policy.retries_code(code) {
+            if !self.policy.retries_code(code) {
                 self.answered();
             }
         }
@@ -282,6 +273,7 @@ mod tests {
     async fn a_resend_gets_what_remains_never_more() {
         let now = Instant::now();
         let resend = |timeout, deadline| Resend {
+            svc: (),
             attempt: 2,
             request: Request::default(),
             timeout,

@@ -16,25 +16,25 @@ use crate::wire::status::{is_server_timeout, is_transport_timeout};
 /// What the call loop does next when an attempt or a timer ended without the call's
 /// answer.
 #[derive(Debug)]
-pub(crate) enum Verdict {
+pub(crate) enum Verdict<S> {
     /// The call failed with this error (its record has ended).
     Fail(BoxError),
     /// Wait the backoff, then send the next attempt.
-    Retry(Retry),
+    Retry(Retry<S>),
 }
 
 /// The response headers that answer the call (`Ok`), or what to do instead.
-pub(crate) type Judged<B> = Result<http::Response<B>, Verdict>;
+pub(crate) type Judged<B, S> = Result<http::Response<B>, Verdict<S>>;
 
 /// The verdict on an attempt that ended; `expired` says whether the attempt's own
 /// timeout had passed when it did.
 #[inline]
-pub(crate) fn judge<B>(
+pub(crate) fn judge<B, S: Clone>(
     ended: Ended<http::Response<B>>,
     expired: bool,
     record: &mut CallRecord,
-    retry: Option<&mut Retries>,
-) -> Judged<B> {
+    retry: Option<&mut Retries<S>>,
+) -> Judged<B, S> {
     match ended {
         Ended::Answered(response) => answered(response, expired, record, retry),
         Ended::Failed(err) => failed(err, expired, record, retry),
@@ -44,7 +44,10 @@ pub(crate) fn judge<B>(
 /// The first timer's instant, asked for only where an ending needs it.
 /// The attempt's own timeout passed (the call loop's timer noticed): a retry, or the
 /// call's timeout in the attempt phase.
-pub(crate) fn attempt_timed_out(record: &mut CallRecord, retry: Option<&mut Retries>) -> Verdict {
+pub(crate) fn attempt_timed_out<S: Clone>(
+    record: &mut CallRecord,
+    retry: Option<&mut Retries<S>>,
+) -> Verdict<S> {
     retry_or(Failure::AttemptTimeout, Pushback::None, record, retry).unwrap_or_else(|| {
         Verdict::Fail(
             record
@@ -88,12 +91,12 @@ pub(crate) fn transport_timed_out(record: &mut CallRecord) -> Status {
 /// Response headers arrived: a trailers-only error may be retried; anything else is
 /// the call's answer.
 #[inline]
-fn answered<B>(
+fn answered<B, S: Clone>(
     mut response: http::Response<B>,
     expired: bool,
     record: &mut CallRecord,
-    retry: Option<&mut Retries>,
-) -> Judged<B> {
+    retry: Option<&mut Retries<S>>,
+) -> Judged<B, S> {
     if let Some(status) = server_timed_out(response.headers(), record) {
         return Err(Verdict::Fail(status.into()));
     }
@@ -101,10 +104,12 @@ fn answered<B>(
         return Ok(response);
     };
     match classify_response(response.headers(), expired) {
-        Some((failure, pushback)) => match retry.after_failure(failure, pushback) {
-            Ok(next) => return Err(Verdict::Retry(next)),
-            Err(stop) => record.not_retried(retry.attempt(), stop.as_str()),
-        },
+        Some((failure, pushback)) => {
+            match retry.after_failure(failure, pushback, record.deadline()) {
+                Ok(next) => return Err(Verdict::Retry(next)),
+                Err(stop) => record.not_retried(retry.attempt(), stop.as_str()),
+            }
+        }
         None => retry.answered(),
     }
     retry.mark(&mut response);
@@ -113,12 +118,12 @@ fn answered<B>(
 
 /// The inner service failed: tonic's own timer on the same deadline, a shorter
 /// deadline below the layer, or a transport error the rules may retry.
-fn failed<B>(
+fn failed<B, S: Clone>(
     err: BoxError,
     expired: bool,
     record: &mut CallRecord,
-    retry: Option<&mut Retries>,
-) -> Judged<B> {
+    retry: Option<&mut Retries<S>>,
+) -> Judged<B, S> {
     // tonic's timer on the attempt's own deadline is the attempt's timeout.
     if is_transport_timeout(&*err) {
         if expired {
@@ -140,14 +145,14 @@ fn failed<B>(
 
 /// A retry when the rules decide one; `None` (logged) when the failure is the call's
 /// answer.
-fn retry_or(
+fn retry_or<S: Clone>(
     failure: Failure,
     pushback: Pushback,
     record: &mut CallRecord,
-    retry: Option<&mut Retries>,
-) -> Option<Verdict> {
+    retry: Option<&mut Retries<S>>,
+) -> Option<Verdict<S>> {
     let retry = retry?;
-    match retry.after_failure(failure, pushback) {
+    match retry.after_failure(failure, pushback, record.deadline()) {
         Ok(next) => Some(Verdict::Retry(next)),
         Err(stop) => {
             record.not_retried(retry.attempt(), stop.as_str());

@@ -44,16 +44,16 @@ pin_project! {
         // The call in flight.
         Calling {
             #[pin]
-            step: Step<F>,
+            step: Step<S, F>,
             // The call's one timer while it waits for response headers: the earlier
             // of its first deadline (a stream's initial or total timer) and the
             // attempt's own timeout, armed at the first wait.
             #[pin]
             timer: Timer,
-            svc: S,
             record: CallRecord,
-            // Retries inside the deadline; `None` for a call sent once.
-            retry: Option<Box<Retries>>,
+            // Retries inside the deadline, with the handle on the inner service they
+            // send through; `None` for a call sent once.
+            retry: Option<Box<Retries<S>>>,
         },
         // Refused before it was sent (not a gRPC path, a malformed header, nothing
         // left of the deadline, a delegation refused).
@@ -66,51 +66,44 @@ pin_project! {
 pin_project! {
     #[project = StepProj]
     #[project_ref = StepRef]
+    #[project_replace = StepReplace]
     #[derive(Debug)]
-    enum Step<F> {
-        Attempting { #[pin] attempt: Attempt<F> },
+    enum Step<S, F> {
+        Attempting { #[pin] attempt: Attempt<S, F> },
         // Between two attempts: the next one is made and waits for the backoff on a
         // timer of its own (both boxed: only a retried call pays for their size).
-        Backoff { timer: Pin<Box<Timer>>, resume: Instant, resend: Box<Resend> },
+        Backoff { timer: Pin<Box<Timer>>, resume: Instant, resend: Box<Resend<S>> },
         // Concurrent attempts of a hedged call (boxed: only a hedged call pays for
         // them).
-        Hedging { hedges: Pin<Box<Hedges<F>>> },
+        Hedging { hedges: Pin<Box<Hedges<S, F>>> },
     }
 }
 
 impl<S, F> ResponseFuture<S, F> {
     /// A call whose first attempt sends `request` through `inner`, the layer's own
-    /// inner service, if it is ready now (as a plain tonic call uses its client's
-    /// channel); `retry` carries its retries. The call keeps a clone of `inner` for
-    /// what follows (later attempts, or waiting for readiness: then the clone and
-    /// `inner` trade places, so that the call keeps the service it is waiting on).
-    /// A clone is never asked to be ready for a call answered at its first attempt: a
-    /// tonic channel's clone allocates again when it is.
+    /// handle on the inner service, if it is ready now (as a plain tonic call uses its
+    /// client's channel; otherwise the attempt waits on it, see [`Attempt::start`]).
+    /// `retry` carries its retries, and their own handle.
     #[inline(always)]
     pub(crate) fn start(
         inner: &mut S,
         request: Request,
         record: CallRecord,
-        retry: Option<Box<Retries>>,
+        retry: Option<Box<Retries<S>>>,
     ) -> Self
     where
         S: Service<Request, Future = F> + Clone,
         S::Error: Into<BoxError>,
     {
         let until = retry.as_ref().and_then(|r| r.first_until(record.start()));
-        let mut svc = inner.clone();
         let attempt = {
             let _span = record.entered();
             Attempt::start(inner, request, until)
         };
-        if !attempt.called() {
-            std::mem::swap(inner, &mut svc);
-        }
         ResponseFuture {
             kind: Kind::Calling {
                 step: Step::Attempting { attempt },
                 timer: Timer::new(),
-                svc,
                 record,
                 retry,
             },
@@ -118,14 +111,13 @@ impl<S, F> ResponseFuture<S, F> {
     }
 
     /// A hedged call: its attempts are `hedges`.
-    pub(crate) fn hedged(svc: S, hedges: Hedges<F>, record: CallRecord) -> Self {
+    pub(crate) fn hedged(hedges: Hedges<S, F>, record: CallRecord) -> Self {
         ResponseFuture {
             kind: Kind::Calling {
                 step: Step::Hedging {
                     hedges: Box::pin(hedges),
                 },
                 timer: Timer::new(),
-                svc,
                 record,
                 retry: None,
             },
@@ -142,7 +134,7 @@ impl<S, F> ResponseFuture<S, F> {
 
 impl<S, B> Future for ResponseFuture<S, S::Future>
 where
-    S: Service<Request, Response = http::Response<B>>,
+    S: Service<Request, Response = http::Response<B>> + Clone,
     S::Error: Into<BoxError>,
     B: http_body::Body,
 {
@@ -154,12 +146,11 @@ where
             KindProj::Calling {
                 step,
                 timer,
-                svc,
                 record,
                 retry,
             } => {
                 let _span = record.entered();
-                ready!(run(step, timer, svc, record, retry, cx))
+                ready!(run(step, timer, record, retry, cx))
             }
             KindProj::Refused { .. } | KindProj::Over => Err(None),
         };
@@ -188,40 +179,32 @@ where
 /// headers, or the call's error (`Some`: `None` is for a future with nothing running).
 #[inline]
 fn run<S, B>(
-    mut step: Pin<&mut Step<S::Future>>,
+    mut step: Pin<&mut Step<S, S::Future>>,
     mut timer: Pin<&mut Timer>,
-    svc: &mut S,
     record: &mut CallRecord,
-    retry: &mut Option<Box<Retries>>,
+    retry: &mut Option<Box<Retries<S>>>,
     cx: &mut Context<'_>,
 ) -> Poll<Result<http::Response<B>, Option<BoxError>>>
 where
-    S: Service<Request, Response = http::Response<B>>,
+    S: Service<Request, Response = http::Response<B>> + Clone,
     S::Error: Into<BoxError>,
 {
     loop {
         let polled = match step.as_mut().project() {
-            StepProj::Attempting { mut attempt } => attempt.as_mut().poll(svc, cx).map(|ended| {
+            StepProj::Attempting { mut attempt } => attempt.as_mut().poll(cx).map(|ended| {
                 let expired = attempt.expired();
                 judge(ended, expired, record, retry.as_deref_mut())
             }),
-            StepProj::Backoff {
-                timer,
-                resume,
-                resend,
-            } => match timer.as_mut().poll_until(*resume, cx) {
-                Poll::Ready(()) => {
-                    // The backoff is over: send the next attempt.
-                    let started = std::mem::take(&mut **resend).start(Instant::now());
-                    record.attempt(started.attempt, started.cap);
-                    step.set(Step::Attempting {
-                        attempt: Attempt::new(started.request, started.until),
-                    });
-                    continue;
+            StepProj::Backoff { timer, resume, .. } => {
+                match timer.as_mut().poll_until(*resume, cx) {
+                    Poll::Ready(()) => {
+                        resend(step.as_mut(), record);
+                        continue;
+                    }
+                    Poll::Pending => Poll::Pending,
                 }
-                Poll::Pending => Poll::Pending,
-            },
-            StepProj::Hedging { hedges } => match poll_hedges(hedges.as_mut(), svc, record, cx) {
+            }
+            StepProj::Hedging { hedges } => match poll_hedges(hedges.as_mut(), record, cx) {
                 Poll::Ready(answer) => return Poll::Ready(answer),
                 Poll::Pending => Poll::Pending,
             },
@@ -245,16 +228,29 @@ where
     }
 }
 
+/// The backoff is over: the next attempt, made when the retry was decided, is sent.
+fn resend<S, F>(mut step: Pin<&mut Step<S, F>>, record: &mut CallRecord) {
+    if let StepReplace::Backoff { resend, .. } = step.as_mut().project_replace(Step::Attempting {
+        attempt: Attempt::none(),
+    }) {
+        let started = resend.start(Instant::now());
+        record.attempt(started.attempt, started.cap);
+        step.set(Step::Attempting {
+            attempt: Attempt::new(started.svc, started.request, started.until),
+        });
+    }
+}
+
 /// While an attempt or a backoff waits: the call's one timer, at the earlier of the
 /// attempt's own timeout and the call's first deadline (the attempt's on a tie).
 #[inline]
-fn alarm<F>(
-    step: Pin<&Step<F>>,
+fn alarm<S: Clone, F>(
+    step: Pin<&Step<S, F>>,
     timer: Pin<&mut Timer>,
     record: &mut CallRecord,
-    retry: &mut Option<Box<Retries>>,
+    retry: &mut Option<Box<Retries<S>>>,
     cx: &mut Context<'_>,
-) -> Poll<Verdict> {
+) -> Poll<Verdict<S>> {
     let attempt = match step.project_ref() {
         StepRef::Attempting { attempt } => attempt.until().map(|at| Due {
             at,

@@ -22,17 +22,16 @@ type Request = http::Request<tonic::body::Body>;
 /// Polls the hedges until the call has its answer or its error (`Some`), or nothing
 /// is ready.
 pub(crate) fn poll_hedges<S, B>(
-    mut hedges: Pin<&mut Hedges<S::Future>>,
-    svc: &mut S,
+    mut hedges: Pin<&mut Hedges<S, S::Future>>,
     record: &mut CallRecord,
     cx: &mut Context<'_>,
 ) -> Poll<Result<http::Response<B>, Option<BoxError>>>
 where
-    S: Service<Request, Response = http::Response<B>>,
+    S: Service<Request, Response = http::Response<B>> + Clone,
     S::Error: Into<BoxError>,
 {
     loop {
-        match std::task::ready!(hedges.as_mut().poll(svc, cx)) {
+        match std::task::ready!(hedges.as_mut().poll(cx)) {
             Event::Sent { attempt, delay } => record.hedged(attempt, Some(delay)),
             Event::NotSent(why) => record.not_hedged(hedges.sent(), why.as_str()),
             Event::Ended { attempt, ended } => {
@@ -45,10 +44,10 @@ where
 }
 
 /// One attempt ended: the call's answer or error, or `None` when the others go on.
-fn ended_attempt<F, B>(
+fn ended_attempt<S: Clone, F, B>(
     ended: Ended<http::Response<B>>,
     attempt: u32,
-    hedges: Pin<&mut Hedges<F>>,
+    hedges: Pin<&mut Hedges<S, F>>,
     record: &mut CallRecord,
 ) -> Option<Result<http::Response<B>, Option<BoxError>>> {
     match ended {
@@ -57,10 +56,10 @@ fn ended_attempt<F, B>(
     }
 }
 
-fn answered<F, B>(
+fn answered<S: Clone, F, B>(
     mut response: http::Response<B>,
     attempt: u32,
-    mut hedges: Pin<&mut Hedges<F>>,
+    mut hedges: Pin<&mut Hedges<S, F>>,
     record: &mut CallRecord,
 ) -> Option<Result<http::Response<B>, Option<BoxError>>> {
     if let Some(status) = server_timed_out(response.headers(), record) {
@@ -88,9 +87,9 @@ fn answered<F, B>(
 /// The inner service failed: tonic's timer on the call's deadline, or a transport
 /// error; one that never reached the server or is `UNAVAILABLE` lets the others go on
 /// when the policy calls it non-fatal.
-fn failed<F, B>(
+fn failed<S: Clone, F, B>(
     err: BoxError,
-    mut hedges: Pin<&mut Hedges<F>>,
+    mut hedges: Pin<&mut Hedges<S, F>>,
     record: &mut CallRecord,
 ) -> Option<Result<http::Response<B>, Option<BoxError>>> {
     if is_transport_timeout(&*err) {
@@ -109,9 +108,9 @@ fn failed<F, B>(
 
 /// A non-fatal ending: the next hedge goes out at once if allowed. Whether the call
 /// goes on (another attempt runs or was just sent).
-fn non_fatal<F>(
+fn non_fatal<S: Clone, F>(
     pushback: Pushback,
-    mut hedges: Pin<&mut Hedges<F>>,
+    mut hedges: Pin<&mut Hedges<S, F>>,
     record: &mut CallRecord,
 ) -> bool {
     match hedges.as_mut().after_non_fatal(pushback) {

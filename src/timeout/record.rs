@@ -181,6 +181,12 @@ impl CallRecord {
         self.start
     }
 
+    /// The call's own deadline: its start plus its total timer, if any.
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        let total = self.timers.total.as_ref()?;
+        self.start.checked_add(total.limit())
+    }
+
     /// Enters the call's `sw4rm_rpc` span until the guard drops, so that events of
     /// the transport and of the caller's code while the call is polled are correlated
     /// to it (as tower-http's trace body does). A disabled span (the common case: its

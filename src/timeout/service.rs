@@ -141,14 +141,16 @@ where
             let context = (recent, deadline, start);
             if let Some(hedges) = hedges(shared, plan, context, &parts, &mut body) {
                 call.attempt(1, None);
-                let hedges = Hedges::new(http::Request::from_parts(parts, body), hedges);
-                return ResponseFuture::hedged(self.inner.clone(), hedges, call);
+                let request = http::Request::from_parts(parts, body);
+                let hedges = Hedges::new(self.inner.clone(), request, hedges);
+                return ResponseFuture::hedged(hedges, call);
             }
         }
         let retry = retry_plan.and_then(|plan| {
             let limit = shared.settings.retry.replay_limit;
             let kept = take_whole(&mut body, limit, |bytes| Kept::new(&parts, bytes))?;
-            let retries = Retries::new(kept, plan, shared.settings.retry.budget.clone(), deadline);
+            let budget = shared.settings.retry.budget.clone();
+            let retries = Retries::new(self.inner.clone(), kept, plan, budget);
             call.attempt(1, retries.first_cap());
             Some(Box::new(retries))
         });
