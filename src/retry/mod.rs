@@ -1,7 +1,7 @@
 //! Attempts inside one deadline (SW4-002 §5.2): everything that carries out retries
 //! and hedges, in one folder. The decisions themselves are pure rules in `policy/retry.rs`; the
 //! call loop that runs attempts one after another under the call's one deadline is the
-//! response future (`timeout/future.rs`), which alone owns the inner service.
+//! response future (`timeout/future.rs`).
 //!
 //! Reading order: `attempt.rs` (one attempt: wait for the inner service to be ready,
 //! call it, wait for the response headers, under the attempt's own timer) →

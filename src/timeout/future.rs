@@ -1,10 +1,10 @@
 //! [`ResponseFuture`]: the call loop. The call's first timer runs from the moment the
 //! RPC is called; under it the loop runs attempts (`retry/attempt.rs`) one after
 //! another, with a backoff between two. The first is sent through the layer's own
-//! handle on the inner service when it is ready at once; after that the loop alone
-//! owns a clone of the inner service, lending it to the attempt in flight. A hedged
-//! call runs its concurrent attempts instead (`hedged.rs`). When the response headers arrive the call record moves
-//! into the [`TimeoutBody`]. What each attempt's end means is `ending.rs`.
+//! handle on the inner service when it is ready at once; later attempts go through
+//! the handle the call's retry state keeps. A hedged call runs its concurrent attempts
+//! instead (`hedged.rs`). When the response headers arrive the call record moves into
+//! the [`TimeoutBody`]. What each attempt's end means is `ending.rs`.
 
 use std::future::Future;
 use std::pin::Pin;
