@@ -7,7 +7,8 @@
 //! call it, wait for the response headers, under the attempt's own timer) →
 //! `outcome.rs` (what an attempt's end means to the rules: a final answer, or a
 //! failure they may retry) → `state.rs` (one call's retry state: the attempt number
-//! the rules decided, the attempt's timeout, the next attempt after a backoff) →
+//! the rules decided, the attempt's timeout, the next attempt after a backoff, and the
+//! handle on the inner service later attempts go through) →
 //! `kept.rs` (the request kept for replay, and each later attempt's request; `head.rs`
 //! keeps its head without copying the usual maps) →
 //! `budget.rs` (the layer's retry budget, shared by its calls). `hedges.rs` runs the
