@@ -95,11 +95,11 @@ pub(crate) enum Event<R> {
 }
 
 impl<S: Clone, F> Hedges<S, F> {
-    /// A hedged call whose first attempt sends `request` through `svc`; later
-    /// attempts are made from `kept`.
+    /// A hedged call whose first attempt is `first` (started through the layer's own
+    /// handle); later attempts are made from `kept` and sent through clones of `svc`.
     pub(crate) fn new(
         svc: S,
-        request: Request,
+        first: Attempt<S, F>,
         (kept, plan, context): (Kept, HedgePlan, HedgeContext),
     ) -> Self {
         let learned = match plan.policy.delay() {
@@ -117,7 +117,7 @@ impl<S: Clone, F> Hedges<S, F> {
             timer: Timer::new(),
             running: vec![Running {
                 attempt: 1,
-                future: Box::pin(Attempt::new(svc.clone(), request, None)),
+                future: Box::pin(first),
             }],
             svc,
             kept,
