@@ -21,7 +21,7 @@ use super::hedged::poll_hedges;
 use super::record::CallRecord;
 use super::BoxError;
 use crate::policy::deadline::{Due, Phase, Progress};
-use crate::retry::{Attempt, Hedges, Resend, Retries};
+use crate::retry::{Attempt, HedgeContext, HedgePlan, Hedges, Kept, Resend, Retries};
 use crate::timer::Timer;
 use crate::wire::details::DetectedBy;
 
@@ -110,12 +110,28 @@ impl<S, F> ResponseFuture<S, F> {
         }
     }
 
-    /// A hedged call: its attempts are `hedges`.
-    pub(crate) fn hedged(hedges: Hedges<S, F>, record: CallRecord) -> Self {
+    /// A hedged call: its first attempt sends `request` through `inner` as
+    /// [`ResponseFuture::start`] does; the hedges after it are made from what
+    /// `hedging` kept and sent through clones of `inner`.
+    pub(crate) fn hedged(
+        inner: &mut S,
+        request: Request,
+        hedging: (Kept, HedgePlan, HedgeContext),
+        record: CallRecord,
+    ) -> Self
+    where
+        S: Service<Request, Future = F> + Clone,
+        S::Error: Into<BoxError>,
+    {
+        let svc = inner.clone();
+        let first = {
+            let _span = record.entered();
+            Attempt::start(inner, request, None)
+        };
         ResponseFuture {
             kind: Kind::Calling {
                 step: Step::Hedging {
-                    hedges: Box::pin(hedges),
+                    hedges: Box::pin(Hedges::new(svc, first, hedging)),
                 },
                 timer: Timer::new(),
                 record,

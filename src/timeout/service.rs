@@ -21,7 +21,7 @@ use crate::policy::deadline::Phase;
 use crate::policy::hedge::HedgingDelay;
 use crate::policy::message::MessageField;
 use crate::policy::streaming::millis;
-use crate::retry::{Attempt, HedgeContext, HedgePlan, Hedges, Kept, Retries};
+use crate::retry::{HedgeContext, HedgePlan, Kept, Retries};
 use crate::wire::details::DetectedBy;
 use crate::wire::message_field;
 use crate::wire::replay::take_whole;
@@ -142,13 +142,7 @@ where
             if let Some(hedges) = hedges(shared, plan, context, &parts, &mut body) {
                 call.attempt(1, None);
                 let request = http::Request::from_parts(parts, body);
-                let svc = self.inner.clone();
-                let first = {
-                    let _span = call.entered();
-                    Attempt::start(&mut self.inner, request, None)
-                };
-                let hedges = Hedges::new(svc, first, hedges);
-                return ResponseFuture::hedged(hedges, call);
+                return ResponseFuture::hedged(&mut self.inner, request, hedges, call);
             }
         }
         let retry = retry_plan.and_then(|plan| {
