@@ -265,9 +265,10 @@ async fn a_layered_call_allocates_nothing_the_plain_call_does_not() {
     assert_eq!(got, one);
 }
 
-/// Requests as a generated client hands them to the channel: the `GrpcMethod`
-/// extension, and a small message encoded into tonic's 8 KiB buffer.
-fn generated_requests(path: &'static str) -> Vec<Request> {
+/// Requests as a generated client hands them to the channel: a POST over HTTP/2 to
+/// `uri` (a path, unless the client was given an origin), the `GrpcMethod` extension,
+/// and a small message encoded into tonic's 8 KiB buffer.
+fn generated_requests(uri: &'static str) -> Vec<Request> {
     (0..CALLS)
         .map(|_| {
             let mut buffer = bytes::BytesMut::with_capacity(8 * 1024);
@@ -275,7 +276,9 @@ fn generated_requests(path: &'static str) -> Vec<Request> {
             let frame = buffer.split().freeze();
             let body = http_body_util::Full::new(frame);
             let mut req = http::Request::new(tonic::body::Body::new(body));
-            *req.uri_mut() = http::Uri::from_static(path);
+            *req.method_mut() = http::Method::POST;
+            *req.version_mut() = http::Version::HTTP_2;
+            *req.uri_mut() = http::Uri::from_static(uri);
             let headers = req.headers_mut();
             headers.insert(
                 "content-type",
@@ -312,8 +315,15 @@ async fn retries_on_keep_the_request_for_a_bounded_number_of_allocations() {
     // Retries on keep the request for replay: the retry state, which holds the head
     // and a small message inline (1), and the body that sends the frame the layer read
     // (1; tonic boxes every body that is not its own). The head's maps are not copied:
-    // the generated client's headers and its `GrpcMethod` extension are kept as values.
+    // the generated client's headers and its `GrpcMethod` extension are kept as values,
+    // its method, URI and version as the path.
     assert_eq!(per_call(with_retries), 2.0, "retries on");
+    // A client given an origin sends an absolute URI: kept whole, boxed (1 more).
+    let absolute = "http://sw4rm.test/sw4rm.registry.RegistryService/Heartbeat";
+    let plain_absolute = count(&mut plain, generated_requests(absolute)).await;
+    let with_origin = count(&mut layered, generated_requests(absolute)).await;
+    let added = with_origin.saturating_sub(plain_absolute) as f64 / CALLS as f64;
+    assert_eq!(added, 3.0, "absolute URI");
 }
 
 /// tonic's channel is a tower `Buffer`, whose clones allocate, and allocate again when

@@ -58,13 +58,16 @@ impl http_body::Body for OkTrailers {
     }
 }
 
-/// A request as a generated tonic client hands it to the channel: a small message
-/// encoded into tonic's 8 KiB buffer, the `GrpcMethod` extension and tonic's headers.
+/// A request as a generated tonic client hands it to the channel: a POST over HTTP/2
+/// to a path, a small message encoded into tonic's 8 KiB buffer, the `GrpcMethod`
+/// extension and tonic's headers.
 pub fn request(path: &'static str, deadline_by_hand: bool) -> Request {
     let mut buffer = bytes::BytesMut::with_capacity(8 * 1024);
     buffer.extend_from_slice(b"\0\0\0\0\x0a\x0a\x08agent-42");
     let body = http_body_util::Full::new(buffer.split().freeze());
     let mut req = http::Request::new(tonic::body::Body::new(body));
+    *req.method_mut() = http::Method::POST;
+    *req.version_mut() = http::Version::HTTP_2;
     *req.uri_mut() = http::Uri::from_static(path);
     req.extensions_mut().insert(tonic::GrpcMethod::new(
         "sw4rm.registry.RegistryService",

@@ -85,12 +85,20 @@ impl Phase {
 /// The timers one call runs under. A unary call has only `total`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Timers {
-    /// From the start until the first complete message (streams).
-    pub(crate) initial: Option<Cap>,
-    /// Longest silence between complete messages (streams).
-    pub(crate) gap: Option<Cap>,
     /// The whole call: the unary deadline, or a stream's total cap.
     pub(crate) total: Option<Cap>,
+    /// A stream's idle timers, boxed: every call's record holds its timers, and only
+    /// a stream that has an idle timer pays for their size (64 bytes).
+    idle: Option<Box<Idle>>,
+}
+
+/// A stream's idle timers.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Idle {
+    /// From the start until the first complete message.
+    initial: Option<Cap>,
+    /// Longest silence between complete messages.
+    gap: Option<Cap>,
 }
 
 /// What a call has received so far, for choosing its next timer.
@@ -126,8 +134,30 @@ impl Timers {
     pub(crate) fn unary(deadline: Option<Cap>) -> Self {
         Timers {
             total: deadline,
-            ..Timers::default()
+            idle: None,
         }
+    }
+
+    /// A stream's timers: `initial` from the start until the first complete message,
+    /// `gap` the longest silence between complete messages, `total` the whole call.
+    pub(crate) fn stream(initial: Option<Cap>, gap: Option<Cap>, total: Option<Cap>) -> Self {
+        let idle = (initial.is_some() || gap.is_some()).then(|| Box::new(Idle { initial, gap }));
+        Timers { total, idle }
+    }
+
+    /// The stream's initial timer.
+    pub(crate) fn initial(&self) -> Option<&Cap> {
+        self.idle.as_ref()?.initial.as_ref()
+    }
+
+    /// The stream's gap timer.
+    pub(crate) fn gap(&self) -> Option<&Cap> {
+        self.idle.as_ref()?.gap.as_ref()
+    }
+
+    /// The stream's gap timer, to lower it.
+    pub(crate) fn gap_mut(&mut self) -> Option<&mut Cap> {
+        self.idle.as_mut()?.gap.as_mut()
     }
 
     /// The timer that fires first given the progress so far: the total cap, and the
@@ -138,11 +168,11 @@ impl Timers {
             phase: Phase::Total,
         });
         let watch = match (progress.messages, progress.last_message) {
-            (0, _) => self.initial.as_ref().map(|cap| Due {
+            (0, _) => self.initial().map(|cap| Due {
                 at: cap.limit(),
                 phase: Phase::Initial,
             }),
-            (_, last) => self.gap.as_ref().map(|cap| Due {
+            (_, last) => self.gap().map(|cap| Due {
                 at: last.unwrap_or_default().saturating_add(cap.limit()),
                 phase: Phase::Gap,
             }),
@@ -206,11 +236,11 @@ mod tests {
 
     #[test]
     fn next_timer_table() {
-        let t = Timers {
-            initial: cap(1_000, Source::Standard),
-            gap: cap(300, Source::Client),
-            total: cap(2_000, Source::PerCall),
-        };
+        let t = Timers::stream(
+            cap(1_000, Source::Standard),
+            cap(300, Source::Client),
+            cap(2_000, Source::PerCall),
+        );
         struct Row {
             messages: u64,
             last_ms: Option<u64>,
@@ -246,10 +276,7 @@ mod tests {
         let due = unary.next(Progress::default()).unwrap();
         assert_eq!((due.at, due.phase), (Duration::from_secs(5), Phase::Total));
         // Only a gap timer: it runs from the last message.
-        let gap_only = Timers {
-            gap: cap(100, Source::Client),
-            ..Timers::default()
-        };
+        let gap_only = Timers::stream(None, cap(100, Source::Client), None);
         let progress = Progress {
             messages: 2,
             last_message: Some(Duration::from_millis(40)),

@@ -103,11 +103,7 @@ pub(crate) fn stream_timers(
         }
     }
     StreamTimers {
-        timers: Timers {
-            initial,
-            gap,
-            total,
-        },
+        timers: Timers::stream(initial, gap, total),
         gap_clamped,
     }
 }
@@ -158,19 +154,16 @@ mod tests {
             Row {
                 profile: policy(0, 30_000, 0),
                 per_call: None,
-                want: Timers {
-                    gap: cap(30_000, file.clone()),
-                    ..Timers::default()
-                },
+                want: Timers::stream(None, cap(30_000, file.clone()), None),
             },
             Row {
                 profile: policy(0, 0, 0),
                 per_call: Some(policy(2_000, 0, 600_000)),
-                want: Timers {
-                    initial: cap(2_000, Source::PerCall),
-                    total: cap(600_000, Source::PerCall),
-                    ..Timers::default()
-                },
+                want: Timers::stream(
+                    cap(2_000, Source::PerCall),
+                    None,
+                    cap(600_000, Source::PerCall),
+                ),
             },
         ];
         for row in rows {
@@ -204,11 +197,7 @@ mod tests {
                 effective: eff(),
                 profile: policy(0, 0, 0),
                 per_call: None,
-                want: Timers {
-                    initial: eff(),
-                    gap: eff(),
-                    total: None,
-                },
+                want: Timers::stream(eff(), eff(), None),
                 gap_clamped: false,
             },
             Row {
@@ -222,55 +211,35 @@ mod tests {
                 effective: eff(),
                 profile: policy(1_000, 200, 0),
                 per_call: None,
-                want: Timers {
-                    initial: cap(1_000, file.clone()),
-                    gap: cap(200, file.clone()),
-                    total: None,
-                },
+                want: Timers::stream(cap(1_000, file.clone()), cap(200, file.clone()), None),
                 gap_clamped: false,
             },
             Row {
                 effective: eff(),
                 profile: policy(0, 0, 10_000),
                 per_call: None,
-                want: Timers {
-                    initial: eff(),
-                    gap: cap(10_000, file.clone()),
-                    total: cap(10_000, file.clone()),
-                },
+                want: Timers::stream(eff(), cap(10_000, file.clone()), cap(10_000, file.clone())),
                 gap_clamped: true,
             },
             Row {
                 effective: eff(),
                 profile: policy(0, 500, 0),
                 per_call: Some(policy(0, 0, 9_000)),
-                want: Timers {
-                    initial: eff(),
-                    gap: cap(500, file.clone()),
-                    total: cap(9_000, Source::PerCall),
-                },
+                want: Timers::stream(eff(), cap(500, file.clone()), cap(9_000, Source::PerCall)),
                 gap_clamped: false,
             },
             Row {
                 effective: eff(),
                 profile: policy(0, 500, 1_000),
                 per_call: Some(policy(0, 2_000, 0)),
-                want: Timers {
-                    initial: eff(),
-                    gap: cap(1_000, file.clone()),
-                    total: cap(1_000, file.clone()),
-                },
+                want: Timers::stream(eff(), cap(1_000, file.clone()), cap(1_000, file.clone())),
                 gap_clamped: true,
             },
             Row {
                 effective: None,
                 profile: policy(0, 0, 10_000),
                 per_call: None,
-                want: Timers {
-                    initial: None,
-                    gap: None,
-                    total: cap(10_000, file.clone()),
-                },
+                want: Timers::stream(None, None, cap(10_000, file.clone())),
                 gap_clamped: false,
             },
         ];

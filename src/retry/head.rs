@@ -3,10 +3,12 @@
 //! the request allows: the few headers a generated client sends are kept inline
 //! instead of in a copy of the header map (two allocations), and the one extension it
 //! sets, tonic's `GrpcMethod`, as that value instead of a copy of the extension map
-//! (three). A head with more headers, or with other extensions, is copied whole, as
-//! `http` copies it. The maps are built again only for an attempt after the first.
+//! (three); its method, URI and version, a POST to a path over HTTP/2, as the path. A
+//! head with more headers, or with other extensions, is copied whole, as `http` copies
+//! it. The maps are built again only for an attempt after the first.
 
 use http::header::{HeaderMap, HeaderName, HeaderValue};
+use http::uri::PathAndQuery;
 use http::{Extensions, Method, Uri, Version};
 use tonic::GrpcMethod;
 
@@ -24,11 +26,19 @@ const USUAL: [(HeaderName, &str); 2] = [
 /// A request head kept for later attempts.
 #[derive(Debug)]
 pub(super) struct Head {
-    method: Method,
-    uri: Uri,
-    version: Version,
+    target: Target,
     headers: Headers,
     extensions: Known,
+}
+
+/// Where and how the request is sent.
+#[derive(Debug)]
+enum Target {
+    /// A POST over HTTP/2 to a path on the channel's origin, as a tonic client with
+    /// no origin of its own sends (40 bytes where the three parts take 120).
+    Path(PathAndQuery),
+    /// Any other method, URI or version, boxed: only such a request pays for them.
+    Other(Box<(Method, Uri, Version)>),
 }
 
 /// The headers, without those each attempt writes itself.
@@ -56,9 +66,7 @@ impl Head {
     /// headers and extensions). `skip` names the headers each attempt writes itself.
     pub(super) fn new(parts: &http::request::Parts, skip: &[HeaderName]) -> Self {
         Head {
-            method: parts.method.clone(),
-            uri: parts.uri.clone(),
-            version: parts.version,
+            target: Target::new(parts),
             headers: Headers::new(&parts.headers, skip),
             extensions: Known::new(&parts.extensions),
         }
@@ -67,12 +75,41 @@ impl Head {
     /// A request with this head and `body`.
     pub(super) fn request<B>(&self, body: B) -> http::Request<B> {
         let mut request = http::Request::new(body);
-        *request.method_mut() = self.method.clone();
-        *request.uri_mut() = self.uri.clone();
-        *request.version_mut() = self.version;
+        let (method, uri, version) = self.target.parts();
+        *request.method_mut() = method;
+        *request.uri_mut() = uri;
+        *request.version_mut() = version;
         *request.headers_mut() = self.headers.map();
         *request.extensions_mut() = self.extensions.map();
         request
+    }
+}
+
+impl Target {
+    fn new(parts: &http::request::Parts) -> Self {
+        let uri = &parts.uri;
+        let path_only = uri.scheme().is_none() && uri.authority().is_none();
+        match uri.path_and_query() {
+            Some(path)
+                if path_only
+                    && parts.method == Method::POST
+                    && parts.version == Version::HTTP_2 =>
+            {
+                Target::Path(path.clone())
+            }
+            _ => Target::Other(Box::new((
+                parts.method.clone(),
+                parts.uri.clone(),
+                parts.version,
+            ))),
+        }
+    }
+
+    fn parts(&self) -> (Method, Uri, Version) {
+        match self {
+            Target::Path(path) => (Method::POST, Uri::from(path.clone()), Version::HTTP_2),
+            Target::Other(other) => other.as_ref().clone(),
+        }
     }
 }
 
@@ -206,13 +243,35 @@ mod tests {
         }
     }
 
+    /// Rows: method, URI and version sent, and whether they are kept as the path.
     #[test]
     fn method_uri_and_version_come_back() {
-        let head = Head::new(&parts(&[]), &[]);
-        let got = again(&head);
-        assert_eq!(got.method, Method::POST);
-        assert_eq!(got.uri, "http://h/sw4rm.registry.RegistryService/Heartbeat");
-        assert_eq!(got.version, Version::HTTP_2);
+        let path = "/sw4rm.registry.RegistryService/Heartbeat";
+        let absolute = "http://h/sw4rm.registry.RegistryService/Heartbeat";
+        let rows = [
+            (Method::POST, path, Version::HTTP_2, true),
+            (Method::POST, "/s/m?q=1", Version::HTTP_2, true),
+            (Method::POST, absolute, Version::HTTP_2, false),
+            (Method::PUT, path, Version::HTTP_2, false),
+            (Method::POST, path, Version::HTTP_11, false),
+        ];
+        for (method, uri, version, as_path) in rows {
+            let sent = http::Request::builder()
+                .method(method.clone())
+                .uri(uri)
+                .version(version)
+                .body(())
+                .unwrap()
+                .into_parts()
+                .0;
+            let head = Head::new(&sent, &[]);
+            assert_eq!(matches!(head.target, Target::Path(_)), as_path, "{uri}");
+            let got = again(&head);
+            assert_eq!((got.method, got.version), (method, version), "{uri}");
+            assert_eq!(got.uri, uri);
+            assert_eq!(got.uri.scheme(), sent.uri.scheme());
+            assert_eq!(got.uri.authority(), sent.uri.authority());
+        }
     }
 
     #[test]

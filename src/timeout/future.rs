@@ -287,3 +287,25 @@ fn alarm<S: Clone, F>(
         phase => Verdict::Fail(record.timed_out(phase, 0, DetectedBy::Client).into()),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::mem::size_of;
+
+    use super::*;
+
+    type Channel = tonic::transport::Channel;
+    type ChannelFuture = <Channel as Service<Request>>::Future;
+
+    /// Every call in flight holds its response future, and a call that may be retried
+    /// its retry state too: at these sizes a call holds at most 1 KiB more than a plain
+    /// tonic call (`benches/hostile.rs` measures it). A field added to either must
+    /// make room for itself.
+    #[test]
+    fn a_calls_future_and_retry_state_stay_within_their_budget() {
+        let future = size_of::<ResponseFuture<Channel, ChannelFuture>>();
+        assert!(future <= 360, "response future: {future} bytes");
+        let retries = size_of::<Retries<Channel>>();
+        assert!(retries <= 512, "retry state: {retries} bytes");
+    }
+}

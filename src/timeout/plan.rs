@@ -213,7 +213,7 @@ fn stream_total(
         return None;
     };
     timers.total = Some(Cap::new(effective, Source::PerCall));
-    if let Some(gap) = timers.gap.as_mut().filter(|g| g.limit() > effective) {
+    if let Some(gap) = timers.gap_mut().filter(|g| g.limit() > effective) {
         *gap = Cap::new(effective, Source::PerCall);
         *gap_clamped = true;
     }
@@ -498,7 +498,7 @@ mod tests {
             assert_eq!((t.limit(), t.source), (want, Source::PerCall), "{total}");
             assert_eq!(p.clamp.map(|c| c.bound), bound, "{total}");
             assert!(
-                p.timers.gap.unwrap().limit() <= want,
+                p.timers.gap().unwrap().limit() <= want,
                 "gap within the total"
             );
         }
@@ -865,9 +865,12 @@ mod tests {
         )
         .unwrap();
         let due =
-            |t: &Option<crate::policy::deadline::Cap>| t.clone().map(|c| (c.limit(), c.source));
-        assert_eq!(due(&p.timers.initial), Some((ms(30_000), Source::Standard)));
-        assert_eq!(due(&p.timers.gap), Some((ms(500), Source::Client)));
+            |t: Option<&crate::policy::deadline::Cap>| t.cloned().map(|c| (c.limit(), c.source));
+        assert_eq!(
+            due(p.timers.initial()),
+            Some((ms(30_000), Source::Standard))
+        );
+        assert_eq!(due(p.timers.gap()), Some((ms(500), Source::Client)));
         assert_eq!(p.timers.total, None);
         let first = p.timers.next(Default::default()).unwrap();
         assert_eq!((first.at, first.phase), (ms(30_000), Phase::Initial));

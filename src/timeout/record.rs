@@ -41,11 +41,28 @@ pub(crate) struct CallRecord {
     /// Attempts made, and the attempt timeout in force, under a retry policy.
     attempts: Option<u32>,
     attempt: Option<Cap>,
-    /// The budget at the call's start, when a budget caps the call.
-    budget: Option<BudgetNow>,
+    /// What the budget had spent at the call's start, when a budget caps the call.
+    budget: Option<BudgetSpent>,
     /// The `grpc-status` of the response headers (a trailers-only answer), kept only
     /// when a metric family records statuses.
     header_code: Option<Code>,
+}
+
+/// What a budget that caps the call had spent at the call's start, as its timeout
+/// details report it (the record keeps these two figures, not the budget's state).
+#[derive(Clone, Copy, Debug)]
+struct BudgetSpent {
+    paused_ms: u64,
+    elapsed_ms: u64,
+}
+
+impl From<BudgetNow> for BudgetSpent {
+    fn from(budget: BudgetNow) -> Self {
+        BudgetSpent {
+            paused_ms: millis(budget.paused),
+            elapsed_ms: millis(budget.ran),
+        }
+    }
 }
 
 impl CallRecord {
@@ -69,7 +86,7 @@ impl CallRecord {
             state: State::Open,
             attempts: None,
             attempt: None,
-            budget: plan.budget,
+            budget: plan.budget.map(BudgetSpent::from),
             header_code: None,
         }
     }
@@ -259,8 +276,8 @@ impl CallRecord {
 
     fn cap(&self, phase: Phase) -> Option<&Cap> {
         match phase {
-            Phase::Initial => self.timers.initial.as_ref(),
-            Phase::Gap => self.timers.gap.as_ref(),
+            Phase::Initial => self.timers.initial(),
+            Phase::Gap => self.timers.gap(),
             Phase::Total => self.timers.total.as_ref(),
             Phase::Attempt => self.attempt.as_ref(),
         }
@@ -269,7 +286,7 @@ impl CallRecord {
     /// The phase to report when the server said its deadline passed: the total when
     /// there is one (that is what went on the wire), else the timer that was running.
     pub(crate) fn server_phase(&self, messages: u64) -> Phase {
-        match (&self.timers.total, &self.timers.initial) {
+        match (&self.timers.total, self.timers.initial()) {
             (Some(_), _) => Phase::Total,
             (None, Some(_)) if messages == 0 => Phase::Initial,
             _ => Phase::Gap,
@@ -343,8 +360,8 @@ impl CallRecord {
             detected_by,
             attempts: self.attempts,
             attempt_timeout_ms: self.attempt.as_ref().map(|c| millis(c.limit())),
-            budget_paused_ms: self.budget.map(|b| millis(b.paused)),
-            budget_elapsed_ms: self.budget.map(|b| millis(b.ran)),
+            budget_paused_ms: self.budget.map(|b| b.paused_ms),
+            budget_elapsed_ms: self.budget.map(|b| b.elapsed_ms),
         };
         if self.state == State::Open {
             self.state = State::Ended;
