@@ -147,11 +147,14 @@ where
         }
         let retry = retry_plan.and_then(|plan| {
             let limit = shared.settings.retry.replay_limit;
-            let kept = take_whole(&mut body, limit, |bytes| Kept::new(&parts, bytes))?;
-            let budget = shared.settings.retry.budget.clone();
-            let retries = Retries::new(self.inner.clone(), kept, plan, budget);
+            // Made in the box, where the bytes are seen: a retry state is large.
+            let retries = take_whole(&mut body, limit, |bytes| {
+                let kept = Kept::new(&parts, bytes);
+                let budget = shared.settings.retry.budget.clone();
+                Box::new(Retries::new(self.inner.clone(), kept, plan, budget))
+            })?;
             call.attempt(1, retries.first_cap());
-            Some(Box::new(retries))
+            Some(retries)
         });
         let request = http::Request::from_parts(parts, body);
         ResponseFuture::start(&mut self.inner, request, call, retry)
