@@ -38,20 +38,23 @@ fn unavailable(
             .get("grpc-timeout")
             .map(|v| v.to_str().unwrap().to_owned());
         calls.lock().unwrap().push((Instant::now(), timeout));
-        async move {
-            let mut response = http::Response::new(tonic::body::Body::empty());
-            let h = response.headers_mut();
-            h.insert(
-                "content-type",
-                http::HeaderValue::from_static("application/grpc"),
-            );
-            h.insert("grpc-status", http::HeaderValue::from_static("14"));
-            if let Some(p) = pushback {
-                h.insert("grpc-retry-pushback-ms", http::HeaderValue::from_static(p));
-            }
-            Ok::<_, Infallible>(response)
-        }
+        async move { Ok::<_, Infallible>(unavailable_answer(pushback)) }
     })
+}
+
+/// A trailers-only `UNAVAILABLE`, with this pushback.
+fn unavailable_answer(pushback: Option<&'static str>) -> http::Response<tonic::body::Body> {
+    let mut response = http::Response::new(tonic::body::Body::empty());
+    let h = response.headers_mut();
+    h.insert(
+        "content-type",
+        http::HeaderValue::from_static("application/grpc"),
+    );
+    h.insert("grpc-status", http::HeaderValue::from_static("14"));
+    if let Some(p) = pushback {
+        h.insert("grpc-retry-pushback-ms", http::HeaderValue::from_static(p));
+    }
+    response
 }
 
 fn request() -> http::Request<tonic::body::Body> {
@@ -293,4 +296,49 @@ async fn attempts_that_all_hang_end_at_the_call_deadline_naming_the_attempt() {
         "every attempt was dropped"
     );
     assert_eq!(calls.lock().unwrap().len(), 4);
+}
+
+/// Answers every attempt with a trailers-only `UNAVAILABLE`, logging `tag`: which
+/// service the attempt went through.
+fn tagged(
+    log: Arc<Mutex<Vec<&'static str>>>,
+    tag: &'static str,
+) -> impl Service<
+    http::Request<tonic::body::Body>,
+    Response = http::Response<tonic::body::Body>,
+    Error = Infallible,
+    Future = impl Send,
+> + Clone {
+    tower::service_fn(move |_: http::Request<tonic::body::Body>| {
+        log.lock().unwrap().push(tag);
+        async move { Ok::<_, Infallible>(unavailable_answer(None)) }
+    })
+}
+
+/// A call's attempts after the first go through a handle taken from the layered
+/// service's own; after `get_mut` hands the service out (here to replace it), later
+/// calls' retries go through it as it was left, never through the one before.
+#[tokio::test(start_paused = true)]
+async fn retries_go_through_the_service_as_get_mut_left_it() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let layer = TimeoutProfileLayer::new(ProfileSet::standard())
+        .without_metrics()
+        .without_retry_budget();
+    let mut svc = ServiceBuilder::new()
+        .layer(layer)
+        .service(tagged(log.clone(), "first"));
+    let mut copy = svc.clone();
+    let response = svc.ready().await.unwrap().call(request()).await.unwrap();
+    assert_eq!(response.headers()["sw4rm-attempts"], "3");
+    *svc.get_mut() = tagged(log.clone(), "second");
+    let _ = svc.ready().await.unwrap().call(request()).await.unwrap();
+    // A clone made before keeps the service it was made with, for all its attempts.
+    let _ = copy.ready().await.unwrap().call(request()).await.unwrap();
+    let log = log.lock().unwrap().clone();
+    let expected: Vec<_> = ["first"; 3]
+        .into_iter()
+        .chain(["second"; 3])
+        .chain(["first"; 3])
+        .collect();
+    assert_eq!(log, expected);
 }

@@ -2,7 +2,9 @@
 //! first attempt is sent at once; each next one when the attempts before it have not
 //! answered after the hedging delay, or at once after a non-fatal answer, while
 //! `policy/hedge.rs` allows it. Every attempt runs under what remains of the call's one
-//! deadline, with no timeout of its own, through its own clone of the inner service.
+//! deadline, with no timeout of its own: the first through the layer's own handle on
+//! the inner service, each later one through its own, taken from the call's
+//! [`Spare`].
 //! The call loop (`timeout/future.rs`) polls them and judges each ended attempt
 //! (`timeout/hedged.rs`);
 //! dropping the hedges drops every attempt still running, and hyper resets their
@@ -20,6 +22,7 @@ use tower_service::Service;
 use super::attempt::{Attempt, Ended};
 use super::budget::RetryBudget;
 use super::kept::Kept;
+use super::spare::Spare;
 use super::ATTEMPTS_HEADER;
 use crate::latency::RecentLatency;
 use crate::policy::hedge::{
@@ -60,8 +63,8 @@ pin_project! {
         #[pin]
         timer: Timer,
         running: Vec<Running<S, F>>,
-        // Cloned for each attempt.
-        svc: S,
+        // Where each attempt after the first takes its handle on the inner service.
+        spare: Spare<S>,
         kept: Kept,
         policy: HedgingPolicy,
         floor: Duration,
@@ -96,9 +99,10 @@ pub(crate) enum Event<R> {
 
 impl<S: Clone, F> Hedges<S, F> {
     /// A hedged call whose first attempt is `first` (started through the layer's own
-    /// handle); later attempts are made from `kept` and sent through clones of `svc`.
+    /// handle); later attempts are made from `kept` and sent through handles taken
+    /// from `spare`.
     pub(crate) fn new(
-        svc: S,
+        spare: Spare<S>,
         first: Attempt<S, F>,
         (kept, plan, context): (Kept, HedgePlan, HedgeContext),
     ) -> Self {
@@ -119,7 +123,7 @@ impl<S: Clone, F> Hedges<S, F> {
                 attempt: 1,
                 future: Box::pin(first),
             }],
-            svc,
+            spare,
             kept,
             policy: plan.policy,
             floor: plan.floor,
@@ -252,7 +256,7 @@ fn send<S: Clone, F>(this: &mut HedgesProj<'_, S, F>) -> Result<u32, NoHedge> {
     let request = this.kept.request(attempt, remaining);
     this.running.push(Running {
         attempt,
-        future: Box::pin(Attempt::new(this.svc.clone(), request, None)),
+        future: Box::pin(Attempt::new(this.spare.handle(), request, None)),
     });
     *this.sent = attempt;
     *this.next_at = (attempt < this.policy.max_attempts())

@@ -7,8 +7,9 @@
 //! call it, wait for the response headers, under the attempt's own timer) →
 //! `outcome.rs` (what an attempt's end means to the rules: a final answer, or a
 //! failure they may retry) → `state.rs` (one call's retry state: the attempt number
-//! the rules decided, the attempt's timeout, the next attempt after a backoff, and the
-//! handle on the inner service later attempts go through) →
+//! the rules decided, the attempt's timeout, the next attempt after a backoff) →
+//! `spare.rs` (the handle on the inner service that attempts after a call's first go
+//! through, shared by the layered service's calls) →
 //! `kept.rs` (the request kept for replay, and each later attempt's request; `head.rs`
 //! keeps its head without copying the usual maps) →
 //! `budget.rs` (the layer's retry budget, shared by its calls). `hedges.rs` runs the
@@ -26,6 +27,7 @@ mod head;
 mod hedges;
 mod kept;
 mod outcome;
+mod spare;
 mod state;
 
 pub(crate) use attempt::{Attempt, Ended};
@@ -33,6 +35,7 @@ pub use budget::RetryBudget;
 pub(crate) use hedges::{Event, HedgeContext, HedgePlan, Hedges};
 pub(crate) use kept::{Kept, DEFAULT_REPLAY_LIMIT};
 pub(crate) use outcome::{classify_error, classify_response};
+pub(crate) use spare::{Spare, SpareSlot};
 pub(crate) use state::{Resend, Retries, Retry, RetryPlan};
 
 /// The header a final answer carries when the call made more than one attempt.

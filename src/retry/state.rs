@@ -9,6 +9,7 @@ use tokio::time::Instant;
 use super::budget::RetryBudget;
 use super::kept::Kept;
 use super::outcome::reason;
+use super::spare::Spare;
 use super::ATTEMPTS_HEADER;
 use crate::policy::deadline::Cap;
 use crate::policy::retry::{decide, Decision, Failed, Failure, Pushback, RetryPolicy, Stop};
@@ -30,8 +31,8 @@ pub(crate) struct RetryPlan {
 /// The retry state of one call.
 #[derive(Debug)]
 pub(crate) struct Retries<S> {
-    /// A handle on the inner service for the attempts after the first.
-    svc: S,
+    /// Where the attempts after the first take their handle on the inner service.
+    spare: Spare<S>,
     kept: Kept,
     policy: RetryPolicy,
     idempotent: bool,
@@ -113,15 +114,20 @@ impl<S> Resend<S> {
 }
 
 impl<S: Clone> Retries<S> {
-    /// The state after the first attempt was planned and sent at `start`; `svc` sends
-    /// the attempts after it.
-    pub(crate) fn new(svc: S, kept: Kept, plan: RetryPlan, budget: Option<RetryBudget>) -> Self {
+    /// The state after the first attempt was planned and sent; the attempts after it
+    /// go through handles taken from `spare`.
+    pub(crate) fn new(
+        spare: Spare<S>,
+        kept: Kept,
+        plan: RetryPlan,
+        budget: Option<RetryBudget>,
+    ) -> Self {
         let (timeout, source) = match plan.first {
             Some(cap) => (Some(cap.limit()), cap.source),
             None => (None, Source::Standard),
         };
         Retries {
-            svc,
+            spare,
             kept,
             policy: plan.policy,
             idempotent: plan.idempotent,
@@ -199,7 +205,7 @@ impl<S: Clone> Retries<S> {
             resume,
             reason: reason(failure),
             resend: Box::new(Resend {
-                svc: self.svc.clone(),
+                svc: self.spare.handle(),
                 attempt,
                 request: self.kept.request(attempt, timeout),
                 timeout,

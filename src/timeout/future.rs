@@ -21,7 +21,7 @@ use super::hedged::poll_hedges;
 use super::record::CallRecord;
 use super::BoxError;
 use crate::policy::deadline::{Due, Phase, Progress};
-use crate::retry::{Attempt, HedgeContext, HedgePlan, Hedges, Kept, Resend, Retries};
+use crate::retry::{Attempt, HedgeContext, HedgePlan, Hedges, Kept, Resend, Retries, Spare};
 use crate::timer::Timer;
 use crate::wire::details::DetectedBy;
 
@@ -112,9 +112,10 @@ impl<S, F> ResponseFuture<S, F> {
 
     /// A hedged call: its first attempt sends `request` through `inner` as
     /// [`ResponseFuture::start`] does; the hedges after it are made from what
-    /// `hedging` kept and sent through clones of `inner`.
+    /// `hedging` kept and sent through handles taken from `spare`.
     pub(crate) fn hedged(
         inner: &mut S,
+        spare: Spare<S>,
         request: Request,
         hedging: (Kept, HedgePlan, HedgeContext),
         record: CallRecord,
@@ -123,7 +124,6 @@ impl<S, F> ResponseFuture<S, F> {
         S: Service<Request, Future = F> + Clone,
         S::Error: Into<BoxError>,
     {
-        let svc = inner.clone();
         let first = {
             let _span = record.entered();
             Attempt::start(inner, request, None)
@@ -131,7 +131,7 @@ impl<S, F> ResponseFuture<S, F> {
         ResponseFuture {
             kind: Kind::Calling {
                 step: Step::Hedging {
-                    hedges: Box::pin(Hedges::new(svc, first, hedging)),
+                    hedges: Box::pin(Hedges::new(spare, first, hedging)),
                 },
                 timer: Timer::new(),
                 record,
@@ -306,6 +306,6 @@ mod tests {
         let future = size_of::<ResponseFuture<Channel, ChannelFuture>>();
         assert!(future <= 360, "response future: {future} bytes");
         let retries = size_of::<Retries<Channel>>();
-        assert!(retries <= 512, "retry state: {retries} bytes");
+        assert!(retries <= 472, "retry state: {retries} bytes");
     }
 }

@@ -21,7 +21,7 @@ use crate::policy::deadline::Phase;
 use crate::policy::hedge::HedgingDelay;
 use crate::policy::message::MessageField;
 use crate::policy::streaming::millis;
-use crate::retry::{HedgeContext, HedgePlan, Kept, Retries};
+use crate::retry::{HedgeContext, HedgePlan, Kept, Retries, SpareSlot};
 use crate::wire::details::DetectedBy;
 use crate::wire::message_field;
 use crate::wire::replay::take_whole;
@@ -29,13 +29,21 @@ use crate::wire::replay::take_whole;
 /// The service produced by [`super::TimeoutProfileLayer`].
 #[derive(Clone, Debug)]
 pub struct TimeoutProfileService<S> {
+    /// The handle every call's first attempt goes through.
     inner: S,
+    /// The handle attempts after a call's first take theirs from: one per layered
+    /// service and its clones, made from `inner` when a call first needs it.
+    spare: SpareSlot<S>,
     shared: Arc<Shared>,
 }
 
 impl<S> TimeoutProfileService<S> {
     pub(crate) fn from_shared(inner: S, shared: Arc<Shared>) -> Self {
-        TimeoutProfileService { inner, shared }
+        TimeoutProfileService {
+            inner,
+            spare: SpareSlot::default(),
+            shared,
+        }
     }
 
     /// The wrapped service.
@@ -43,8 +51,10 @@ impl<S> TimeoutProfileService<S> {
         &self.inner
     }
 
-    /// The wrapped service, mutably.
+    /// The wrapped service, mutably. Attempts after a call's first go through the
+    /// service as it is after this borrow, for calls made after it.
     pub fn get_mut(&mut self) -> &mut S {
+        self.spare = SpareSlot::default();
         &mut self.inner
     }
 
@@ -142,7 +152,8 @@ where
             if let Some(hedges) = hedges(shared, plan, context, &parts, &mut body) {
                 call.attempt(1, None);
                 let request = http::Request::from_parts(parts, body);
-                return ResponseFuture::hedged(&mut self.inner, request, hedges, call);
+                let spare = self.spare.share(&self.inner);
+                return ResponseFuture::hedged(&mut self.inner, spare, request, hedges, call);
             }
         }
         let retry = retry_plan.and_then(|plan| {
@@ -151,7 +162,8 @@ where
             let retries = take_whole(&mut body, limit, |bytes| {
                 let kept = Kept::new(&parts, bytes);
                 let budget = shared.settings.retry.budget.clone();
-                Box::new(Retries::new(self.inner.clone(), kept, plan, budget))
+                let spare = self.spare.share(&self.inner);
+                Box::new(Retries::new(spare, kept, plan, budget))
             })?;
             call.attempt(1, retries.first_cap());
             Some(retries)
