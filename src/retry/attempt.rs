@@ -6,8 +6,8 @@
 //! handle on the inner service, when that is ready at once, as a plain tonic call goes
 //! through its client's channel. An attempt that has to wait keeps a handle on the
 //! inner service and its request, boxed together, so that no call's future carries
-//! their size; a call that can have no other attempt keeps no handle at all (a tonic
-//! channel's clone allocates). The attempt's own timeout ([`Attempt::until`]) is
+//! their size. An attempt after the first takes its handle from the call's spare
+//! (`spare.rs`). The attempt's own timeout ([`Attempt::until`]) is
 //! watched by the call loop's one timer, which fires for whichever of the attempt's
 //! and the call's deadlines comes first (a second timer per call would cost its size
 //! in every call's future).

@@ -2,7 +2,8 @@
 //! RPC is called; under it the loop runs attempts (`retry/attempt.rs`) one after
 //! another, with a backoff between two. The first is sent through the layer's own
 //! handle on the inner service when it is ready at once; later attempts go through
-//! the handle the call's retry state keeps. A hedged call runs its concurrent attempts
+//! handles taken from the spare the call's retry state shares (`retry/spare.rs`). A
+//! hedged call runs its concurrent attempts
 //! instead (`hedged.rs`). When the response headers arrive the call record moves into
 //! the [`TimeoutBody`]. What each attempt's end means is `ending.rs`.
 
@@ -51,8 +52,8 @@ pin_project! {
             #[pin]
             timer: Timer,
             record: CallRecord,
-            // Retries inside the deadline, with the handle on the inner service they
-            // send through; `None` for a call sent once.
+            // Retries inside the deadline, with the spare their handles on the inner
+            // service come from; `None` for a call sent once.
             retry: Option<Box<Retries<S>>>,
         },
         // Refused before it was sent (not a gRPC path, a malformed header, nothing
@@ -83,7 +84,7 @@ impl<S, F> ResponseFuture<S, F> {
     /// A call whose first attempt sends `request` through `inner`, the layer's own
     /// handle on the inner service, if it is ready now (as a plain tonic call uses its
     /// client's channel; otherwise the attempt waits on it, see [`Attempt::start`]).
-    /// `retry` carries its retries, and their own handle.
+    /// `retry` carries its retries, and the spare their handles come from.
     #[inline(always)]
     pub(crate) fn start(
         inner: &mut S,
