@@ -21,7 +21,7 @@ use crate::policy::deadline::Phase;
 use crate::policy::hedge::HedgingDelay;
 use crate::policy::message::MessageField;
 use crate::policy::streaming::millis;
-use crate::retry::{HedgeContext, HedgePlan, Kept, Retries, SpareSlot};
+use crate::retry::{HedgeContext, HedgePlan, Kept, Retries, RetryPlan, SpareSlot};
 use crate::wire::details::DetectedBy;
 use crate::wire::message_field;
 use crate::wire::replay::take_whole;
@@ -156,20 +156,31 @@ where
                 return ResponseFuture::hedged(&mut self.inner, spare, request, hedges, call);
             }
         }
-        let retry = retry_plan.and_then(|plan| {
-            let limit = shared.settings.retry.replay_limit;
-            // Made in the box, where the bytes are seen: a retry state is large.
-            let retries = take_whole(&mut body, limit, |bytes| {
-                let kept = Kept::new(&parts, bytes);
-                let budget = shared.settings.retry.budget.clone();
-                let spare = self.spare.share(&self.inner);
-                Box::new(Retries::new(spare, kept, plan, budget))
-            })?;
+        let retry = retry_plan.and_then(|plan| self.retries(plan, &parts, &mut body));
+        if let Some(retries) = &retry {
             call.attempt(1, retries.first_cap());
-            Some(retries)
-        });
+        }
         let request = http::Request::from_parts(parts, body);
         ResponseFuture::start(&mut self.inner, request, call, retry)
+    }
+}
+
+impl<S: Clone> TimeoutProfileService<S> {
+    /// A call's retry state: the request kept for replay and a share of the spare
+    /// handle; `None` when the body is not whole (client streaming) or too large to
+    /// keep. Made in its box where the request's bytes are seen: it is large.
+    fn retries(
+        &self,
+        plan: RetryPlan,
+        parts: &http::request::Parts,
+        body: &mut tonic::body::Body,
+    ) -> Option<Box<Retries<S>>> {
+        let settings = &self.shared.settings.retry;
+        take_whole(body, settings.replay_limit, |bytes| {
+            let kept = Kept::new(parts, bytes);
+            let spare = self.spare.share(&self.inner);
+            Box::new(Retries::new(spare, kept, plan, settings.budget.clone()))
+        })
     }
 }
 
