@@ -116,21 +116,22 @@ impl Target {
 impl Headers {
     fn new(headers: &HeaderMap, skip: &[HeaderName]) -> Self {
         let mut usual = 0u8;
-        let mut others: [Option<(HeaderName, HeaderValue)>; INLINE_HEADERS] = Default::default();
-        let mut slots = others.iter_mut();
-        for (name, value) in headers.iter().filter(|(n, _)| !skip.contains(n)) {
-            let usual_one = USUAL
-                .iter()
-                .position(|(n, v)| n == name && value.as_bytes() == v.as_bytes())
-                .filter(|i| usual & (1 << i) == 0);
-            if let Some(i) = usual_one {
-                usual |= 1 << i;
+        let mut others: [Option<(HeaderName, HeaderValue)>; INLINE_HEADERS] = [None, None];
+        let mut kept = 0;
+        for (name, value) in headers {
+            if skip.contains(name) {
                 continue;
             }
-            match slots.next() {
-                Some(slot) => *slot = Some((name.clone(), value.clone())),
-                None => return Headers::Copied(headers.clone()),
+            let bit = usual_bit(name, value);
+            if bit & !usual != 0 {
+                usual |= bit;
+                continue;
             }
+            let Some(slot) = others.get_mut(kept) else {
+                return Headers::Copied(headers.clone());
+            };
+            *slot = Some((name.clone(), value.clone()));
+            kept += 1;
         }
         Headers::Inline { usual, others }
     }
@@ -154,6 +155,19 @@ impl Headers {
             Headers::Copied(map) => map.clone(),
         }
     }
+}
+
+/// The bit of [`USUAL`] that this header is (0: none).
+#[inline]
+fn usual_bit(name: &HeaderName, value: &HeaderValue) -> u8 {
+    let mut bit = 1;
+    for (n, v) in &USUAL {
+        if name == n && value.as_bytes() == v.as_bytes() {
+            return bit;
+        }
+        bit <<= 1;
+    }
+    0
 }
 
 impl Known {
