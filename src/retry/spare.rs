@@ -93,7 +93,7 @@ mod tests {
         };
         let slot = SpareSlot::default();
         let copy = slot.clone();
-        // Rows: what is done, the clones of the inner service made so far.
+        // Step by step: what is done, and the clones of the inner service made so far.
         let first = slot.share(&layer("a"));
         assert_eq!(count(), 1, "the first share makes the spare");
         let _second = copy.share(&layer("b"));
