@@ -342,3 +342,118 @@ async fn retries_go_through_the_service_as_get_mut_left_it() {
         .collect();
     assert_eq!(log, expected);
 }
+
+/// Which timer fired, and where its value came from, for the rows below: a retried
+/// call whose later attempt hangs until the call's deadline, under a retry policy with
+/// or without an attempt timeout of its own.
+struct Fired {
+    phase: sw4rm_timeouts::Phase,
+    source: sw4rm_timeouts::Source,
+    configured_ms: std::ops::RangeInclusive<u64>,
+    attempts: Option<u32>,
+}
+
+/// Answers its first attempt with a trailers-only `UNAVAILABLE`, and never answers
+/// the others.
+fn unavailable_then_hanging() -> impl Service<
+    http::Request<tonic::body::Body>,
+    Response = http::Response<tonic::body::Body>,
+    Error = Infallible,
+    Future = impl Send,
+> + Clone {
+    let seen = Arc::new(Mutex::new(0usize));
+    tower::service_fn(move |_: http::Request<tonic::body::Body>| {
+        let n = {
+            let mut seen = seen.lock().unwrap();
+            *seen += 1;
+            *seen
+        };
+        async move {
+            if n > 1 {
+                std::future::pending::<()>().await;
+            }
+            Ok::<_, Infallible>(unavailable_answer(None))
+        }
+    })
+}
+
+/// A later attempt runs under what remains of the call's deadline. Without an attempt
+/// timeout in the policy, the deadline that ends it is the call's own: phase `total`,
+/// the source that set the deadline. With one, the attempt's own timer runs to the
+/// deadline and ends it (as `attempts_that_all_hang_end_at_the_call_deadline_naming_the_attempt`
+/// pins): phase `attempt`, the source of the policy's attempt timeout, and what
+/// remained when the attempt started (the backoff is jittered, up to 10 ms).
+#[tokio::test(start_paused = true)]
+async fn a_later_attempt_ended_by_the_deadline_names_the_timer_that_set_it() {
+    let policy = |attempt: Option<u64>| {
+        let b = RetryPolicy::builder()
+            .initial_backoff(ms(10))
+            .max_backoff(ms(10));
+        match attempt {
+            Some(t) => b.attempt_timeout(ms(t)),
+            None => b,
+        }
+        .build()
+        .unwrap()
+    };
+    use sw4rm_timeouts::{Phase, Source};
+    // Rows: the policy's attempt timeout, what the details name.
+    let rows = [
+        (
+            None,
+            Fired {
+                phase: Phase::Total,
+                source: Source::Client,
+                configured_ms: 300..=300,
+                attempts: Some(2),
+            },
+        ),
+        // 5 s fits the profile's bounds and outlasts the 300 ms deadline.
+        (
+            Some(5_000),
+            Fired {
+                phase: Phase::Attempt,
+                source: Source::Client,
+                configured_ms: 290..=300,
+                attempts: Some(2),
+            },
+        ),
+    ];
+    for (attempt_timeout, want) in rows {
+        let profiles = ProfileSet::builder()
+            .without_global()
+            .default_timeout_ms("heartbeat", 300)
+            .min_timeout_ms("heartbeat", 50)
+            .retry("heartbeat", policy(attempt_timeout))
+            .build()
+            .unwrap();
+        let layer = TimeoutProfileLayer::new(profiles)
+            .without_metrics()
+            .without_retry_budget();
+        let mut svc = ServiceBuilder::new()
+            .layer(layer)
+            .service(unavailable_then_hanging());
+        let start = Instant::now();
+        let Err(err) = svc.ready().await.unwrap().call(request()).await else {
+            panic!("attempt timeout {attempt_timeout:?}: answered");
+        };
+        assert_eq!(start.elapsed(), ms(300), "{attempt_timeout:?}");
+        let status = tonic::Status::from_error(err);
+        let details = sw4rm_timeouts::TimeoutDetails::from_status(&status).expect("details");
+        let got = (
+            details.phase(),
+            details.source().clone(),
+            details.attempts(),
+        );
+        let expected = (want.phase, want.source, want.attempts);
+        assert_eq!(
+            got, expected,
+            "attempt timeout {attempt_timeout:?}: {details:?}"
+        );
+        assert!(
+            want.configured_ms
+                .contains(&details.configured_timeout_ms()),
+            "attempt timeout {attempt_timeout:?}: {details:?}"
+        );
+    }
+}

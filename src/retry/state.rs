@@ -26,6 +26,9 @@ pub(crate) struct RetryPlan {
     pub(crate) min_timeout: Duration,
     /// The first attempt's timeout when it is below the call's deadline, as a cap.
     pub(crate) first: Option<Cap>,
+    /// Where the policy's attempt timeout came from; `None`: the policy has none, and
+    /// every attempt runs under what remains of the call's deadline alone.
+    pub(crate) attempt_source: Option<Source>,
 }
 
 /// The retry state of one call.
@@ -37,8 +40,8 @@ pub(crate) struct Retries<S> {
     policy: RetryPolicy,
     idempotent: bool,
     min_timeout: Duration,
-    /// Where attempt timeouts come from (the first attempt's cap names it).
-    source: Source,
+    /// Where the policy's attempt timeout came from; `None`: it has none.
+    source: Option<Source>,
     budget: Option<RetryBudget>,
     /// The attempt in flight (or the last one), from 1, as the rules numbered it.
     attempt: u32,
@@ -67,7 +70,9 @@ pub(crate) struct Resend<S> {
     request: Request,
     timeout: Option<Duration>,
     deadline: Option<Instant>,
-    source: Source,
+    /// Where the policy's attempt timeout came from; `None`: it has none, and the
+    /// attempt runs under the call's deadline alone, with no timer of its own.
+    source: Option<Source>,
 }
 
 /// A started attempt: the service and request it sends, when its own timeout ends it,
@@ -101,14 +106,18 @@ impl<S> Resend<S> {
                 headers.remove(GRPC_TIMEOUT);
             }
         }
+        // Under a policy without an attempt timeout, the call's deadline ends the
+        // attempt, and is what a timeout names (its phase and where it came from).
+        let cap = match (timeout.filter(|_| until.is_some()), self.source) {
+            (Some(t), Some(source)) => Some(Cap::new(t, source)),
+            _ => None,
+        };
         Started {
             svc: self.svc,
             request: self.request,
-            until,
+            until: until.filter(|_| cap.is_some()),
             attempt: self.attempt,
-            cap: timeout
-                .filter(|_| until.is_some())
-                .map(|t| Cap::new(t, self.source)),
+            cap,
         }
     }
 }
@@ -122,17 +131,14 @@ impl<S: Clone> Retries<S> {
         plan: RetryPlan,
         budget: Option<RetryBudget>,
     ) -> Self {
-        let (timeout, source) = match plan.first {
-            Some(cap) => (Some(cap.limit()), cap.source),
-            None => (None, Source::Standard),
-        };
+        let timeout = plan.first.map(|cap| cap.limit());
         Retries {
             spare,
             kept,
             policy: plan.policy,
             idempotent: plan.idempotent,
             min_timeout: plan.min_timeout,
-            source,
+            source: plan.attempt_source,
             budget,
             attempt: 1,
             timeout,
@@ -147,7 +153,9 @@ impl<S: Clone> Retries<S> {
     /// The first attempt's timeout, when it is shorter than the call's deadline (asked
     /// before any retry).
     pub(crate) fn first_cap(&self) -> Option<Cap> {
-        self.timeout.map(|t| Cap::new(t, self.source.clone()))
+        self.timeout
+            .zip(self.source.clone())
+            .map(|(t, source)| Cap::new(t, source))
     }
 
     /// The attempt in flight (or the last one), from 1.
@@ -284,7 +292,7 @@ mod tests {
             request: Request::default(),
             timeout,
             deadline,
-            source: Source::Client,
+            source: Some(Source::Client),
         };
         let ms = Duration::from_millis;
         // Less remains than the attempt timeout: the attempt gets what remains.
@@ -301,5 +309,12 @@ mod tests {
         // Only the deadline: the attempt runs under what remains of it.
         let started = resend(None, Some(now + ms(50))).start(now);
         assert_eq!(wire(&started.request), Some(ms(50)));
+        // A policy without an attempt timeout: what remains goes on the wire, and the
+        // attempt has no timer of its own (the call's deadline ends it, and is named).
+        let mut unbounded = resend(Some(ms(800)), Some(now + ms(300)));
+        unbounded.source = None;
+        let started = unbounded.start(now);
+        assert_eq!(wire(&started.request), Some(ms(300)));
+        assert_eq!((started.until, started.cap), (None, None));
     }
 }

@@ -332,16 +332,16 @@ fn retry_plan(
     }
     let deadline = timers.total.as_ref().map(|c| c.limit());
     let min_timeout = profile.profile.min_timeout();
-    // The source is named only when the attempt timeout is a cap of its own.
+    // Where the policy's attempt timeout came from, when it has one.
+    let attempt_source = policy.attempt_timeout().map(|_| match call_policy {
+        Some(_) => Source::PerCall,
+        None => profile.sources[ProfileField::RetryAttemptTimeout.index()].clone(),
+    });
+    // The first attempt's timeout is a cap of its own only below the deadline.
     let first = first_timeout(&policy, deadline, min_timeout)
         .filter(|t| deadline.is_none_or(|d| *t < d))
-        .map(|t| {
-            let source = match call_policy {
-                Some(_) => Source::PerCall,
-                None => profile.sources[ProfileField::RetryAttemptTimeout.index()].clone(),
-            };
-            Cap::new(t, source)
-        });
+        .zip(attempt_source.clone())
+        .map(|(t, source)| Cap::new(t, source));
     Some(RetryPlan {
         policy,
         idempotent: per_call
@@ -349,6 +349,7 @@ fn retry_plan(
             .unwrap_or(route_idempotent),
         min_timeout: floor,
         first,
+        attempt_source,
     })
 }
 
