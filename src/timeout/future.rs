@@ -299,14 +299,15 @@ mod tests {
     type ChannelFuture = <Channel as Service<Request>>::Future;
 
     /// Every call in flight holds its response future, and a call that may be retried
-    /// its retry state too: at these sizes a call holds at most 1 KiB more than a plain
-    /// tonic call (`benches/hostile.rs` measures it). A field added to either must
-    /// make room for itself.
+    /// its retry state too: within these sizes a call holds at most 1 KiB more than a
+    /// plain tonic call (`benches/hostile.rs` measures it). They are 360 and 472 bytes
+    /// with the locked dependencies; the bounds leave 16 bytes for another compiler's
+    /// layout, not for a new field, which must make room for itself.
     #[test]
     fn a_calls_future_and_retry_state_stay_within_their_budget() {
         let future = size_of::<ResponseFuture<Channel, ChannelFuture>>();
-        assert!(future <= 360, "response future: {future} bytes");
+        assert!(future <= 360 + 16, "response future: {future} bytes");
         let retries = size_of::<Retries<Channel>>();
-        assert!(retries <= 472, "retry state: {retries} bytes");
+        assert!(retries <= 472 + 16, "retry state: {retries} bytes");
     }
 }
