@@ -116,8 +116,7 @@ impl Target {
 impl Headers {
     fn new(headers: &HeaderMap, skip: &[HeaderName]) -> Self {
         let mut usual = 0u8;
-        let mut others: [Option<(HeaderName, HeaderValue)>; INLINE_HEADERS] =
-            [const { None }; INLINE_HEADERS];
+        let mut others: [Option<(HeaderName, HeaderValue)>; INLINE_HEADERS] = [None, None];
         let mut kept = 0;
         for (name, value) in headers {
             if skip.contains(name) {
