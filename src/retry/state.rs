@@ -24,8 +24,9 @@ pub(crate) struct RetryPlan {
     pub(crate) policy: RetryPolicy,
     pub(crate) idempotent: bool,
     pub(crate) min_timeout: Duration,
-    /// The first attempt's timeout when it is below the call's deadline, as a cap.
-    pub(crate) first: Option<Cap>,
+    /// The first attempt's timeout when it is below the call's deadline (a cap of its
+    /// own, from `attempt_source`).
+    pub(crate) first: Option<Duration>,
     /// Where the policy's attempt timeout came from; `None`: the policy has none, and
     /// every attempt runs under what remains of the call's deadline alone.
     pub(crate) attempt_source: Option<Source>,
@@ -131,7 +132,6 @@ impl<S: Clone> Retries<S> {
         plan: RetryPlan,
         budget: Option<RetryBudget>,
     ) -> Self {
-        let timeout = plan.first.map(|cap| cap.limit());
         Retries {
             spare,
             kept,
@@ -141,7 +141,7 @@ impl<S: Clone> Retries<S> {
             source: plan.attempt_source,
             budget,
             attempt: 1,
-            timeout,
+            timeout: plan.first,
         }
     }
 
@@ -153,9 +153,10 @@ impl<S: Clone> Retries<S> {
     /// The first attempt's timeout, when it is shorter than the call's deadline (asked
     /// before any retry).
     pub(crate) fn first_cap(&self) -> Option<Cap> {
-        self.timeout
-            .zip(self.source.clone())
-            .map(|(t, source)| Cap::new(t, source))
+        match (self.timeout, &self.source) {
+            (Some(t), Some(source)) => Some(Cap::new(t, source.clone())),
+            _ => None,
+        }
     }
 
     /// The attempt in flight (or the last one), from 1.

@@ -163,7 +163,7 @@ pub(crate) fn plan<'a>(
         true => retry_plan(profile, extensions, route.idempotent, &timers, floor()),
         false => None,
     };
-    let attempt = retry.as_ref().and_then(|r| r.first.as_ref());
+    let attempt = retry.as_ref().and_then(|r| r.first);
 
     let wire = wire_timeout(profile, timers.total.as_ref(), attempt, from_header);
     Ok(CallPlan {
@@ -232,11 +232,11 @@ fn stream_total(
 fn wire_timeout(
     profile: &ResolvedProfile,
     total: Option<&Cap>,
-    attempt: Option<&Cap>,
+    attempt: Option<Duration>,
     from_header: Option<Duration>,
 ) -> WireTimeout {
     match (total, attempt) {
-        (_, Some(cap)) => WireTimeout::Set(grpc_timeout::encode(cap.limit())),
+        (_, Some(attempt)) => WireTimeout::Set(grpc_timeout::encode(attempt)),
         (None, None) => WireTimeout::Remove,
         (Some(cap), None) if from_header == Some(cap.limit()) => WireTimeout::Keep,
         (Some(cap), None) if cap.limit() == profile.profile.default_timeout() => {
@@ -340,8 +340,7 @@ fn retry_plan(
     // The first attempt's timeout is a cap of its own only below the deadline.
     let first = first_timeout(&policy, deadline, min_timeout)
         .filter(|t| deadline.is_none_or(|d| *t < d))
-        .zip(attempt_source.clone())
-        .map(|(t, source)| Cap::new(t, source));
+        .filter(|_| attempt_source.is_some());
     Some(RetryPlan {
         policy,
         idempotent: per_call
