@@ -21,17 +21,30 @@ fn ms(v: u64) -> Duration {
 
 type Calls = Arc<Mutex<Vec<(Instant, Option<String>)>>>;
 
+/// The in-memory inner services of these tests: what the layer wraps.
+trait Inner:
+    Service<
+        http::Request<tonic::body::Body>,
+        Response = http::Response<tonic::body::Body>,
+        Error = Infallible,
+        Future: Send,
+    > + Clone
+{
+}
+
+impl<T> Inner for T where
+    T: Service<
+            http::Request<tonic::body::Body>,
+            Response = http::Response<tonic::body::Body>,
+            Error = Infallible,
+            Future: Send,
+        > + Clone
+{
+}
+
 /// Answers every attempt with a trailers-only `UNAVAILABLE` (and this pushback),
 /// recording when each came and its `grpc-timeout`.
-fn unavailable(
-    calls: Calls,
-    pushback: Option<&'static str>,
-) -> impl Service<
-    http::Request<tonic::body::Body>,
-    Response = http::Response<tonic::body::Body>,
-    Error = Infallible,
-    Future = impl Send,
-> + Clone {
+fn unavailable(calls: Calls, pushback: Option<&'static str>) -> impl Inner {
     tower::service_fn(move |req: http::Request<tonic::body::Body>| {
         let timeout = req
             .headers()
@@ -183,16 +196,7 @@ async fn an_absurd_pushback_ends_the_retries() {
 /// pending, as a peer that never replies would, and records when each is dropped),
 /// then answers `OK` at once. No timer below the layer: only the layer's own
 /// timers end an attempt.
-fn hanging(
-    hang: usize,
-    calls: Calls,
-    dropped: Arc<Mutex<Vec<Instant>>>,
-) -> impl Service<
-    http::Request<tonic::body::Body>,
-    Response = http::Response<tonic::body::Body>,
-    Error = Infallible,
-    Future = impl Send,
-> + Clone {
+fn hanging(hang: usize, calls: Calls, dropped: Arc<Mutex<Vec<Instant>>>) -> impl Inner {
     struct OnDrop(Arc<Mutex<Vec<Instant>>>);
     impl Drop for OnDrop {
         fn drop(&mut self) {
@@ -300,15 +304,7 @@ async fn attempts_that_all_hang_end_at_the_call_deadline_naming_the_attempt() {
 
 /// Answers every attempt with a trailers-only `UNAVAILABLE`, logging `tag`: which
 /// service the attempt went through.
-fn tagged(
-    log: Arc<Mutex<Vec<&'static str>>>,
-    tag: &'static str,
-) -> impl Service<
-    http::Request<tonic::body::Body>,
-    Response = http::Response<tonic::body::Body>,
-    Error = Infallible,
-    Future = impl Send,
-> + Clone {
+fn tagged(log: Arc<Mutex<Vec<&'static str>>>, tag: &'static str) -> impl Inner {
     tower::service_fn(move |_: http::Request<tonic::body::Body>| {
         log.lock().unwrap().push(tag);
         async move { Ok::<_, Infallible>(unavailable_answer(None)) }
@@ -355,12 +351,7 @@ struct Fired {
 
 /// Answers its first attempt with a trailers-only `UNAVAILABLE`, and never answers
 /// the others.
-fn unavailable_then_hanging() -> impl Service<
-    http::Request<tonic::body::Body>,
-    Response = http::Response<tonic::body::Body>,
-    Error = Infallible,
-    Future = impl Send,
-> + Clone {
+fn unavailable_then_hanging() -> impl Inner {
     let seen = Arc::new(Mutex::new(0usize));
     tower::service_fn(move |_: http::Request<tonic::body::Body>| {
         let n = {
