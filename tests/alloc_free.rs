@@ -15,7 +15,7 @@ use std::task::{Context, Poll};
 
 use http_body_util::BodyExt;
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
-use sw4rm_timeouts::{CallTimeout, ProfileSet, TimeoutProfileLayer};
+use sw4rm_timeouts::{CallTimeout, HedgingPolicy, ProfileSet, TimeoutProfileLayer};
 use tower::{Layer, Service};
 
 struct Counting;
@@ -360,4 +360,47 @@ async fn over_tonics_channel_buffer_a_call_sent_once_clones_nothing() {
     // a clone of the channel would add one, and asked to be ready one more.
     assert_eq!(per_call(without), 0.0, "retries off");
     assert_eq!(per_call(with_retries), 2.0, "retries on");
+}
+
+/// A hedged call's hedges take their handles from the layer's spare when they are
+/// sent: a hedged call answered before its hedging delay allocates over tonic's
+/// channel (a tower `Buffer`, whose clones allocate) exactly what it allocates over an
+/// in-memory service, whose clones cost nothing.
+#[tokio::test(flavor = "current_thread")]
+async fn over_tonics_channel_buffer_a_hedged_call_that_sends_no_hedge_clones_nothing() {
+    use tower::buffer::Buffer;
+    let path = PATHS[0];
+    let policy = HedgingPolicy::builder()
+        .max_attempts(2)
+        .delay(std::time::Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let hedging = ProfileSet::builder()
+        .without_global()
+        .hedging("heartbeat", policy)
+        .build()
+        .unwrap();
+    let layer = TimeoutProfileLayer::new(hedging).without_metrics();
+    let (buffer, worker) = Buffer::pair(Answer, 1024);
+    tokio::spawn(worker);
+    let mut plain_buffer = buffer.clone();
+    let mut over_buffer = layer.layer(buffer);
+    let mut in_memory = layer.layer(Answer);
+    count(&mut over_buffer, generated_requests(path)).await;
+    count(&mut in_memory, generated_requests(path)).await;
+    let base_buffer = count(&mut plain_buffer, generated_requests(path)).await;
+    let base_memory = count(&mut Answer, generated_requests(path)).await;
+    let added_buffer = count(&mut over_buffer, generated_requests(path)).await - base_buffer;
+    let added_memory = count(&mut in_memory, generated_requests(path)).await - base_memory;
+    // Per call, rounded: the buffer's worker allocates now and then on its own.
+    let per_call = |n: usize| (n as f64 / CALLS as f64).round();
+    assert!(
+        per_call(added_memory) > 0.0,
+        "a hedged call keeps its request"
+    );
+    assert_eq!(
+        per_call(added_buffer),
+        per_call(added_memory),
+        "a clone of the channel per call"
+    );
 }
