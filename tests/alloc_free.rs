@@ -294,36 +294,45 @@ fn generated_requests(uri: &'static str) -> Vec<Request> {
         .collect()
 }
 
+/// Allocations per call, for requests to `uri` as a generated client sends them,
+/// that the layer (metrics off) adds to a plain call through a handle made by
+/// `inner`: with retries off, and on.
+async fn added_per_call<S, B>(inner: impl Fn() -> S, uri: &'static str) -> (f64, f64)
+where
+    S: Service<Request, Response = http::Response<B>> + Clone,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>> + std::fmt::Debug,
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>> + std::fmt::Debug,
+{
+    let layer = TimeoutProfileLayer::new(profiles()).without_metrics();
+    let mut plain = inner();
+    let mut on = layer.clone().layer(inner());
+    let mut off = layer.without_retries().layer(inner());
+    // Warm up: first calls may allocate once (labels, a handle's first readiness).
+    count(&mut plain, generated_requests(uri)).await;
+    count(&mut on, generated_requests(uri)).await;
+    count(&mut off, generated_requests(uri)).await;
+    let base = count(&mut plain, generated_requests(uri)).await;
+    let with_retries = count(&mut on, generated_requests(uri)).await;
+    let without = count(&mut off, generated_requests(uri)).await;
+    let per_call = |n: usize| n.saturating_sub(base) as f64 / CALLS as f64;
+    (per_call(without), per_call(with_retries))
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn retries_on_keep_the_request_for_a_bounded_number_of_allocations() {
-    let path = PATHS[0];
-    let mut plain = Answer;
-    let mut layered = TimeoutProfileLayer::new(profiles())
-        .without_metrics()
-        .layer(Answer);
-    let mut once = TimeoutProfileLayer::new(profiles())
-        .without_metrics()
-        .without_retries()
-        .layer(Answer);
-    count(&mut layered, generated_requests(path)).await;
-    count(&mut once, generated_requests(path)).await;
-    let base = count(&mut plain, generated_requests(path)).await;
-    let with_retries = count(&mut layered, generated_requests(path)).await;
-    let without = count(&mut once, generated_requests(path)).await;
-    let per_call = |n: usize| n.saturating_sub(base) as f64 / CALLS as f64;
-    assert_eq!(per_call(without), 0.0, "retries off add nothing");
+    let (without, with_retries) = added_per_call(|| Answer, PATHS[0]).await;
+    assert_eq!(without, 0.0, "retries off add nothing");
     // Retries on keep the request for replay: the retry state, which holds the head
     // and a small message inline (1), and the body that sends the frame the layer read
     // (1; tonic boxes every body that is not its own). The head's maps are not copied:
     // the generated client's headers and its `GrpcMethod` extension are kept as values,
     // its method, URI and version as the path.
-    assert_eq!(per_call(with_retries), 2.0, "retries on");
+    assert_eq!(with_retries, 2.0, "retries on");
     // A client given an origin sends an absolute URI: kept whole, boxed (1 more).
     let absolute = "http://sw4rm.test/sw4rm.registry.RegistryService/Heartbeat";
-    let plain_absolute = count(&mut plain, generated_requests(absolute)).await;
-    let with_origin = count(&mut layered, generated_requests(absolute)).await;
-    let added = with_origin.saturating_sub(plain_absolute) as f64 / CALLS as f64;
-    assert_eq!(added, 3.0, "absolute URI");
+    let (_, with_origin) = added_per_call(|| Answer, absolute).await;
+    assert_eq!(with_origin, 3.0, "absolute URI");
 }
 
 /// tonic's channel is a tower `Buffer`, whose clones allocate, and allocate again when
@@ -335,31 +344,16 @@ async fn retries_on_keep_the_request_for_a_bounded_number_of_allocations() {
 #[tokio::test(flavor = "current_thread")]
 async fn over_tonics_channel_buffer_a_call_sent_once_clones_nothing() {
     use tower::buffer::Buffer;
-    let path = PATHS[0];
     let buffer = || {
         let (buffer, worker) = Buffer::pair(Answer, 1024);
         tokio::spawn(worker);
         buffer
     };
-    let mut plain = buffer();
-    let mut layered = TimeoutProfileLayer::new(profiles())
-        .without_metrics()
-        .layer(buffer());
-    let mut once = TimeoutProfileLayer::new(profiles())
-        .without_metrics()
-        .without_retries()
-        .layer(buffer());
-    count(&mut plain, generated_requests(path)).await;
-    count(&mut layered, generated_requests(path)).await;
-    count(&mut once, generated_requests(path)).await;
-    let base = count(&mut plain, generated_requests(path)).await;
-    let with_retries = count(&mut layered, generated_requests(path)).await;
-    let without = count(&mut once, generated_requests(path)).await;
-    let per_call = |n: usize| n.saturating_sub(base) as f64 / CALLS as f64;
+    let (without, with_retries) = added_per_call(buffer, PATHS[0]).await;
     // Retries off: nothing. Retries on: the request kept for replay (two, as above);
     // a clone of the channel would add one, and asked to be ready one more.
-    assert_eq!(per_call(without), 0.0, "retries off");
-    assert_eq!(per_call(with_retries), 2.0, "retries on");
+    assert_eq!(without, 0.0, "retries off");
+    assert_eq!(with_retries, 2.0, "retries on");
 }
 
 /// A hedged call's hedges take their handles from the layer's spare when they are
