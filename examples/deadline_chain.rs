@@ -14,6 +14,7 @@ use sw4rm_timeouts::proto::sw4rm::scheduler::GetTaskStatusRequest;
 use sw4rm_timeouts::scope::{InboundDeadline, InboundDeadlineLayer};
 use sw4rm_timeouts::testing::TestServer;
 use sw4rm_timeouts::{CallTimeout, ProfileSet, Sw4rm, TimeoutProfileLayer};
+use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status};
 
 /// The middle agent.
@@ -73,7 +74,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         tonic::transport::Server::builder()
             .layer(InboundDeadlineLayer::new())
             .add_service(RegistryServiceServer::new(Agent { scheduler }))
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+            .serve_with_incoming(TcpIncoming::from(listener).with_nodelay(Some(true))),
     );
 
     let caller =

@@ -17,6 +17,7 @@ use sw4rm_timeouts::proto::sw4rm::handoff::{
 };
 use sw4rm_timeouts::testing::TestServer;
 use sw4rm_timeouts::{OperationBudget, Sw4rm, TimeoutProfileLayer};
+use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status};
 
 fn show(hop: &str, what: &str, envelope: &BudgetEnvelope) {
@@ -119,7 +120,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(service)
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+            .serve_with_incoming(TcpIncoming::from(listener).with_nodelay(Some(true))),
     );
 
     // The planner: 20 s for the whole operation, at most three hops, 5,000 tokens.

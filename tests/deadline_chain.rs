@@ -22,6 +22,7 @@ use sw4rm_timeouts::{
     OperationBudget, ProfileSet, Propagation, Source, Sw4rm, TimeoutDetails, TimeoutProfileLayer,
 };
 use tokio::time::Instant;
+use tonic::transport::server::TcpIncoming;
 use tonic::{Code, Request, Response, Status};
 
 const HOP: Duration = Duration::from_millis(200);
@@ -113,7 +114,7 @@ async fn middle(last: &TestServer) -> (String, Arc<Seen>) {
         tonic::transport::Server::builder()
             .layer(InboundDeadlineLayer::new())
             .add_service(svc)
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+            .serve_with_incoming(TcpIncoming::from(listener).with_nodelay(Some(true))),
     );
     (url, seen)
 }

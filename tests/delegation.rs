@@ -23,6 +23,7 @@ use sw4rm_timeouts::proto::sw4rm::handoff::{
 use sw4rm_timeouts::testing::TestServer;
 use sw4rm_timeouts::wire::grpc_timeout;
 use sw4rm_timeouts::{CallBudgetEnvelope, OperationBudget, Sw4rm, TimeoutProfileLayer};
+use tonic::transport::server::TcpIncoming;
 use tonic::{Code, Request, Response, Status};
 
 const GRANTED: Duration = Duration::from_secs(20);
@@ -121,7 +122,7 @@ async fn middle(last: &TestServer) -> (Sw4rm, Arc<Seen>, Arc<tokio::sync::Notify
     tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(svc)
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+            .serve_with_incoming(TcpIncoming::from(listener).with_nodelay(Some(true))),
     );
     let first = Sw4rm::connect_with(url, TimeoutProfileLayer::standard())
         .await

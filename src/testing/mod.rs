@@ -36,7 +36,7 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
-use tokio_stream::wrappers::TcpListenerStream;
+use tonic::transport::server::TcpIncoming;
 
 pub use script::{CallRecord, Outcome, Script, StreamScript};
 #[cfg(any(feature = "tls-ring", feature = "tls-aws-lc"))]
@@ -77,6 +77,14 @@ pub struct TestServer {
     shutdown: Option<oneshot::Sender<()>>,
     #[cfg(any(feature = "tls-ring", feature = "tls-aws-lc"))]
     tls: Option<TestTls>,
+}
+
+/// The server's connections: accepted with `TCP_NODELAY`, as tonic's own listener and
+/// every tonic client set it. With Nagle's algorithm on, an answer written in pieces
+/// (headers, then data and trailers) can wait for the client's delayed ACK: up to
+/// 40 ms on Linux, which put a second, slower tail under every scripted latency.
+fn incoming(listener: TcpListener) -> TcpIncoming {
+    TcpIncoming::from(listener).with_nodelay(Some(true))
 }
 
 impl TestServer {
@@ -174,9 +182,8 @@ impl TestServer {
             .add_service(ReasoningProxyServer::new(svc.clone()))
             .add_service(WorkflowServiceServer::new(svc));
         tokio::spawn(async move {
-            let incoming = TcpListenerStream::new(listener);
             if let Err(e) = router
-                .serve_with_incoming_shutdown(incoming, async {
+                .serve_with_incoming_shutdown(incoming(listener), async {
                     let _ = rx.await;
                 })
                 .await
@@ -344,5 +351,21 @@ fn resolve_rpc(rpc: &str) -> Result<&'static str, UnknownRpc> {
             name: rpc.to_owned(),
             candidates,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio_stream::StreamExt;
+
+    #[tokio::test]
+    async fn accepted_connections_send_without_waiting_for_acks() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let mut accepted = incoming(listener);
+        let _client = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let stream = accepted.next().await.expect("a connection").expect("accept");
+        assert!(stream.nodelay().expect("TCP_NODELAY"), "Nagle is off");
     }
 }
