@@ -1,12 +1,24 @@
 //! Hedging against a latency tail: the embedded server answers `GetTaskStatus` in
-//! 2 ms, and every 20th call (5 %) in 20 ms (10x). Three clients over one loopback
+//! 2 ms, and every 20th call (5 %) in 20 ms (10x). Four clients over one loopback
 //! HTTP/2 connection, in the same process and runtime: the layer without hedging, the
 //! layer hedging once after a fixed 5 ms (a plausible guess), the layer hedging once
 //! after the route's learned p95, and the layer hedging after 5 s, which no call
-//! reaches (the machinery's own cost). Every round runs each client once (4 tasks ×
-//! 50 calls), in a rotating order; the figures pool every round: p50 / p99 / p99.9 of
-//! the call latency, and the extra requests sent (from each answer's
-//! `sw4rm-attempts`). Run with `cargo bench --bench hedging`.
+//! reaches (the machinery's own cost). Every round runs each client once, in a
+//! rotating order; the figures pool every round: p50 / p99 / p99.9 of the call
+//! latency, the extra requests sent (from each answer's `sw4rm-attempts`), and the
+//! calls per second the client completed.
+//!
+//! Two loads, each run in full:
+//!
+//! * **open**: every client is offered the same calls at the same moments (a seeded
+//!   Poisson schedule, 1,000 calls/s; each call starts on schedule whatever the
+//!   earlier ones are doing), as a service's many independent callers do. This is
+//!   the comparison at equal load, where the p50 goal is read.
+//! * **closed**: four tasks, each making its calls one after another. A client
+//!   whose tail is shorter makes more calls per second here, so its p50 is measured
+//!   under more load than the baseline's.
+//!
+//! Run with `cargo bench --bench hedging`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,39 +42,97 @@ const ROUNDS: usize = 60;
 type Client =
     SchedulerServiceClient<sw4rm_timeouts::TimeoutProfileService<tonic::transport::Channel>>;
 
-/// One window of `TASKS * CALLS_PER_TASK` calls: every call's latency, and the
-/// attempts they sent.
-async fn window(client: &Client) -> (Vec<Duration>, u64) {
-    let mut tasks = Vec::with_capacity(TASKS);
-    for _ in 0..TASKS {
-        let mut client = client.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut latencies = Vec::with_capacity(CALLS_PER_TASK);
-            let mut attempts = 0u64;
-            for _ in 0..CALLS_PER_TASK {
-                let t = Instant::now();
-                let response = client
-                    .get_task_status(GetTaskStatusRequest::default())
-                    .await
-                    .expect("status");
-                latencies.push(t.elapsed());
-                attempts += response
-                    .metadata()
-                    .get(ATTEMPTS_HEADER)
-                    .and_then(|v| v.to_str().ok()?.parse().ok())
-                    .unwrap_or(1);
-            }
-            (latencies, attempts)
-        }));
-    }
-    let mut latencies = Vec::with_capacity(TASKS * CALLS_PER_TASK);
+/// How the calls of a window are offered.
+#[derive(Clone, Copy, Debug)]
+enum Load {
+    /// Calls start at fixed moments, whatever the earlier calls are doing.
+    Open,
+    /// `TASKS` tasks, each calling again when its last call has answered.
+    Closed,
+}
+
+/// Calls per window, in either load.
+const CALLS: usize = TASKS * CALLS_PER_TASK;
+/// The open load's mean gap between calls (1,000 calls/s).
+const MEAN_GAP: Duration = Duration::from_millis(1);
+
+/// One call: its latency and the attempts it sent.
+async fn call(client: &mut Client) -> (Duration, u64) {
+    let t = Instant::now();
+    let response = client
+        .get_task_status(GetTaskStatusRequest::default())
+        .await
+        .expect("status");
+    let latency = t.elapsed();
+    let attempts = response
+        .metadata()
+        .get(ATTEMPTS_HEADER)
+        .and_then(|v| v.to_str().ok()?.parse().ok())
+        .unwrap_or(1);
+    (latency, attempts)
+}
+
+/// The open load's start times from a window's start: exponential gaps (a Poisson
+/// process) from a fixed seed, the same for every window and client.
+fn schedule() -> Vec<Duration> {
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut at = Duration::ZERO;
+    (0..CALLS)
+        .map(|_| {
+            // xorshift64*, then the exponential's inverse CDF.
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            let u = (x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64;
+            at += MEAN_GAP.mul_f64(-(1.0 - u).ln());
+            at
+        })
+        .collect()
+}
+
+/// Spawns `calls` as tasks and gathers every call's latency and the attempts sent.
+async fn gather(calls: Vec<tokio::task::JoinHandle<Vec<(Duration, u64)>>>) -> (Vec<Duration>, u64) {
+    let mut latencies = Vec::with_capacity(CALLS);
     let mut attempts = 0;
-    for task in tasks {
-        let (l, a) = task.await.expect("task");
-        latencies.extend(l);
-        attempts += a;
+    for task in calls {
+        for (latency, sent) in task.await.expect("task") {
+            latencies.push(latency);
+            attempts += sent;
+        }
     }
     (latencies, attempts)
+}
+
+/// One window of `CALLS` calls under `load`: every call's latency, and the attempts
+/// they sent.
+async fn window(client: &Client, load: Load, schedule: &[Duration]) -> (Vec<Duration>, u64) {
+    match load {
+        Load::Open => {
+            let start = tokio::time::Instant::now();
+            let mut tasks = Vec::with_capacity(CALLS);
+            for at in schedule {
+                tokio::time::sleep_until(start + *at).await;
+                let mut client = client.clone();
+                tasks.push(tokio::spawn(async move { vec![call(&mut client).await] }));
+            }
+            gather(tasks).await
+        }
+        Load::Closed => {
+            let tasks = (0..TASKS)
+                .map(|_| {
+                    let mut client = client.clone();
+                    tokio::spawn(async move {
+                        let mut calls = Vec::with_capacity(CALLS_PER_TASK);
+                        for _ in 0..CALLS_PER_TASK {
+                            calls.push(call(&mut client).await);
+                        }
+                        calls
+                    })
+                })
+                .collect();
+            gather(tasks).await
+        }
+    }
 }
 
 fn quantile(sorted: &[Duration], q: f64) -> Duration {
@@ -119,27 +189,34 @@ fn main() {
             .map(|policy| SchedulerServiceClient::new(layer(policy).layer(channel.clone())))
     });
     let clients = Arc::new(clients);
+    let schedule = schedule();
+    for load in [Load::Open, Load::Closed] {
+        rt.block_on(run(&clients, load, &schedule));
+    }
+}
 
+/// Every round of one load, then its table.
+async fn run(clients: &[Client; 4], load: Load, schedule: &[Duration]) {
     let mut latencies: Vec<Vec<Duration>> = vec![Vec::new(); NAMES.len()];
     let mut attempts = [0u64; NAMES.len()];
-    rt.block_on(async {
-        // Warm up: the connection, and the learned client's window of the route.
-        for client in clients.iter() {
-            window(client).await;
+    let mut spent = [Duration::ZERO; NAMES.len()];
+    // Warm up: the connection, and the learned client's window of the route.
+    for client in clients.iter() {
+        window(client, load, schedule).await;
+    }
+    for round in 0..ROUNDS {
+        for k in 0..NAMES.len() {
+            let variant = (round + k) % NAMES.len();
+            let start = Instant::now();
+            let (mut l, a) = window(&clients[variant], load, schedule).await;
+            spent[variant] += start.elapsed();
+            latencies[variant].append(&mut l);
+            attempts[variant] += a;
         }
-        for round in 0..ROUNDS {
-            for k in 0..NAMES.len() {
-                let variant = (round + k) % NAMES.len();
-                let (mut l, a) = window(&clients[variant]).await;
-                latencies[variant].append(&mut l);
-                attempts[variant] += a;
-            }
-        }
-    });
+    }
     let ms = |d: Duration| d.as_secs_f64() * 1_000.0;
     println!(
-        "\nhedging: 2 ms answers, every 20th 20 ms; {ROUNDS} interleaved rounds of {} calls per client",
-        TASKS * CALLS_PER_TASK
+        "\nhedging, {load:?} load: 2 ms answers, every 20th 20 ms; {ROUNDS} interleaved rounds of {CALLS} calls per client",
     );
     let mut base = [Duration::ZERO; 3];
     for (variant, name) in NAMES.iter().enumerate() {
@@ -151,8 +228,13 @@ fn main() {
         }
         let calls = l.len() as f64;
         let extra = (attempts[variant] as f64 - calls) / calls * 100.0;
+        // The open load offers the same calls per second to every client.
+        let rate = match load {
+            Load::Open => String::new(),
+            Load::Closed => format!("   {:>5.0} calls/s", calls / spent[variant].as_secs_f64()),
+        };
         println!(
-            "  {name:<18} p50 {:>6.2} ms ({:.3}x)   p99 {:>6.2} ms ({:+.0} %)   p99.9 {:>6.2} ms ({:+.0} %)   extra requests {extra:>5.1} %",
+            "  {name:<18} p50 {:>6.2} ms ({:.3}x)   p99 {:>6.2} ms ({:+.0} %)   p99.9 {:>6.2} ms ({:+.0} %)   extra requests {extra:>5.1} %{rate}",
             ms(q[0]),
             ms(q[0]) / ms(base[0]),
             ms(q[1]),

@@ -365,7 +365,11 @@ mod tests {
         let addr = listener.local_addr().expect("addr");
         let mut accepted = incoming(listener);
         let _client = tokio::net::TcpStream::connect(addr).await.expect("connect");
-        let stream = accepted.next().await.expect("a connection").expect("accept");
+        let stream = accepted
+            .next()
+            .await
+            .expect("a connection")
+            .expect("accept");
         assert!(stream.nodelay().expect("TCP_NODELAY"), "Nagle is off");
     }
 }
