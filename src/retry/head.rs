@@ -119,12 +119,13 @@ impl Headers {
         let mut others: [Option<(HeaderName, HeaderValue)>; INLINE_HEADERS] = [None, None];
         let mut kept = 0;
         for (name, value) in headers {
-            if skip.contains(name) {
-                continue;
-            }
+            // The usual headers first: each is one comparison of a standard name.
             let bit = usual_bit(name, value);
             if bit & !usual != 0 {
                 usual |= bit;
+                continue;
+            }
+            if skip.contains(name) {
                 continue;
             }
             let Some(slot) = others.get_mut(kept) else {
