@@ -72,6 +72,19 @@ impl Head {
         }
     }
 
+    /// Lets go of the headers and extensions, and of a target other than a path (a
+    /// path names a method, and generated clients' paths are static text).
+    pub(super) fn clear(&mut self) {
+        self.headers = Headers::Inline {
+            usual: 0,
+            others: [None, None],
+        };
+        self.extensions = Known::None;
+        if let Target::Other(_) = self.target {
+            self.target = Target::Path(PathAndQuery::from_static("/"));
+        }
+    }
+
     /// A request with this head and `body`.
     pub(super) fn request<B>(&self, body: B) -> http::Request<B> {
         let mut request = http::Request::new(body);

@@ -72,6 +72,16 @@ impl Kept {
         }
     }
 
+    /// Lets go of the request but its path: its headers and extensions, and its bytes
+    /// (overwritten when inline).
+    pub(crate) fn clear(&mut self) {
+        self.head.clear();
+        self.body = Body::Inline {
+            len: 0,
+            bytes: [0; INLINE_BODY],
+        };
+    }
+
     /// The kept bytes.
     fn bytes(&self) -> Bytes {
         match &self.body {

@@ -9,6 +9,7 @@ use tokio::time::Instant;
 use super::budget::RetryBudget;
 use super::kept::Kept;
 use super::outcome::reason;
+use super::pool;
 use super::spare::Spare;
 use super::ATTEMPTS_HEADER;
 use crate::policy::deadline::Cap;
@@ -32,11 +33,18 @@ pub(crate) struct RetryPlan {
     pub(crate) attempt_source: Option<Source>,
 }
 
-/// The retry state of one call.
+/// The retry state of one call: a share of the spare, and the rest in a box reused
+/// from call to call on this thread (`pool.rs`).
 #[derive(Debug)]
 pub(crate) struct Retries<S> {
     /// Where the attempts after the first take their handle on the inner service.
     spare: Spare<S>,
+    state: Box<State>,
+}
+
+/// What a call's retries keep besides the spare.
+#[derive(Debug)]
+pub(super) struct State {
     kept: Kept,
     policy: RetryPolicy,
     idempotent: bool,
@@ -48,6 +56,16 @@ pub(crate) struct Retries<S> {
     attempt: u32,
     /// The attempt timeout the rules gave the attempt in flight.
     timeout: Option<Duration>,
+}
+
+impl State {
+    /// Lets go of what the call gave it: a box given back keeps the request's path and
+    /// plain figures (`pool.rs`).
+    pub(super) fn clear(&mut self) {
+        self.kept.clear();
+        self.source = None;
+        self.budget = None;
+    }
 }
 
 /// A retry the rules decided: wait `backoff` (until `resume`), then send `resend`.
@@ -123,6 +141,13 @@ impl<S> Resend<S> {
     }
 }
 
+impl<S> Retries<S> {
+    /// The call has ended: its box goes back to this thread's free list, emptied.
+    pub(crate) fn end(self) {
+        pool::give_back(self.state);
+    }
+}
+
 impl<S: Clone> Retries<S> {
     /// The state after the first attempt was planned and sent; the attempts after it
     /// go through handles taken from `spare`.
@@ -132,8 +157,7 @@ impl<S: Clone> Retries<S> {
         plan: RetryPlan,
         budget: Option<RetryBudget>,
     ) -> Self {
-        Retries {
-            spare,
+        let state = pool::boxed(State {
             kept,
             policy: plan.policy,
             idempotent: plan.idempotent,
@@ -142,18 +166,19 @@ impl<S: Clone> Retries<S> {
             budget,
             attempt: 1,
             timeout: plan.first,
-        }
+        });
+        Retries { spare, state }
     }
 
     /// When the first attempt's own timeout ends it, for a call started at `start`.
     pub(crate) fn first_until(&self, start: Instant) -> Option<Instant> {
-        self.timeout.and_then(|t| start.checked_add(t))
+        self.state.timeout.and_then(|t| start.checked_add(t))
     }
 
     /// The first attempt's timeout, when it is shorter than the call's deadline (asked
     /// before any retry).
     pub(crate) fn first_cap(&self) -> Option<Cap> {
-        match (self.timeout, &self.source) {
+        match (self.state.timeout, &self.state.source) {
             (Some(t), Some(source)) => Some(Cap::new(t, source.clone())),
             _ => None,
         }
@@ -161,7 +186,7 @@ impl<S: Clone> Retries<S> {
 
     /// The attempt in flight (or the last one), from 1.
     pub(crate) fn attempt(&self) -> u32 {
-        self.attempt
+        self.state.attempt
     }
 
     /// After a failed attempt: the retry the rules decided, or why the failure is the
@@ -174,14 +199,14 @@ impl<S: Clone> Retries<S> {
     ) -> Result<Retry<S>, Stop> {
         let now = Instant::now();
         let decision = decide(
-            &self.policy,
+            &self.state.policy,
             Failed {
-                attempt: self.attempt,
+                attempt: self.state.attempt,
                 failure,
-                idempotent: self.idempotent,
-                last_timeout: self.timeout,
+                idempotent: self.state.idempotent,
+                last_timeout: self.state.timeout,
                 remaining: deadline.map(|d| d.saturating_duration_since(now)),
-                min_timeout: self.min_timeout,
+                min_timeout: self.state.min_timeout,
                 pushback,
                 jitter: jitter(),
             },
@@ -198,7 +223,7 @@ impl<S: Clone> Retries<S> {
             }
         };
         // The budget is charged for every failure the policy would retry.
-        if let Some(budget) = &self.budget {
+        if let Some(budget) = &self.state.budget {
             if !budget.fail() {
                 return Err(Stop::Budget);
             }
@@ -206,8 +231,8 @@ impl<S: Clone> Retries<S> {
         // A server's pushback is peer input: one past any representable instant ends
         // the retries instead of the process.
         let resume = now.checked_add(backoff).ok_or(Stop::Pushback)?;
-        self.attempt = attempt;
-        self.timeout = timeout;
+        self.state.attempt = attempt;
+        self.state.timeout = timeout;
         Ok(Retry {
             attempt,
             backoff,
@@ -216,17 +241,17 @@ impl<S: Clone> Retries<S> {
             resend: Box::new(Resend {
                 svc: self.spare.handle(),
                 attempt,
-                request: self.kept.request(attempt, timeout),
+                request: self.state.kept.request(attempt, timeout),
                 timeout,
                 deadline,
-                source: self.source.clone(),
+                source: self.state.source.clone(),
             }),
         })
     }
 
     /// A final answer that is not a retryable failure gives the budget back.
     pub(crate) fn answered(&self) {
-        if let Some(budget) = &self.budget {
+        if let Some(budget) = &self.state.budget {
             budget.succeed();
         }
     }
@@ -234,7 +259,7 @@ impl<S: Clone> Retries<S> {
     fn settle(&self, failure: Failure) {
         // A status the policy does not retry is still an answer from the server.
         if let Failure::Code(code) = failure {
-            if !self.policy.retries_code(code) {
+            if !self.state.policy.retries_code(code) {
                 self.answered();
             }
         }
@@ -242,10 +267,10 @@ impl<S: Clone> Retries<S> {
 
     /// Marks a final answer with the number of attempts made.
     pub(crate) fn mark<B>(&self, response: &mut http::Response<B>) {
-        if self.attempt > 1 {
+        if self.state.attempt > 1 {
             response
                 .headers_mut()
-                .insert(ATTEMPTS_HEADER, http::HeaderValue::from(self.attempt));
+                .insert(ATTEMPTS_HEADER, http::HeaderValue::from(self.state.attempt));
         }
     }
 }
@@ -274,6 +299,13 @@ fn jitter() -> f64 {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+    use http::HeaderValue;
+
+    use super::super::pool::KEPT_PER_THREAD;
+    use super::super::SpareSlot;
     use super::*;
 
     #[test]
@@ -282,6 +314,90 @@ mod tests {
         assert!(values.iter().all(|v| (0.0..1.0).contains(v)));
         let mean = values.iter().sum::<f64>() / values.len() as f64;
         assert!((0.4..0.6).contains(&mean), "{mean}");
+    }
+
+    /// A call that may be retried keeps a [`Retries`] in its response future (a share
+    /// of the spare and the box) and its [`State`] in the box: within these sizes a
+    /// call holds at most 1 KiB more than a plain tonic call (`benches/hostile.rs`
+    /// measures it; `timeout/future.rs` bounds the future). They are 16 and 464 bytes
+    /// with the locked dependencies; the bound leaves 16 bytes for another compiler's
+    /// layout, not for a new field, which must make room for itself.
+    #[test]
+    fn a_calls_retry_state_stays_within_its_budget() {
+        use std::mem::size_of;
+        type Channel = tonic::transport::Channel;
+        assert_eq!(size_of::<Retries<Channel>>(), 16, "in the future");
+        let state = size_of::<State>();
+        assert!(state <= 464 + 16, "in its box: {state} bytes");
+    }
+
+    /// A call's retry state made with a credential header, a message too large to
+    /// keep inline, and an attempt timeout from an environment variable.
+    fn retries(secret: &Bytes, from: &Arc<str>) -> Retries<()> {
+        let (parts, ()) = http::Request::post("/sw4rm.tool.ToolService/Call")
+            .header(
+                "authorization",
+                HeaderValue::from_maybe_shared(secret.clone()).unwrap(),
+            )
+            .body(())
+            .unwrap()
+            .into_parts();
+        let plan = RetryPlan {
+            policy: RetryPolicy::standard(),
+            idempotent: true,
+            min_timeout: Duration::from_millis(50),
+            first: None,
+            attempt_source: Some(Source::Env(from.clone())),
+        };
+        let kept = Kept::new(&parts, &Bytes::from(vec![7u8; 4096]));
+        Retries::new(SpareSlot::default().share(&()), kept, plan, None)
+    }
+
+    /// A call that ended gives its box back emptied: nothing of the request (its
+    /// credentials) or of where its figures came from stays with the box, and the next
+    /// call on the thread keeps its state in the same box instead of allocating one.
+    #[test]
+    fn an_ended_calls_box_is_emptied_and_reused_by_the_next_call() {
+        let secret = Bytes::from(b"Bearer s3cret".to_vec());
+        let from: Arc<str> = Arc::from("SW4RM_TIMEOUT_TOOL_CALL");
+        let first = retries(&secret, &from);
+        let first_box: *const State = &*first.state;
+        assert!(
+            !secret.is_unique(),
+            "the kept head shares the header's bytes"
+        );
+        assert_eq!(Arc::strong_count(&from), 2);
+        let kept_before = super::pool::kept_here();
+        first.end();
+        assert!(
+            secret.is_unique(),
+            "the credential was let go at the call's end"
+        );
+        assert_eq!(Arc::strong_count(&from), 1);
+        assert_eq!(super::pool::kept_here(), kept_before + 1);
+        let second = retries(&secret, &from);
+        assert_eq!(
+            &*second.state as *const State, first_box,
+            "the box is reused"
+        );
+        assert_eq!(super::pool::kept_here(), kept_before);
+        // The reused box holds the second call's request, whole.
+        let sent = second.state.kept.request(2, None);
+        assert_eq!(sent.headers()["authorization"], "Bearer s3cret");
+        assert_eq!(sent.uri().path(), "/sw4rm.tool.ToolService/Call");
+        second.end();
+    }
+
+    /// A thread keeps a bounded number of boxes: calls ending past it free theirs.
+    #[test]
+    fn a_thread_keeps_at_most_its_share_of_boxes() {
+        let secret = Bytes::from_static(b"Bearer t");
+        let from: Arc<str> = Arc::from("SW4RM_TIMEOUT_TOOL_CALL");
+        let many: Vec<_> = (0..KEPT_PER_THREAD + 8)
+            .map(|_| retries(&secret, &from))
+            .collect();
+        many.into_iter().for_each(Retries::end);
+        assert_eq!(super::pool::kept_here(), KEPT_PER_THREAD);
     }
 
     #[tokio::test(start_paused = true)]

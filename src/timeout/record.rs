@@ -3,6 +3,7 @@
 //! counter, the `warn!` and the status) exactly once: when the call finishes, times
 //! out, or is dropped by the caller.
 
+use std::num::NonZeroU32;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -38,8 +39,9 @@ pub(crate) struct CallRecord {
     streaming: bool,
     span: tracing::Span,
     state: State,
-    /// Attempts made, and the attempt timeout in force, under a retry policy.
-    attempts: Option<u32>,
+    /// Attempts made (numbered from 1), and the attempt timeout in force, under a
+    /// retry policy.
+    attempts: Option<NonZeroU32>,
     attempt: Option<Cap>,
     /// What the budget had spent at the call's start, when a budget caps the call.
     budget: Option<BudgetSpent>,
@@ -108,7 +110,7 @@ impl CallRecord {
     /// A retried call sends attempt `n` under `cap` (`None`: no attempt timeout
     /// shorter than the call's deadline).
     pub(crate) fn attempt(&mut self, n: u32, cap: Option<Cap>) {
-        self.attempts = Some(n);
+        self.attempts = NonZeroU32::new(n);
         self.attempt = cap;
     }
 
@@ -358,7 +360,7 @@ impl CallRecord {
             phase,
             message_count: self.streaming.then_some(messages),
             detected_by,
-            attempts: self.attempts,
+            attempts: self.attempts.map(NonZeroU32::get),
             attempt_timeout_ms: self.attempt.as_ref().map(|c| millis(c.limit())),
             budget_paused_ms: self.budget.map(|b| b.paused_ms),
             budget_elapsed_ms: self.budget.map(|b| b.elapsed_ms),

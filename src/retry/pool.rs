@@ -1,0 +1,68 @@
+//! The boxes calls keep their retry state in ([`State`]), reused from call to call
+//! on each thread: a call that may be retried takes one from its thread's free list
+//! and gives it back when it ends. After a thread's first calls, keeping a request
+//! for replay allocates nothing (the body that sends it is tonic's own box).
+//!
+//! A box is emptied when it is given back, not when it is next used: the request's
+//! headers (a caller's credentials among them), extensions and bytes, where the
+//! attempt timeout came from and the share of the layer's budget are let go of then,
+//! and bytes kept inline are overwritten. What stays is the request's path, which
+//! names a method, and plain figures (the retry policy). A call dropped before it ends
+//! (its caller gave up on it) frees its box instead. Each thread keeps at most
+//! [`KEPT_PER_THREAD`] boxes; the list is freed with the thread.
+
+use std::cell::RefCell;
+
+use super::state::State;
+
+/// The most boxes one thread keeps for later calls: enough for calls that overlap a
+/// few dozen at a time, 15 KiB at most (a box is 464 bytes).
+pub(crate) const KEPT_PER_THREAD: usize = 32;
+
+thread_local! {
+    // Boxes, not states: a box is what a call takes and gives back.
+    #[allow(clippy::vec_box)]
+    static FREE: RefCell<Vec<Box<State>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// `state` in a box, reused from this thread's free list when it has one.
+pub(super) fn boxed(state: State) -> Box<State> {
+    let reused = FREE
+        .try_with(|free| free.try_borrow_mut().ok().and_then(|mut f| f.pop()))
+        .ok()
+        .flatten();
+    match reused {
+        Some(mut reused) => {
+            *reused = state;
+            reused
+        }
+        None => Box::new(state),
+    }
+}
+
+/// Gives a call's box back when the call has ended: emptied at once, kept for a later
+/// call on this thread if the list has room, freed otherwise.
+pub(super) fn give_back(mut state: Box<State>) {
+    state.clear();
+    let refused = FREE
+        .try_with(|free| match free.try_borrow_mut() {
+            Ok(mut free) if free.len() < KEPT_PER_THREAD => {
+                if free.capacity() == 0 {
+                    free.reserve_exact(KEPT_PER_THREAD);
+                }
+                free.push(state);
+                None
+            }
+            _ => Some(state),
+        })
+        .ok()
+        .flatten();
+    // Freed outside the list's borrow.
+    drop(refused);
+}
+
+/// How many boxes this thread keeps now.
+#[cfg(test)]
+pub(super) fn kept_here() -> usize {
+    FREE.with(|free| free.borrow().len())
+}
