@@ -448,3 +448,55 @@ async fn a_later_attempt_ended_by_the_deadline_names_the_timer_that_set_it() {
         );
     }
 }
+
+/// The layer's budget, shared by its calls: a failure the policy retries takes a token,
+/// and a call answered without one gives the ratio back, whichever service of the
+/// layer made the call.
+#[tokio::test(start_paused = true)]
+async fn the_layers_budget_is_charged_by_failures_and_refilled_by_answers() {
+    let failing = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let inner = {
+        let failing = failing.clone();
+        tower::service_fn(move |_: http::Request<tonic::body::Body>| {
+            let fail = failing.load(std::sync::atomic::Ordering::Relaxed);
+            async move {
+                Ok::<_, Infallible>(match fail {
+                    true => unavailable_answer(None),
+                    false => http::Response::new(tonic::body::Body::empty()),
+                })
+            }
+        })
+    };
+    let policy = RetryPolicy::builder()
+        .max_attempts(2)
+        .initial_backoff(ms(10))
+        .max_backoff(ms(10))
+        .build()
+        .unwrap();
+    let profiles = ProfileSet::builder()
+        .without_global()
+        .retry("heartbeat", policy)
+        .build()
+        .unwrap();
+    let budget = sw4rm_timeouts::RetryBudget::new(10).with_token_ratio(0.5);
+    let layer = TimeoutProfileLayer::new(profiles)
+        .without_metrics()
+        .with_retry_budget(budget.clone());
+    // Two services of the layer, one budget.
+    let mut first = ServiceBuilder::new()
+        .layer(layer.clone())
+        .service(inner.clone());
+    let mut second = ServiceBuilder::new().layer(layer).service(inner);
+    for svc in [&mut first, &mut second] {
+        let response = svc.ready().await.unwrap().call(request()).await.unwrap();
+        assert_eq!(response.headers()["sw4rm-attempts"], "2");
+    }
+    // Each call's first failure was retried (a token each); its last was not.
+    assert_eq!(budget.tokens(), 8.0);
+    failing.store(false, std::sync::atomic::Ordering::Relaxed);
+    for svc in [&mut first, &mut second] {
+        let response = svc.ready().await.unwrap().call(request()).await.unwrap();
+        assert!(response.headers().get("sw4rm-attempts").is_none());
+    }
+    assert_eq!(budget.tokens(), 9.0);
+}

@@ -4,19 +4,19 @@
 //! for replay allocates nothing (the body that sends it is tonic's own box).
 //!
 //! A box is emptied when it is given back, not when it is next used: the request's
-//! headers (a caller's credentials among them), extensions and bytes, where the
-//! attempt timeout came from and the share of the layer's budget are let go of then,
-//! and bytes kept inline are overwritten. What stays is the request's path, which
-//! names a method, and plain figures (the retry policy). A call dropped before it ends
-//! (its caller gave up on it) frees its box instead. Each thread keeps at most
-//! [`KEPT_PER_THREAD`] boxes; the list is freed with the thread.
+//! headers (a caller's credentials among them), extensions and bytes, and where the
+//! attempt timeout came from are let go of then, and bytes kept inline are
+//! overwritten. What stays is the request's path, which names a method, and plain
+//! figures (the retry policy). A call dropped before it ends (its caller gave up on
+//! it) frees its box instead. Each thread keeps at most [`KEPT_PER_THREAD`] boxes;
+//! the list is freed with the thread.
 
 use std::cell::RefCell;
 
 use super::state::State;
 
 /// The most boxes one thread keeps for later calls: enough for calls that overlap a
-/// few dozen at a time, 15 KiB at most (a box is 464 bytes).
+/// few dozen at a time, 15 KiB at most (a box is 456 bytes).
 pub(crate) const KEPT_PER_THREAD: usize = 32;
 
 thread_local! {

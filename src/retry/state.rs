@@ -51,7 +51,6 @@ pub(super) struct State {
     min_timeout: Duration,
     /// Where the policy's attempt timeout came from; `None`: it has none.
     source: Option<Source>,
-    budget: Option<RetryBudget>,
     /// The attempt in flight (or the last one), from 1, as the rules numbered it.
     attempt: u32,
     /// The attempt timeout the rules gave the attempt in flight.
@@ -64,7 +63,6 @@ impl State {
     pub(super) fn clear(&mut self) {
         self.kept.clear();
         self.source = None;
-        self.budget = None;
     }
 }
 
@@ -151,19 +149,13 @@ impl<S> Retries<S> {
 impl<S: Clone> Retries<S> {
     /// The state after the first attempt was planned and sent; the attempts after it
     /// go through handles taken from `spare`.
-    pub(crate) fn new(
-        spare: Spare<S>,
-        kept: Kept,
-        plan: RetryPlan,
-        budget: Option<RetryBudget>,
-    ) -> Self {
+    pub(crate) fn new(spare: Spare<S>, kept: Kept, plan: RetryPlan) -> Self {
         let state = pool::boxed(State {
             kept,
             policy: plan.policy,
             idempotent: plan.idempotent,
             min_timeout: plan.min_timeout,
             source: plan.attempt_source,
-            budget,
             attempt: 1,
             timeout: plan.first,
         });
@@ -190,12 +182,13 @@ impl<S: Clone> Retries<S> {
     }
 
     /// After a failed attempt: the retry the rules decided, or why the failure is the
-    /// call's answer. `deadline` is the call's own.
+    /// call's answer. `deadline` is the call's own; `budget` the layer's.
     pub(crate) fn after_failure(
         &mut self,
         failure: Failure,
         pushback: Pushback,
         deadline: Option<Instant>,
+        budget: Option<&RetryBudget>,
     ) -> Result<Retry<S>, Stop> {
         let now = Instant::now();
         let decision = decide(
@@ -218,12 +211,12 @@ impl<S: Clone> Retries<S> {
                 timeout,
             } => (attempt, backoff, timeout),
             Decision::Stop(stop) => {
-                self.settle(failure);
+                self.settle(failure, budget);
                 return Err(stop);
             }
         };
         // The budget is charged for every failure the policy would retry.
-        if let Some(budget) = &self.state.budget {
+        if let Some(budget) = budget {
             if !budget.fail() {
                 return Err(Stop::Budget);
             }
@@ -249,18 +242,18 @@ impl<S: Clone> Retries<S> {
         })
     }
 
-    /// A final answer that is not a retryable failure gives the budget back.
-    pub(crate) fn answered(&self) {
-        if let Some(budget) = &self.state.budget {
+    /// A final answer that is not a retryable failure gives the layer's budget back.
+    pub(crate) fn answered(&self, budget: Option<&RetryBudget>) {
+        if let Some(budget) = budget {
             budget.succeed();
         }
     }
 
-    fn settle(&self, failure: Failure) {
+    fn settle(&self, failure: Failure, budget: Option<&RetryBudget>) {
         // A status the policy does not retry is still an answer from the server.
         if let Failure::Code(code) = failure {
             if !self.state.policy.retries_code(code) {
-                self.answered();
+                self.answered(budget);
             }
         }
     }
@@ -319,7 +312,7 @@ mod tests {
     /// A call that may be retried keeps a [`Retries`] in its response future (a share
     /// of the spare and the box) and its [`State`] in the box: within these sizes a
     /// call holds at most 1 KiB more than a plain tonic call (`benches/hostile.rs`
-    /// measures it; `timeout/future.rs` bounds the future). They are 16 and 464 bytes
+    /// measures it; `timeout/future.rs` bounds the future). They are 16 and 456 bytes
     /// with the locked dependencies; the bound leaves 16 bytes for another compiler's
     /// layout, not for a new field, which must make room for itself.
     #[test]
@@ -328,7 +321,7 @@ mod tests {
         type Channel = tonic::transport::Channel;
         assert_eq!(size_of::<Retries<Channel>>(), 16, "in the future");
         let state = size_of::<State>();
-        assert!(state <= 464 + 16, "in its box: {state} bytes");
+        assert!(state <= 456 + 16, "in its box: {state} bytes");
     }
 
     /// A call's retry state made with a credential header, a message too large to
@@ -350,7 +343,7 @@ mod tests {
             attempt_source: Some(Source::Env(from.clone())),
         };
         let kept = Kept::new(&parts, &Bytes::from(vec![7u8; 4096]));
-        Retries::new(SpareSlot::default().share(&()), kept, plan, None)
+        Retries::new(SpareSlot::default().share(&()), kept, plan)
     }
 
     /// A call that ended gives its box back emptied: nothing of the request (its

@@ -105,12 +105,12 @@ fn answered<B, S: Clone>(
     };
     match classify_response(response.headers(), expired) {
         Some((failure, pushback)) => {
-            match retry.after_failure(failure, pushback, record.deadline()) {
+            match retry.after_failure(failure, pushback, record.deadline(), record.retry_budget()) {
                 Ok(next) => return Err(Verdict::Retry(next)),
                 Err(stop) => record.not_retried(retry.attempt(), stop.as_str()),
             }
         }
-        None => retry.answered(),
+        None => retry.answered(record.retry_budget()),
     }
     retry.mark(&mut response);
     Ok(response)
@@ -152,7 +152,7 @@ fn retry_or<S: Clone>(
     retry: Option<&mut Retries<S>>,
 ) -> Option<Verdict<S>> {
     let retry = retry?;
-    match retry.after_failure(failure, pushback, record.deadline()) {
+    match retry.after_failure(failure, pushback, record.deadline(), record.retry_budget()) {
         Ok(next) => Some(Verdict::Retry(next)),
         Err(stop) => {
             record.not_retried(retry.attempt(), stop.as_str());

@@ -200,6 +200,11 @@ impl CallRecord {
         self.start
     }
 
+    /// The layer's retry budget, shared by its calls (`None`: retries without one).
+    pub(crate) fn retry_budget(&self) -> Option<&crate::retry::RetryBudget> {
+        self.shared.settings.retry.budget.as_ref()
+    }
+
     /// The call's own deadline: its start plus its total timer, if any.
     pub(crate) fn deadline(&self) -> Option<Instant> {
         let total = self.timers.total.as_ref()?;

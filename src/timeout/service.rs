@@ -179,7 +179,7 @@ impl<S: Clone> TimeoutProfileService<S> {
         take_whole(body, settings.replay_limit, |bytes| {
             let kept = Kept::new(parts, bytes);
             let spare = self.spare.share(&self.inner);
-            Retries::new(spare, kept, plan, settings.budget.clone())
+            Retries::new(spare, kept, plan)
         })
     }
 }
