@@ -64,12 +64,33 @@ enum Known {
 impl Head {
     /// Keeps `parts` (never copying the request's maps when it has only the usual
     /// headers and extensions). `skip` names the headers each attempt writes itself.
+    #[cfg(test)]
     pub(super) fn new(parts: &http::request::Parts, skip: &[HeaderName]) -> Self {
+        let mut head = Head::vacant();
+        head.keep(parts, skip);
+        head
+    }
+
+    /// The head of no request: a POST to `/`, no headers, no extensions.
+    pub(super) fn vacant() -> Self {
         Head {
-            target: Target::new(parts),
-            headers: Headers::new(&parts.headers, skip),
-            extensions: Known::new(&parts.extensions),
+            target: Target::Path(PathAndQuery::from_static("/")),
+            headers: Headers::Inline {
+                usual: 0,
+                others: [None, None],
+            },
+            extensions: Known::None,
         }
+    }
+
+    /// Keeps `parts` in place of what this head held (never copying the request's maps
+    /// when it has only the usual headers and extensions): written where the head is,
+    /// a reused box's, without moving a new head there. `skip` names the headers each
+    /// attempt writes itself.
+    pub(super) fn keep(&mut self, parts: &http::request::Parts, skip: &[HeaderName]) {
+        self.target = Target::new(parts);
+        self.headers.keep(&parts.headers, skip);
+        self.extensions = Known::new(&parts.extensions);
     }
 
     /// Lets go of the headers and extensions, and of a target other than a path (a
@@ -127,27 +148,38 @@ impl Target {
 }
 
 impl Headers {
-    fn new(headers: &HeaderMap, skip: &[HeaderName]) -> Self {
-        let mut usual = 0u8;
-        let mut others: [Option<(HeaderName, HeaderValue)>; INLINE_HEADERS] = [None, None];
+    /// Keeps `headers` but `skip`, in place of what these held.
+    fn keep(&mut self, headers: &HeaderMap, skip: &[HeaderName]) {
+        let Headers::Inline { usual, others } = self else {
+            // A copied map before: start from none.
+            *self = Headers::Inline {
+                usual: 0,
+                others: [None, None],
+            };
+            return self.keep(headers, skip);
+        };
+        *usual = 0;
         let mut kept = 0;
         for (name, value) in headers {
             // The usual headers first: each is one comparison of a standard name.
             let bit = usual_bit(name, value);
-            if bit & !usual != 0 {
-                usual |= bit;
+            if bit & !*usual != 0 {
+                *usual |= bit;
                 continue;
             }
             if skip.contains(name) {
                 continue;
             }
             let Some(slot) = others.get_mut(kept) else {
-                return Headers::Copied(headers.clone());
+                *self = Headers::Copied(headers.clone());
+                return;
             };
             *slot = Some((name.clone(), value.clone()));
             kept += 1;
         }
-        Headers::Inline { usual, others }
+        for slot in others.iter_mut().skip(kept) {
+            *slot = None;
+        }
     }
 
     fn map(&self) -> HeaderMap {
@@ -325,6 +357,53 @@ mod tests {
             };
             assert_eq!(names(&got), names(&p.extensions));
             assert_eq!(got.get::<u8>(), p.extensions.get::<u8>());
+        }
+    }
+
+    /// A head kept where another was (a reused box) comes back exactly as one kept
+    /// afresh: nothing of the one before (headers, extensions, target) stays.
+    #[test]
+    fn a_head_kept_over_another_holds_only_the_new_request() {
+        let skip = [HeaderName::from_static("grpc-timeout")];
+        let mut many = parts(&[
+            ("te", "trailers"),
+            ("authorization", "Bearer t"),
+            ("x-a", "1"),
+            ("x-b", "2"),
+        ]);
+        many.extensions.insert(7u8);
+        let mut absolute = http::Request::put("http://h/s/m")
+            .header("x-a", "1")
+            .body(())
+            .unwrap()
+            .into_parts()
+            .0;
+        absolute.extensions.insert(GrpcMethod::new("s", "m"));
+        let mut usual = parts(&[("te", "trailers"), ("content-type", "application/grpc")]);
+        usual.extensions.insert(GrpcMethod::new(
+            "sw4rm.registry.RegistryService",
+            "Heartbeat",
+        ));
+        let samples = [many, absolute, usual, parts(&[("x-c", "3")]), parts(&[])];
+        for before in &samples {
+            for after in &samples {
+                let mut head = Head::new(before, &skip);
+                head.keep(after, &skip);
+                let (got, fresh) = (again(&head), again(&Head::new(after, &skip)));
+                let context = format!("{:?} over {:?}", after.headers, before.headers);
+                assert_eq!(got.headers, fresh.headers, "{context}");
+                assert_eq!(
+                    (&got.method, &got.uri, got.version),
+                    (&fresh.method, &fresh.uri, fresh.version),
+                    "{context}"
+                );
+                assert_eq!(got.extensions.len(), fresh.extensions.len(), "{context}");
+                assert_eq!(
+                    got.extensions.get::<u8>(),
+                    fresh.extensions.get::<u8>(),
+                    "{context}"
+                );
+            }
         }
     }
 }

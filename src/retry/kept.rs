@@ -55,20 +55,40 @@ enum Body {
 impl Kept {
     /// Keeps the request head and its whole body, `bytes`.
     pub(crate) fn new(parts: &http::request::Parts, bytes: &Bytes) -> Self {
-        let body = match bytes.len() {
-            len @ 0..=INLINE_BODY => {
-                let mut inline = [0; INLINE_BODY];
-                inline[..len].copy_from_slice(bytes);
-                Body::Inline {
-                    len: len as u8,
-                    bytes: inline,
-                }
-            }
-            _ => Body::Own(Bytes::copy_from_slice(bytes)),
-        };
+        let mut kept = Kept::vacant();
+        kept.keep(parts, bytes);
+        kept
+    }
+
+    /// A request of no call: a POST to `/`, no headers, no extensions, no bytes.
+    pub(crate) fn vacant() -> Self {
         Kept {
-            head: Head::new(parts, &WRITTEN_PER_ATTEMPT),
-            body,
+            head: Head::vacant(),
+            body: Body::Inline {
+                len: 0,
+                bytes: [0; INLINE_BODY],
+            },
+        }
+    }
+
+    /// Keeps the request head and its whole body, `bytes`, in place of what this held
+    /// (a reused box's: written where it is, not moved there).
+    pub(crate) fn keep(&mut self, parts: &http::request::Parts, bytes: &Bytes) {
+        self.head.keep(parts, &WRITTEN_PER_ATTEMPT);
+        match (&mut self.body, bytes.len()) {
+            (Body::Inline { len, bytes: inline }, n @ 0..=INLINE_BODY) => {
+                inline[..n].copy_from_slice(bytes);
+                *len = n as u8;
+            }
+            (_, n @ 0..=INLINE_BODY) => {
+                let mut inline = [0; INLINE_BODY];
+                inline[..n].copy_from_slice(bytes);
+                self.body = Body::Inline {
+                    len: n as u8,
+                    bytes: inline,
+                };
+            }
+            _ => self.body = Body::Own(Bytes::copy_from_slice(bytes)),
         }
     }
 
@@ -169,6 +189,23 @@ mod tests {
             for attempt in [2, 3] {
                 let sent = kept.request(attempt, None).into_body().collect().await;
                 assert_eq!(sent.unwrap().to_bytes(), view, "{len}");
+            }
+        }
+    }
+
+    /// A request kept where another was (a reused box) sends exactly its own bytes,
+    /// whichever of the two was kept inline.
+    #[tokio::test]
+    async fn a_request_kept_over_another_sends_only_its_own_bytes() {
+        let (parts, ()) = http::Request::new(()).into_parts();
+        let sizes = [0, 5, INLINE_BODY, INLINE_BODY + 1, 4 * 1024];
+        for before in sizes {
+            for after in sizes {
+                let mut kept = Kept::new(&parts, &Bytes::from(vec![1u8; before]));
+                let bytes = Bytes::from(vec![2u8; after]);
+                kept.keep(&parts, &bytes);
+                let sent = kept.request(2, None).into_body().collect().await;
+                assert_eq!(sent.unwrap().to_bytes(), bytes, "{after} over {before}");
             }
         }
     }

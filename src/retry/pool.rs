@@ -1,6 +1,6 @@
 //! The boxes calls keep their retry state in ([`State`]), reused from call to call
 //! on each thread: a call that may be retried takes one from its thread's free list
-//! and gives it back when it ends. After a thread's first calls, keeping a request
+//! and gives it back when it ends; the next call writes its state there. After a thread's first calls, keeping a request
 //! for replay allocates nothing (the body that sends it is tonic's own box).
 //!
 //! A box is emptied when it is given back, not when it is next used: the request's
@@ -25,19 +25,13 @@ thread_local! {
     static FREE: RefCell<Vec<Box<State>>> = const { RefCell::new(Vec::new()) };
 }
 
-/// `state` in a box, reused from this thread's free list when it has one.
-pub(super) fn boxed(state: State) -> Box<State> {
-    let reused = FREE
-        .try_with(|free| free.try_borrow_mut().ok().and_then(|mut f| f.pop()))
+/// A box from this thread's free list, emptied when it was given back, or a new one
+/// holding a vacant state.
+pub(super) fn take() -> Box<State> {
+    FREE.try_with(|free| free.try_borrow_mut().ok().and_then(|mut f| f.pop()))
         .ok()
-        .flatten();
-    match reused {
-        Some(mut reused) => {
-            *reused = state;
-            reused
-        }
-        None => Box::new(state),
-    }
+        .flatten()
+        .unwrap_or_else(|| Box::new(State::vacant()))
 }
 
 /// Gives a call's box back when the call has ended: emptied at once, kept for a later

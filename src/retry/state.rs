@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use bytes::Bytes;
 use tokio::time::Instant;
 
 use super::budget::RetryBudget;
@@ -58,6 +59,19 @@ pub(super) struct State {
 }
 
 impl State {
+    /// A state that holds nothing of any call: what a new box starts from.
+    pub(super) fn vacant() -> Self {
+        State {
+            kept: Kept::vacant(),
+            policy: RetryPolicy::off(),
+            idempotent: false,
+            min_timeout: Duration::ZERO,
+            source: None,
+            attempt: 1,
+            timeout: None,
+        }
+    }
+
     /// Lets go of what the call gave it: a box given back keeps the request's path and
     /// plain figures (`pool.rs`).
     pub(super) fn clear(&mut self) {
@@ -147,18 +161,24 @@ impl<S> Retries<S> {
 }
 
 impl<S: Clone> Retries<S> {
-    /// The state after the first attempt was planned and sent; the attempts after it
-    /// go through handles taken from `spare`.
-    pub(crate) fn new(spare: Spare<S>, kept: Kept, plan: RetryPlan) -> Self {
-        let state = pool::boxed(State {
-            kept,
-            policy: plan.policy,
-            idempotent: plan.idempotent,
-            min_timeout: plan.min_timeout,
-            source: plan.attempt_source,
-            attempt: 1,
-            timeout: plan.first,
-        });
+    /// The state after the first attempt was planned and sent, keeping the request
+    /// (`parts` and its whole body, `bytes`) for replay; the attempts after it go
+    /// through handles taken from `spare`.
+    pub(crate) fn new(
+        spare: Spare<S>,
+        plan: RetryPlan,
+        parts: &http::request::Parts,
+        bytes: &Bytes,
+    ) -> Self {
+        // Written field by field where the box is: nothing of its size is moved.
+        let mut state = pool::take();
+        state.kept.keep(parts, bytes);
+        state.policy = plan.policy;
+        state.idempotent = plan.idempotent;
+        state.min_timeout = plan.min_timeout;
+        state.source = plan.attempt_source;
+        state.attempt = 1;
+        state.timeout = plan.first;
         Retries { spare, state }
     }
 
@@ -342,8 +362,8 @@ mod tests {
             first: None,
             attempt_source: Some(Source::Env(from.clone())),
         };
-        let kept = Kept::new(&parts, &Bytes::from(vec![7u8; 4096]));
-        Retries::new(SpareSlot::default().share(&()), kept, plan)
+        let bytes = Bytes::from(vec![7u8; 4096]);
+        Retries::new(SpareSlot::default().share(&()), plan, &parts, &bytes)
     }
 
     /// A call that ended gives its box back emptied: nothing of the request (its

@@ -177,9 +177,7 @@ impl<S: Clone> TimeoutProfileService<S> {
     ) -> Option<Retries<S>> {
         let settings = &self.shared.settings.retry;
         take_whole(body, settings.replay_limit, |bytes| {
-            let kept = Kept::new(parts, bytes);
-            let spare = self.spare.share(&self.inner);
-            Retries::new(spare, kept, plan)
+            Retries::new(self.spare.share(&self.inner), plan, parts, bytes)
         })
     }
 }
