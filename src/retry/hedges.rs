@@ -42,10 +42,10 @@ pub(crate) struct HedgePlan {
     pub(crate) floor: Duration,
 }
 
-/// What a hedged call shares with the layer.
+/// What a hedged call shares with the layer (its retry budget, shared with retries,
+/// is reached through the call's record and passed to each step that uses it).
 #[derive(Debug)]
 pub(crate) struct HedgeContext {
-    pub(crate) budget: Option<RetryBudget>,
     /// The call's own deadline.
     pub(crate) deadline: Option<Instant>,
     /// The route's recent latency (`None`: a path without a slot in the layer's table).
@@ -145,8 +145,13 @@ impl<S: Clone, F> Hedges<S, F> {
         self.sent
     }
 
-    /// Polls the delay and every attempt in flight.
-    pub(crate) fn poll<R>(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Event<R>>
+    /// Polls the delay and every attempt in flight; a hedge due is sent if the layer's
+    /// `budget` allows one.
+    pub(crate) fn poll<R>(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        budget: Option<&RetryBudget>,
+    ) -> Poll<Event<R>>
     where
         S: Service<Request, Response = R, Future = F>,
         S::Error: Into<BoxError>,
@@ -157,7 +162,7 @@ impl<S: Clone, F> Hedges<S, F> {
             if this.timer.as_mut().poll_until(at, cx).is_ready() {
                 *this.next_at = None;
                 let delay = *this.delay;
-                return Poll::Ready(match send(&mut this) {
+                return Poll::Ready(match send(&mut this, budget) {
                     Ok(attempt) => Event::Sent { attempt, delay },
                     Err(why) => Event::NotSent(why),
                 });
@@ -172,22 +177,23 @@ impl<S: Clone, F> Hedges<S, F> {
         Poll::Pending
     }
 
-    /// After a non-fatal answer (`pushback`: the server's): the retry budget is
-    /// charged, and the next hedge is sent at once if allowed. `Ok(attempt)`: the hedge
-    /// sent; `Err`: why none was. Either way other attempts may still be running
+    /// After a non-fatal answer (`pushback`: the server's): the layer's retry `budget`
+    /// is charged, and the next hedge is sent at once if allowed. `Ok(attempt)`: the
+    /// hedge sent; `Err`: why none was. Either way other attempts may still be running
     /// ([`Hedges::is_idle`]).
     pub(crate) fn after_non_fatal(
         self: Pin<&mut Self>,
         pushback: Pushback,
+        budget: Option<&RetryBudget>,
     ) -> Result<u32, NoHedge> {
         let mut this = self.project();
         if pushback != Pushback::None {
             *this.pushed_back = true;
         }
-        if let Some(budget) = &this.context.budget {
+        if let Some(budget) = budget {
             budget.fail();
         }
-        let sent = send(&mut this);
+        let sent = send(&mut this, budget);
         if sent.is_err() {
             *this.next_at = None;
         }
@@ -200,7 +206,7 @@ impl<S: Clone, F> Hedges<S, F> {
         self.running.is_empty() && self.next_at.is_none()
     }
 
-    /// The call's answer, from `attempt`: the budget gets its success back (an answer
+    /// The call's answer, from `attempt`: the layer's `budget` gets its success back (an answer
     /// that is a status the policy does not treat as non-fatal is an answer from the
     /// server too), an answer that is not an error teaches the route its latency, and
     /// the response says how many attempts were sent.
@@ -210,8 +216,14 @@ impl<S: Clone, F> Hedges<S, F> {
     /// first attempts. (Recorded as delay + hedge, a route whose tail is exactly the
     /// percentile's share would push its delay up by one hedge per refresh until it no
     /// longer cuts the tail.)
-    pub(crate) fn answered<B>(&self, response: &mut http::Response<B>, attempt: u32, ok: bool) {
-        if let Some(budget) = &self.context.budget {
+    pub(crate) fn answered<B>(
+        &self,
+        response: &mut http::Response<B>,
+        attempt: u32,
+        ok: bool,
+        budget: Option<&RetryBudget>,
+    ) {
+        if let Some(budget) = budget {
             budget.succeed();
         }
         if let Some(recent) = self.context.recent.as_ref().filter(|_| ok) {
@@ -236,7 +248,10 @@ impl<S: Clone, F> Hedges<S, F> {
 
 /// Sends the next hedge now, if the rules allow one; the next after it is due one
 /// delay later.
-fn send<S: Clone, F>(this: &mut HedgesProj<'_, S, F>) -> Result<u32, NoHedge> {
+fn send<S: Clone, F>(
+    this: &mut HedgesProj<'_, S, F>,
+    budget: Option<&RetryBudget>,
+) -> Result<u32, NoHedge> {
     let now = Instant::now();
     let remaining = this
         .context
@@ -247,7 +262,7 @@ fn send<S: Clone, F>(this: &mut HedgesProj<'_, S, F>) -> Result<u32, NoHedge> {
         HedgeFacts {
             sent: *this.sent,
             pushed_back: *this.pushed_back,
-            budget_allows: this.context.budget.as_ref().is_none_or(RetryBudget::allows),
+            budget_allows: budget.is_none_or(RetryBudget::allows),
             remaining,
             floor: *this.floor,
         },

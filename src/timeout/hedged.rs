@@ -31,7 +31,7 @@ where
     S::Error: Into<BoxError>,
 {
     loop {
-        match std::task::ready!(hedges.as_mut().poll(cx)) {
+        match std::task::ready!(hedges.as_mut().poll(cx, record.retry_budget())) {
             Event::Sent { attempt, delay } => record.hedged(attempt, Some(delay)),
             Event::NotSent(why) => record.not_hedged(hedges.sent(), why.as_str()),
             Event::Ended { attempt, ended } => {
@@ -80,7 +80,12 @@ fn answered<S: Clone, F, B>(
     if attempt > 1 {
         record.hedge_won(attempt);
     }
-    hedges.answered(&mut response, attempt, failure.is_none());
+    hedges.answered(
+        &mut response,
+        attempt,
+        failure.is_none(),
+        record.retry_budget(),
+    );
     Some(Ok(response))
 }
 
@@ -113,7 +118,10 @@ fn non_fatal<S: Clone, F>(
     mut hedges: Pin<&mut Hedges<S, F>>,
     record: &mut CallRecord,
 ) -> bool {
-    match hedges.as_mut().after_non_fatal(pushback) {
+    match hedges
+        .as_mut()
+        .after_non_fatal(pushback, record.retry_budget())
+    {
         Ok(attempt) => record.hedged(attempt, None),
         Err(why) => record.not_hedged(hedges.sent(), why.as_str()),
     }

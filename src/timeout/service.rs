@@ -191,8 +191,8 @@ fn window(shared: &Shared, plan: &HedgePlan, labels: &LabelsRef) -> Option<Arc<R
 }
 
 /// What a hedged call needs besides its first request: the request kept for the
-/// hedges, the layer's budget, the route's window, the deadline and the start; `None`
-/// when the body is not whole (client streaming) or too large to keep.
+/// hedges, the route's window, the deadline and the start; `None` when the body is
+/// not whole (client streaming) or too large to keep.
 fn hedges(
     shared: &Shared,
     plan: HedgePlan,
@@ -203,7 +203,6 @@ fn hedges(
     let limit = shared.settings.retry.replay_limit;
     let kept = take_whole(body, limit, |bytes| Kept::new(parts, bytes))?;
     let context = HedgeContext {
-        budget: shared.settings.retry.budget.clone(),
         deadline,
         recent,
         start,
