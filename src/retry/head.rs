@@ -75,10 +75,7 @@ impl Head {
     pub(super) fn vacant() -> Self {
         Head {
             target: Target::Path(PathAndQuery::from_static("/")),
-            headers: Headers::Inline {
-                usual: 0,
-                others: [None, None],
-            },
+            headers: Headers::none(),
             extensions: Known::None,
         }
     }
@@ -96,10 +93,7 @@ impl Head {
     /// Lets go of the headers and extensions, and of a target other than a path (a
     /// path names a method, and generated clients' paths are static text).
     pub(super) fn clear(&mut self) {
-        self.headers = Headers::Inline {
-            usual: 0,
-            others: [None, None],
-        };
+        self.headers = Headers::none();
         self.extensions = Known::None;
         if let Target::Other(_) = self.target {
             self.target = Target::Path(PathAndQuery::from_static("/"));
@@ -148,14 +142,20 @@ impl Target {
 }
 
 impl Headers {
+    /// No headers: what a vacant or cleared head holds.
+    #[inline]
+    fn none() -> Headers {
+        Headers::Inline {
+            usual: 0,
+            others: [None, None],
+        }
+    }
+
     /// Keeps `headers` but `skip`, in place of what these held.
     fn keep(&mut self, headers: &HeaderMap, skip: &[HeaderName]) {
         let Headers::Inline { usual, others } = self else {
             // A copied map before: start from none.
-            *self = Headers::Inline {
-                usual: 0,
-                others: [None, None],
-            };
+            *self = Headers::none();
             return self.keep(headers, skip);
         };
         *usual = 0;

@@ -52,6 +52,17 @@ enum Body {
     Own(Bytes),
 }
 
+impl Body {
+    /// No bytes, kept inline (zeroed).
+    #[inline]
+    fn empty() -> Body {
+        Body::Inline {
+            len: 0,
+            bytes: [0; INLINE_BODY],
+        }
+    }
+}
+
 impl Kept {
     /// Keeps the request head and its whole body, `bytes`.
     pub(crate) fn new(parts: &http::request::Parts, bytes: &Bytes) -> Self {
@@ -64,10 +75,7 @@ impl Kept {
     pub(crate) fn vacant() -> Self {
         Kept {
             head: Head::vacant(),
-            body: Body::Inline {
-                len: 0,
-                bytes: [0; INLINE_BODY],
-            },
+            body: Body::empty(),
         }
     }
 
@@ -96,10 +104,7 @@ impl Kept {
     /// (overwritten when inline).
     pub(crate) fn clear(&mut self) {
         self.head.clear();
-        self.body = Body::Inline {
-            len: 0,
-            bytes: [0; INLINE_BODY],
-        };
+        self.body = Body::empty();
     }
 
     /// The kept bytes.
