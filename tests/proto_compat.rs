@@ -287,3 +287,47 @@ fn every_upstream_service_has_a_generated_client() {
         );
     }
 }
+
+/// prost keeps no unknown fields: an agent that relays an `Envelope` or registers an
+/// `AgentDescriptor` keeps upstream's SW4-004/005 fields only because our types have
+/// them. The bytes are written by hand from the field numbers, as a peer on upstream's
+/// protos sends them.
+#[test]
+fn upstreams_newer_fields_survive_a_decode_and_re_encode() {
+    use prost::Message;
+    use sw4rm_timeouts::proto::sw4rm::common::{Envelope, EnvelopeState, ErrorCode};
+    use sw4rm_timeouts::proto::sw4rm::registry::{AgentDescriptor, RegistrationType};
+
+    let envelope_bytes: &[u8] = &[
+        0x0a, 0x01, b'm', // #1 message_id = "m"
+        0x80, 0x01, 0x07, // #16 state = ENVELOPE_STATE_TIMED_OUT (7)
+        0xa2, 0x06, 0x01, b'p', // #100 parent_correlation_id = "p"
+    ];
+    let envelope = Envelope::decode(envelope_bytes).unwrap();
+    assert_eq!(envelope.state(), EnvelopeState::TimedOut);
+    assert_eq!(envelope.parent_correlation_id, "p");
+    assert_eq!(envelope.encode_to_vec(), envelope_bytes);
+
+    let descriptor_bytes: &[u8] = &[
+        0x0a, 0x01, b'a', // #1 agent_id = "a"
+        0xa0, 0x06, 0x02, // #100 registration_type = SWARM_GATEWAY (2)
+        0xa8, 0x06, 0xac, 0x02, // #101 max_concurrent_delegations = 300
+    ];
+    let descriptor = AgentDescriptor::decode(descriptor_bytes).unwrap();
+    assert_eq!(
+        descriptor.registration_type(),
+        RegistrationType::SwarmGateway
+    );
+    assert_eq!(descriptor.max_concurrent_delegations, 300);
+    assert_eq!(descriptor.encode_to_vec(), descriptor_bytes);
+
+    // The new error codes have their upstream numbers.
+    for (code, number) in [
+        (ErrorCode::DuplicateDetected, 14),
+        (ErrorCode::AlreadyInProgress, 15),
+        (ErrorCode::Overloaded, 16),
+        (ErrorCode::Redirect, 20),
+    ] {
+        assert_eq!(code as i32, number, "{code:?}");
+    }
+}

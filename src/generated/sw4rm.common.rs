@@ -32,6 +32,12 @@ pub struct Envelope {
     pub timestamp: ::core::option::Option<::prost_types::Timestamp>,
     #[prost(bytes = "vec", tag = "15")]
     pub payload: ::prost::alloc::vec::Vec<u8>,
+    #[prost(enumeration = "EnvelopeState", tag = "16")]
+    pub state: i32,
+    /// SW4-004 inter-swarm composition (fields 100-109): set on the first envelope that
+    /// crosses a swarm boundary.
+    #[prost(string, tag = "100")]
+    pub parent_correlation_id: ::prost::alloc::string::String,
 }
 /// Acknowledgement of an envelope.
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
@@ -165,6 +171,12 @@ pub enum ErrorCode {
     PartialDelivery = 11,
     ForcedPreemption = 12,
     TtlExpired = 13,
+    DuplicateDetected = 14,
+    AlreadyInProgress = 15,
+    /// SW4-004 inter-swarm composition (values 16-19).
+    Overloaded = 16,
+    /// SW4-005 spillover routing (values 20-23).
+    Redirect = 20,
     InternalError = 99,
 }
 impl ErrorCode {
@@ -188,6 +200,10 @@ impl ErrorCode {
             Self::PartialDelivery => "PARTIAL_DELIVERY",
             Self::ForcedPreemption => "FORCED_PREEMPTION",
             Self::TtlExpired => "TTL_EXPIRED",
+            Self::DuplicateDetected => "DUPLICATE_DETECTED",
+            Self::AlreadyInProgress => "ALREADY_IN_PROGRESS",
+            Self::Overloaded => "OVERLOADED",
+            Self::Redirect => "REDIRECT",
             Self::InternalError => "INTERNAL_ERROR",
         }
     }
@@ -208,6 +224,10 @@ impl ErrorCode {
             "PARTIAL_DELIVERY" => Some(Self::PartialDelivery),
             "FORCED_PREEMPTION" => Some(Self::ForcedPreemption),
             "TTL_EXPIRED" => Some(Self::TtlExpired),
+            "DUPLICATE_DETECTED" => Some(Self::DuplicateDetected),
+            "ALREADY_IN_PROGRESS" => Some(Self::AlreadyInProgress),
+            "OVERLOADED" => Some(Self::Overloaded),
+            "REDIRECT" => Some(Self::Redirect),
             "INTERNAL_ERROR" => Some(Self::InternalError),
             _ => None,
         }
@@ -389,6 +409,51 @@ impl HitlReasonType {
             "DEBATE_DEADLOCK" => Some(Self::DebateDeadlock),
             "TOOL_PRIVILEGE_ESCALATION" => Some(Self::ToolPrivilegeEscalation),
             "CONNECTOR_APPROVAL" => Some(Self::ConnectorApproval),
+            _ => None,
+        }
+    }
+}
+/// Where an envelope is in its life, as its sender tracks it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum EnvelopeState {
+    Unspecified = 0,
+    Sent = 1,
+    Received = 2,
+    Read = 3,
+    Fulfilled = 4,
+    Rejected = 5,
+    Failed = 6,
+    TimedOut = 7,
+}
+impl EnvelopeState {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "ENVELOPE_STATE_UNSPECIFIED",
+            Self::Sent => "ENVELOPE_STATE_SENT",
+            Self::Received => "ENVELOPE_STATE_RECEIVED",
+            Self::Read => "ENVELOPE_STATE_READ",
+            Self::Fulfilled => "ENVELOPE_STATE_FULFILLED",
+            Self::Rejected => "ENVELOPE_STATE_REJECTED",
+            Self::Failed => "ENVELOPE_STATE_FAILED",
+            Self::TimedOut => "ENVELOPE_STATE_TIMED_OUT",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "ENVELOPE_STATE_UNSPECIFIED" => Some(Self::Unspecified),
+            "ENVELOPE_STATE_SENT" => Some(Self::Sent),
+            "ENVELOPE_STATE_RECEIVED" => Some(Self::Received),
+            "ENVELOPE_STATE_READ" => Some(Self::Read),
+            "ENVELOPE_STATE_FULFILLED" => Some(Self::Fulfilled),
+            "ENVELOPE_STATE_REJECTED" => Some(Self::Rejected),
+            "ENVELOPE_STATE_FAILED" => Some(Self::Failed),
+            "ENVELOPE_STATE_TIMED_OUT" => Some(Self::TimedOut),
             _ => None,
         }
     }

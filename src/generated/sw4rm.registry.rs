@@ -18,6 +18,12 @@ pub struct AgentDescriptor {
     pub reasoning_connectors: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
     #[prost(bytes = "vec", tag = "8")]
     pub public_key: ::prost::alloc::vec::Vec<u8>,
+    /// SW4-004 inter-swarm composition (fields 100-109).
+    #[prost(enumeration = "RegistrationType", tag = "100")]
+    pub registration_type: i32,
+    /// Normative for a SWARM_GATEWAY, advisory for a STANDARD_AGENT.
+    #[prost(uint32, tag = "101")]
+    pub max_concurrent_delegations: u32,
 }
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct RegisterAgentRequest {
@@ -59,6 +65,36 @@ pub struct DeregisterAgentRequest {
 pub struct DeregisterAgentResponse {
     #[prost(bool, tag = "1")]
     pub ok: bool,
+}
+/// Whether a registrant is one agent or the gateway of another swarm (SW4-004).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum RegistrationType {
+    Unspecified = 0,
+    StandardAgent = 1,
+    SwarmGateway = 2,
+}
+impl RegistrationType {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "REGISTRATION_TYPE_UNSPECIFIED",
+            Self::StandardAgent => "STANDARD_AGENT",
+            Self::SwarmGateway => "SWARM_GATEWAY",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "REGISTRATION_TYPE_UNSPECIFIED" => Some(Self::Unspecified),
+            "STANDARD_AGENT" => Some(Self::StandardAgent),
+            "SWARM_GATEWAY" => Some(Self::SwarmGateway),
+            _ => None,
+        }
+    }
 }
 /// Generated client implementations.
 pub mod registry_service_client {
