@@ -95,8 +95,8 @@ pub mod route {
 }
 
 pub use clients::{
-    cancel_safe, ConnectError, Sw4rm, Sw4rmBuilder, Sw4rmChannel, DEFAULT_CONNECT_TIMEOUT,
-    RESET_STREAMS_REMEMBERED, RESET_STREAM_MEMORY,
+    cancel_safe, ConnectError, ConnectStage, Sw4rm, Sw4rmBuilder, Sw4rmChannel,
+    DEFAULT_CONNECT_TIMEOUT, RESET_STREAMS_REMEMBERED, RESET_STREAM_MEMORY,
 };
 pub use config::{
     ConfigError, ConfigIssue, GlobalConfig, ProfileSet, ProfileSetBuilder, ResolvedProfile,

@@ -17,7 +17,8 @@ use sw4rm_timeouts::proto::sw4rm::registry::HeartbeatRequest;
 use sw4rm_timeouts::proto::sw4rm::tool;
 use sw4rm_timeouts::testing::{Outcome, Script};
 use sw4rm_timeouts::{
-    DetectedBy, ProfileSet, Sw4rm, TimeoutDetails, TimeoutProfile, TimeoutProfileLayer,
+    ConnectError, ConnectStage, DetectedBy, ProfileSet, Sw4rm, TimeoutDetails, TimeoutProfile,
+    TimeoutProfileLayer,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -421,14 +422,25 @@ async fn connecting_to_a_peer_that_never_accepts_has_a_deadline() {
         .await
         .unwrap_err();
     assert!(start.elapsed() >= ms(300));
-    let text = err.to_string();
     assert!(
-        text.starts_with(&format!(
-            "cannot connect to the SW4RM endpoint http://{addr}/: "
-        )),
-        "{text}"
+        matches!(
+            err,
+            ConnectError::TimedOut {
+                stage: ConnectStage::Tcp,
+                ..
+            }
+        ),
+        "{err:?}"
     );
-    assert!(err.transport_error().is_some());
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "cannot connect to the SW4RM endpoint http://{addr}/: the TCP connect did not \
+             finish within the connect timeout of 300 ms (the peer did not accept the TCP \
+             connection: a wrong host or port, a firewall that drops packets, or a server \
+             whose accept queue is full)"
+        )
+    );
 }
 
 #[tokio::test]
@@ -497,7 +509,11 @@ async fn the_endpoints_own_connect_timeout_stands() {
         .expect("the endpoint's 300 ms connect timeout applies, not the SDK's 5 s")
         .unwrap_err();
     assert!(start.elapsed() >= ms(300));
-    assert!(err.to_string().contains("deadline has elapsed"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("did not finish within the connect timeout of 300 ms"),
+        "{err}"
+    );
 }
 
 // ---------------------------------------------------------------------------------

@@ -103,7 +103,32 @@ mod without_tls {
 #[cfg(any(feature = "tls-ring", feature = "tls-aws-lc"))]
 mod with_tls {
     use super::*;
+    use std::net::SocketAddr;
+    use std::time::Duration;
     use sw4rm_timeouts::tonic::transport::ClientTlsConfig;
+
+    use sw4rm_timeouts::ConnectStage;
+    use tokio::io::AsyncReadExt;
+    use tokio::time::Instant;
+
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    /// A TCP peer that accepts, reads what it is sent and never writes a byte.
+    async fn silent_tcp_peer() -> (SocketAddr, tokio::task::JoinHandle<()>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let held = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let mut buf = [0u8; 4096];
+                let _ = socket.read(&mut buf).await;
+                held.push(socket);
+            }
+        });
+        (addr, held)
+    }
 
     /// The caller's own `Endpoint` with the server's CA: the handshake works and the
     /// profile's deadline arrives inside the TLS connection.
@@ -181,6 +206,52 @@ mod with_tls {
         };
         assert!(refused);
         assert_eq!(server.calls().len(), 1, "no call without the identity");
+    }
+
+    /// A peer that accepts TCP and never answers the TLS handshake: the connect
+    /// timeout bounds the whole set-up (tonic's covers TCP only), for the SDK's
+    /// default and for the caller's own, and the error names the endpoint and the
+    /// stage that did not finish.
+    #[tokio::test]
+    async fn a_peer_that_never_answers_the_tls_handshake_cannot_hang_connect() {
+        let (addr, held) = silent_tcp_peer().await;
+        let server = TestServer::start_tls().await.unwrap();
+        let tls = server.tls().unwrap().client_tls_config();
+        let url = format!("https://{addr}");
+        for (set, want_ms) in [(Some(ms(400)), 400), (None, 5_000)] {
+            let endpoint = Endpoint::from_shared(url.clone())
+                .unwrap()
+                .tls_config(tls.clone())
+                .unwrap();
+            let mut builder = Sw4rm::builder(endpoint);
+            if let Some(t) = set {
+                builder = builder.connect_timeout(t);
+            }
+            let start = Instant::now();
+            // Bounded here only so that a regression fails instead of hanging.
+            let err = tokio::time::timeout(Duration::from_secs(30), builder.connect())
+                .await
+                .expect("connect() must end by its connect timeout")
+                .unwrap_err();
+            assert!(start.elapsed() >= ms(want_ms), "{:?}", start.elapsed());
+            match &err {
+                ConnectError::TimedOut { stage, timeout, .. } => {
+                    assert_eq!(*stage, ConnectStage::Tls);
+                    assert_eq!(*timeout, ms(want_ms));
+                }
+                other => panic!("{other:?}"),
+            }
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "cannot connect to the SW4RM endpoint {url}/: the TLS handshake did not \
+                     finish within the connect timeout of {want_ms} ms (TCP connected, but \
+                     the peer did not complete a TLS handshake: is it serving TLS on this \
+                     port?)"
+                )
+            );
+        }
+        held.abort();
     }
 
     /// An `https` endpoint of the caller's without a TLS configuration: refused, and

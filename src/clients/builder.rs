@@ -2,20 +2,22 @@
 //! stand; the SDK only adds what the caller left unset (a connect timeout) and the
 //! HTTP/2 settings of [`cancel_safe`].
 
+use std::net::IpAddr;
 use std::time::Duration;
 
 use tonic::transport::Endpoint;
 
 use super::error::ConnectError;
 use super::scheme::{transport, TlsBuild, TlsConfigBy};
+use super::stage::{is_timeout, MarkingConnector, StageMark};
 use super::Sw4rm;
 use crate::timeout::TimeoutProfileLayer;
 
-/// How long [`Sw4rm::connect`] and [`Sw4rmBuilder`] wait for a TCP (and TLS)
-/// connection when nobody said otherwise (neither the `Endpoint` nor
-/// [`Sw4rmBuilder::connect_timeout`]). Without it a peer that drops SYNs (a full
+/// How long [`Sw4rm::connect`] and [`Sw4rmBuilder`] wait for the whole set-up of a
+/// connection (TCP, TLS, HTTP/2) when nobody said otherwise (neither the `Endpoint`
+/// nor [`Sw4rmBuilder::connect_timeout`]). Without it a peer that drops SYNs (a full
 /// accept backlog) keeps a connect pending for about two minutes while the kernel
-/// retries.
+/// retries, and one that accepts TCP but never answers the TLS handshake, forever.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Locally reset streams HTTP/2 remembers on a connection built by [`cancel_safe`].
@@ -115,6 +117,7 @@ pub struct Sw4rmBuilder {
     connect_timeout: ConnectTimeout,
     reset_streams: (usize, Duration),
     tls_by: TlsConfigBy,
+    local_address: Option<IpAddr>,
 }
 
 impl Sw4rmBuilder {
@@ -125,6 +128,7 @@ impl Sw4rmBuilder {
             connect_timeout: ConnectTimeout::Unset,
             reset_streams: (RESET_STREAMS_REMEMBERED, RESET_STREAM_MEMORY),
             tls_by: TlsConfigBy::Caller,
+            local_address: None,
         }
     }
 
@@ -141,9 +145,14 @@ impl Sw4rmBuilder {
         self
     }
 
-    /// How long to wait for the connection. Without this call: the endpoint's own
+    /// How long [`connect`](Self::connect) waits for the whole set-up of the
+    /// connection: TCP, the TLS handshake and HTTP/2 (tonic's own connect timeout
+    /// covers TCP only, and a peer that accepts TCP and never answers TLS would keep
+    /// the connect pending forever). Without this call: the endpoint's own
     /// `connect_timeout`, else [`DEFAULT_CONNECT_TIMEOUT`]. `None` leaves it to the
-    /// endpoint's own setting (none at all if it has none).
+    /// endpoint's own setting (none at all if it has none). When it runs out, the
+    /// error ([`ConnectError::TimedOut`]) names the endpoint and the stage that did not
+    /// finish.
     pub fn connect_timeout(mut self, timeout: impl Into<Option<Duration>>) -> Self {
         self.connect_timeout = ConnectTimeout::Set(timeout.into());
         self
@@ -159,13 +168,24 @@ impl Sw4rmBuilder {
         self
     }
 
+    /// The local address to connect from (by default the system chooses). Set it here
+    /// rather than with `Endpoint::local_address`: tonic cannot read that setting back,
+    /// so an eager [`connect`](Self::connect) would not see it.
+    pub fn local_address(mut self, address: impl Into<Option<IpAddr>>) -> Self {
+        self.local_address = address.into();
+        self
+    }
+
     /// The endpoint as it will connect, or why it must not.
     fn endpoint(&self) -> Result<Endpoint, ConnectError> {
         let uri = self.endpoint.uri();
         transport(uri.scheme_str(), TlsBuild::COMPILED, self.tls_by)
             .map_err(|e| ConnectError::scheme(uri.to_string(), e))?;
         let (streams, memory) = self.reset_streams;
-        let endpoint = remember_resets(self.endpoint.clone(), streams, memory);
+        let mut endpoint = remember_resets(self.endpoint.clone(), streams, memory);
+        if let Some(address) = self.local_address {
+            endpoint = endpoint.local_address(Some(address));
+        }
         Ok(
             match connect_timeout(self.connect_timeout, endpoint.get_connect_timeout()) {
                 Some(t) => endpoint.connect_timeout(t),
@@ -181,11 +201,32 @@ impl Sw4rmBuilder {
             .naming_endpoint(endpoint.uri().to_string())
     }
 
-    /// Connects now; fails if the endpoint cannot be reached within the connect timeout.
+    /// Connects now; fails if the connection is not set up (TCP, TLS, HTTP/2) within
+    /// the connect timeout, naming the endpoint and the stage that did not finish.
     pub async fn connect(self) -> Result<Sw4rm, ConnectError> {
         let endpoint = self.endpoint()?;
-        match endpoint.connect().await {
+        let mark = StageMark::default();
+        let mut connector = MarkingConnector::new(&endpoint, mark.clone());
+        connector.local_address(self.local_address);
+        let connecting = endpoint.connect_with_connector(connector);
+        let timeout = endpoint.get_connect_timeout();
+        let timed_out = |stage| ConnectError::TimedOut {
+            endpoint: endpoint.uri().to_string(),
+            stage,
+            timeout: timeout.unwrap_or_default(),
+        };
+        let connected = match timeout {
+            Some(t) => match tokio::time::timeout(t, connecting).await {
+                Ok(connected) => connected,
+                Err(_) => return Err(timed_out(mark.get())),
+            },
+            None => connecting.await,
+        };
+        match connected {
             Ok(channel) => Ok(Sw4rm::with_layer(channel, self.layer_for(&endpoint))),
+            // A connect timer below this one (TCP's, or tonic's over TCP and TLS) fired
+            // first at the same instant.
+            Err(error) if timeout.is_some() && is_timeout(&error) => Err(timed_out(mark.get())),
             Err(error) => Err(ConnectError::Unreachable {
                 endpoint: endpoint.uri().to_string(),
                 error,

@@ -4,6 +4,7 @@
 use std::fmt;
 
 use super::scheme::{SchemeError, PROVIDER_FEATURES, ROOTS_FEATURES};
+use super::stage::ConnectStage;
 use crate::config::ConfigError;
 use crate::wire::status::root_cause;
 
@@ -54,6 +55,17 @@ pub enum ConnectError {
         endpoint: String,
         /// The crate features that would make it work.
         features: &'static str,
+    },
+    /// The connection was not set up within the connect timeout: `stage` did not
+    /// finish (a peer that accepts TCP and never answers TLS stalls in
+    /// [`ConnectStage::Tls`]).
+    TimedOut {
+        /// The endpoint's URI.
+        endpoint: String,
+        /// The stage that did not finish.
+        stage: ConnectStage,
+        /// The connect timeout that ran out.
+        timeout: std::time::Duration,
     },
     /// The endpoint could not be reached.
     Unreachable {
@@ -113,6 +125,17 @@ impl fmt::Display for ConnectError {
                 "SW4RM endpoint {endpoint}: https:// needs TLS, and this build of \
                  sw4rm-timeouts cannot provide it: enable the feature {features} \
                  (the endpoint is never reached in plaintext)"
+            ),
+            ConnectError::TimedOut {
+                endpoint,
+                stage,
+                timeout,
+            } => write!(
+                f,
+                "cannot connect to the SW4RM endpoint {endpoint}: the {stage} did not finish \
+                 within the connect timeout of {} ms ({})",
+                timeout.as_millis(),
+                stage.hint()
             ),
             ConnectError::Unreachable { endpoint, error } => {
                 let cause = root_cause(error).to_string();

@@ -1,11 +1,12 @@
 //! [`Sw4rm`]: one connection, the profile layer on top, and a generated tonic client
 //! for each of the sixteen services. Reading order: this file, `builder.rs` (connecting
 //! from the caller's own `Endpoint`), `scheme.rs` (the rule: `https` is TLS or
-//! nothing), `error.rs`.
+//! nothing), `stage.rs` (how far a connect got), `error.rs`.
 
 mod builder;
 mod error;
 mod scheme;
+mod stage;
 
 use tonic::transport::{Channel, Endpoint};
 
@@ -14,6 +15,7 @@ pub use builder::{
     RESET_STREAM_MEMORY,
 };
 pub use error::ConnectError;
+pub use stage::ConnectStage;
 
 use crate::config::{ConfigError, ProfileSet};
 use crate::proto::sw4rm::activity::activity_service_client::ActivityServiceClient;
