@@ -312,3 +312,68 @@ async fn a_timeout_under_a_handed_budget_names_the_envelope() {
     assert!(details.configured_timeout_ms() <= 1_500);
     assert!(details.elapsed_ms() >= details.configured_timeout_ms());
 }
+
+/// The envelope written on the way out says one deadline in both fields: inside a
+/// 2.5 s scope, a caller that wrote 1 s of wall time and no epoch deadline grants 1 s
+/// to a receiver that reads only the wall time, and to one that reads only the epoch
+/// deadline (as upstream's Python SDK does) — never the scope's 2.5 s.
+#[tokio::test]
+async fn both_fields_written_say_the_callers_smaller_deadline() {
+    let written = BudgetEnvelope {
+        wall_time_remaining_ms: 1_000,
+        ..Default::default()
+    };
+    let last = server().await;
+    let sw4rm = common::connect(&last, TimeoutProfileLayer::standard()).await;
+    let request = HandoffRequest {
+        budget: Some(written),
+        ..Default::default()
+    };
+    let sent_at = now_epoch_ms();
+    OperationBudget::new(Duration::from_millis(2_500))
+        .run(sw4rm.handoff().request_handoff(request))
+        .await
+        .unwrap();
+    let received_at = now_epoch_ms();
+    let got = last.calls()[0]
+        .request_as::<HandoffRequest>()
+        .unwrap()
+        .budget
+        .unwrap();
+
+    // A receiver that reads only the wall time.
+    assert!(
+        got.wall_time_remaining_ms > 0 && got.wall_time_remaining_ms <= 1_000,
+        "{got:?}"
+    );
+    let wall_only = BudgetEnvelope {
+        deadline_epoch_ms: 0,
+        ..got
+    };
+    let granted = OperationBudget::from_envelope(&wall_only)
+        .unwrap()
+        .remaining();
+    assert!(granted <= Duration::from_millis(1_000), "{granted:?}");
+
+    // A receiver that reads only the epoch deadline: no later than 1 s after sending.
+    assert!(got.deadline_epoch_ms > 0, "{got:?}");
+    assert!(
+        got.deadline_epoch_ms <= sent_at.max(received_at) + 1_000,
+        "{got:?}"
+    );
+    let epoch_only = BudgetEnvelope {
+        wall_time_remaining_ms: 0,
+        ..got
+    };
+    let granted = OperationBudget::from_envelope(&epoch_only)
+        .unwrap()
+        .remaining();
+    assert!(granted <= Duration::from_millis(1_000), "{granted:?}");
+
+    // One deadline: the two fields agree to the millisecond they were written in.
+    let written_at = got.deadline_epoch_ms - got.wall_time_remaining_ms;
+    assert!(
+        (sent_at..=received_at).contains(&written_at),
+        "{sent_at} ≤ {written_at} ≤ {received_at}"
+    );
+}

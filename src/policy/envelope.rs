@@ -27,9 +27,12 @@ pub(crate) enum Refusal {
 }
 
 /// The envelope a delegation carries: `base` (what the caller wrote, or the envelope
-/// the current work was handed) one hop deeper, its wall time and epoch deadline no
-/// later than `left` (what remains of the scope's caps, if any) allows, measured at
-/// `now_epoch_ms`. Never grows a value `base` set.
+/// the current work was handed) one hop deeper, with one deadline written twice. That
+/// deadline is the smallest of every cap that applies, measured at `now_epoch_ms`:
+/// `left` (what remains of the scope's caps, if any), the wall time `base` set, and the
+/// time to the epoch deadline `base` set. Where any of them is set, both fields say it
+/// (`wall_ms` = d, `epoch_ms` = now + d), so a receiver that reads only one of them
+/// gets the same deadline as one that reads both. Never grows a value `base` set.
 pub(crate) fn outgoing(
     base: Envelope,
     left: Option<Duration>,
@@ -46,16 +49,24 @@ pub(crate) fn outgoing(
         depth: next,
         ..base
     };
-    if let Some(left) = left {
-        // Whole milliseconds, rounded down: never more than remains.
-        let ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
+    if let Some(ms) = deadline_ms(base, left, now_epoch_ms) {
         if ms == 0 {
             return Err(Refusal::Spent);
         }
-        out.wall_ms = smallest_set(base.wall_ms, ms);
-        out.epoch_ms = smallest_set(base.epoch_ms, now_epoch_ms.saturating_add(ms));
+        out.wall_ms = ms;
+        out.epoch_ms = now_epoch_ms.saturating_add(ms);
     }
     Ok(out)
+}
+
+/// The smallest of the caps on a delegation, in whole milliseconds from
+/// `now_epoch_ms` (rounded down: never more than remains); `None` when nothing caps it.
+fn deadline_ms(base: Envelope, left: Option<Duration>, now_epoch_ms: u64) -> Option<u64> {
+    let left = left.map(|l| u64::try_from(l.as_millis()).unwrap_or(u64::MAX));
+    let wall = (base.wall_ms > 0).then_some(base.wall_ms);
+    // An epoch deadline already past leaves nothing.
+    let epoch = (base.epoch_ms > 0).then(|| base.epoch_ms.saturating_sub(now_epoch_ms));
+    [left, wall, epoch].into_iter().flatten().min()
 }
 
 /// The envelope a delegation starts from: what the caller wrote, within what the work
@@ -153,7 +164,7 @@ mod tests {
     #[test]
     fn outgoing_table() {
         type Row = (Envelope, Option<Duration>, Result<Envelope, Refusal>);
-        let table: [Row; 9] = [
+        let table: [Row; 13] = [
             // Nothing written, 30 s left: stamped with what remains, one hop deeper.
             (
                 env(0, 0, 0, 0),
@@ -172,20 +183,39 @@ mod tests {
                 Some(ms(30_000)),
                 Ok(env(30_000, NOW + 30_000, 2, 5)),
             ),
-            // Written wall time, no epoch: the epoch is what remains.
+            // Written wall time, no epoch: both say the wall time (the smaller cap).
             (
                 env(10_000, 0, 0, 0),
                 Some(ms(30_000)),
-                Ok(env(10_000, NOW + 30_000, 1, 0)),
+                Ok(env(10_000, NOW + 10_000, 1, 0)),
             ),
+            // Written epoch deadline sooner than the written wall time: both say it.
+            (
+                env(10_000, NOW + 4_000, 0, 0),
+                Some(ms(30_000)),
+                Ok(env(4_000, NOW + 4_000, 1, 0)),
+            ),
+            // Written epoch deadline, no wall time, more than remains: what remains.
+            (
+                env(0, NOW + 60_000, 0, 0),
+                Some(ms(2_500)),
+                Ok(env(2_500, NOW + 2_500, 1, 0)),
+            ),
+            // A written epoch deadline already past: nothing left.
+            (env(0, NOW - 1, 0, 0), Some(ms(2_500)), Err(Refusal::Spent)),
             // Sub-millisecond precision is rounded down.
             (
                 env(0, 0, 0, 0),
                 Some(Duration::from_micros(2_999)),
                 Ok(env(2, NOW + 2, 1, 0)),
             ),
-            // No time cap in scope: the times stay as written.
-            (env(10_000, 0, 2, 3), None, Ok(env(10_000, 0, 3, 3))),
+            // No time cap in scope: the written time, in both fields.
+            (
+                env(10_000, 0, 2, 3),
+                None,
+                Ok(env(10_000, NOW + 10_000, 3, 3)),
+            ),
+            (env(0, 0, 2, 3), None, Ok(env(0, 0, 3, 3))),
             // Depth: the last hop allowed, then refused.
             (
                 env(0, 0, 2, 3),
@@ -317,11 +347,16 @@ mod tests {
                         prop_assert!(out.wall_ms <= left && out.wall_ms > 0);
                         prop_assert!(out.epoch_ms <= NOW + left);
                     }
+                    // One deadline, written twice: a receiver reading either field
+                    // gets the same.
+                    if out.wall_ms > 0 || out.epoch_ms > 0 {
+                        prop_assert_eq!(out.epoch_ms, NOW + out.wall_ms);
+                    }
                 }
                 Err(Refusal::Depth { next, max }) => {
                     prop_assert!(max > 0 && next > max);
                 }
-                Err(Refusal::Spent) => prop_assert_eq!(left_ms, Some(0)),
+                Err(Refusal::Spent) => prop_assert!(left_ms == Some(0)),
             }
         }
 
