@@ -7,7 +7,7 @@ use tonic::Code;
 
 use crate::policy::retry::{Failure, Pushback};
 use crate::timeout::BoxError;
-use crate::wire::status::{causes, status_number, GRPC_STATUS};
+use crate::wire::status::{causes, code_of_reset, status_number, GRPC_STATUS};
 
 /// gRPC's server pushback header.
 const RETRY_PUSHBACK: http::HeaderName = http::HeaderName::from_static("grpc-retry-pushback-ms");
@@ -43,9 +43,13 @@ pub(crate) fn classify_response(
     Some((failure, pushback))
 }
 
-/// A transport error's retry meaning: the request provably never reached the server
-/// (connection refused, the stream refused by HTTP/2), or an `UNAVAILABLE` that may
-/// have reached it.
+/// A transport error's retry meaning (gRPC A6 with gRPC's HTTP/2 mapping): the request
+/// provably never reached the server (connection refused, or the stream reset with
+/// `REFUSED_STREAM`); a stream reset with any other reason, which is the status gRPC
+/// maps it to (`CANCEL` is `CANCELLED`, `ENHANCE_YOUR_CALM` `RESOURCE_EXHAUSTED`,
+/// `INADEQUATE_SECURITY` `PERMISSION_DENIED`, `STREAM_CLOSED` and `HTTP_1_1_REQUIRED`
+/// `UNKNOWN`, the rest `INTERNAL`), so that status's
+/// rule applies; or an `UNAVAILABLE` that may have reached the server.
 ///
 /// h2 says a stream was never processed only with `REFUSED_STREAM` (RFC 9113 §8.7).
 /// A request that raced onto a connection the peer was closing with `GOAWAY` comes
@@ -53,16 +57,26 @@ pub(crate) fn classify_response(
 /// whether its stream was past the `GOAWAY`'s last stream id, so it is treated as
 /// possibly delivered: retried only when the RPC is idempotent.
 pub(crate) fn classify_error(err: &BoxError) -> Failure {
-    let never_sent = causes(&**err).any(|e| {
-        e.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
-            || e.downcast_ref::<h2::Error>()
-                .is_some_and(|h2| h2.reason() == Some(h2::Reason::REFUSED_STREAM))
-    });
-    if never_sent {
+    causes(&**err)
+        .find_map(|e| {
+            if let Some(io) = e.downcast_ref::<std::io::Error>() {
+                return (io.kind() == std::io::ErrorKind::ConnectionRefused)
+                    .then_some(Failure::NotSent);
+            }
+            let h2 = e
+                .downcast_ref::<h2::Error>()
+                .filter(|h2| !h2.is_go_away())?;
+            h2.reason().map(reset_failure)
+        })
+        .unwrap_or(code_failure(Code::Unavailable))
+}
+
+/// What a stream reset with `reason` is to the rules.
+fn reset_failure(reason: h2::Reason) -> Failure {
+    if reason == h2::Reason::REFUSED_STREAM {
         Failure::NotSent
     } else {
-        code_failure(Code::Unavailable)
+        code_failure(code_of_reset(reason))
     }
 }
 
@@ -166,9 +180,39 @@ mod tests {
         assert_eq!(classify_error(&stream), Failure::NotSent);
         let reset: BoxError = Box::new(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
         assert_eq!(classify_error(&reset), code_failure(Code::Unavailable));
+
         assert_eq!(reason(code_failure(Code::Unavailable)), "unavailable");
         assert_eq!(reason(code_failure(Code::Internal)), "status");
         assert_eq!(reason(Failure::AttemptTimeout), "attempt_timeout");
         assert_eq!(reason(Failure::NotSent), "not_sent");
+    }
+
+    /// Every HTTP/2 reset reason: only `REFUSED_STREAM` says the request never
+    /// reached the application; every other reason is the status gRPC's HTTP/2
+    /// mapping gives it (the table the README prints).
+    #[test]
+    fn reset_reasons() {
+        use h2::Reason;
+        let table = [
+            (Reason::NO_ERROR, Some(Code::Internal)),
+            (Reason::PROTOCOL_ERROR, Some(Code::Internal)),
+            (Reason::INTERNAL_ERROR, Some(Code::Internal)),
+            (Reason::FLOW_CONTROL_ERROR, Some(Code::Internal)),
+            (Reason::SETTINGS_TIMEOUT, Some(Code::Internal)),
+            (Reason::STREAM_CLOSED, Some(Code::Unknown)),
+            (Reason::FRAME_SIZE_ERROR, Some(Code::Internal)),
+            (Reason::REFUSED_STREAM, None),
+            (Reason::CANCEL, Some(Code::Cancelled)),
+            (Reason::COMPRESSION_ERROR, Some(Code::Internal)),
+            (Reason::CONNECT_ERROR, Some(Code::Internal)),
+            (Reason::ENHANCE_YOUR_CALM, Some(Code::ResourceExhausted)),
+            (Reason::INADEQUATE_SECURITY, Some(Code::PermissionDenied)),
+            (Reason::HTTP_1_1_REQUIRED, Some(Code::Unknown)),
+        ];
+        for (reason, code) in table {
+            let want = code.map_or(Failure::NotSent, code_failure);
+            let err: BoxError = Box::new(h2::Error::from(reason));
+            assert_eq!(classify_error(&err), want, "{reason:?}");
+        }
     }
 }

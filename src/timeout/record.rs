@@ -18,6 +18,7 @@ use crate::policy::deadline::{Cap, Due, Phase, Progress, Timers};
 use crate::policy::route::ProfileId;
 use crate::policy::source::Source;
 use crate::policy::streaming::millis;
+use crate::retry::ATTEMPTS_HEADER;
 use crate::scope::BudgetNow;
 use crate::wire::details::{DetectedBy, TimeoutDetails};
 use crate::wire::status::{code_of_error, unreachable};
@@ -246,11 +247,36 @@ impl CallRecord {
 
     /// The call failed below the layer with `err`: ends the record, and gives the error
     /// the caller sees (a failed connect as `UNAVAILABLE` naming the endpoint).
+    /// A call that sent more than one attempt says how many whatever ended it: the
+    /// error becomes the `Status` tonic would have made of it, with `sw4rm-attempts`.
     pub(crate) fn failed(&mut self, err: BoxError) -> BoxError {
         self.finish(|| code_of_error(&*err));
-        match unreachable(err, self.shared.settings.endpoint.as_deref()) {
+        let err = match unreachable(err, self.shared.settings.endpoint.as_deref()) {
             Ok(status) => status.into(),
             Err(err) => err,
+        };
+        match self.attempts_after_the_first() {
+            Some(_) => {
+                let mut status = Status::from_error(err);
+                self.mark_attempts(&mut status);
+                status.into()
+            }
+            None => err,
+        }
+    }
+
+    /// The attempts sent, when more than one.
+    fn attempts_after_the_first(&self) -> Option<u32> {
+        self.attempts.map(NonZeroU32::get).filter(|n| *n > 1)
+    }
+
+    /// Puts `sw4rm-attempts` on a final status when more than one attempt was sent, as
+    /// on a final answer.
+    fn mark_attempts(&self, status: &mut Status) {
+        if let Some(n) = self.attempts_after_the_first() {
+            status
+                .metadata_mut()
+                .insert(ATTEMPTS_HEADER, tonic::metadata::MetadataValue::from(n));
         }
     }
 
@@ -387,7 +413,9 @@ impl CallRecord {
                 )
             });
         }
-        details.to_status()
+        let mut status = details.to_status();
+        self.mark_attempts(&mut status);
+        status
     }
 }
 

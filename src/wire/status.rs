@@ -110,14 +110,24 @@ pub(crate) fn unreachable(err: Error, endpoint: Option<&str>) -> Result<Status, 
     Ok(status)
 }
 
-/// gRPC's mapping of an HTTP/2 `RST_STREAM` reason to a status code.
-fn code_of_reset(reason: h2::Reason) -> Code {
+/// gRPC's mapping of an HTTP/2 `RST_STREAM` reason to a status code (gRPC's
+/// PROTOCOL-HTTP2, as tonic's client applies it): reasons the mapping does not name
+/// (`STREAM_CLOSED`, `HTTP_1_1_REQUIRED`, unknown ones) are `UNKNOWN`.
+pub(crate) fn code_of_reset(reason: h2::Reason) -> Code {
     match reason {
+        h2::Reason::NO_ERROR
+        | h2::Reason::PROTOCOL_ERROR
+        | h2::Reason::INTERNAL_ERROR
+        | h2::Reason::FLOW_CONTROL_ERROR
+        | h2::Reason::SETTINGS_TIMEOUT
+        | h2::Reason::FRAME_SIZE_ERROR
+        | h2::Reason::COMPRESSION_ERROR
+        | h2::Reason::CONNECT_ERROR => Code::Internal,
         h2::Reason::REFUSED_STREAM => Code::Unavailable,
         h2::Reason::CANCEL => Code::Cancelled,
         h2::Reason::ENHANCE_YOUR_CALM => Code::ResourceExhausted,
         h2::Reason::INADEQUATE_SECURITY => Code::PermissionDenied,
-        _ => Code::Internal,
+        _ => Code::Unknown,
     }
 }
 
