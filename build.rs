@@ -1,5 +1,5 @@
 //! Nothing to do by default: the code generated from `proto/` ships in
-//! `src/generated/`, so building the crate needs no code generator. With the feature
+//! `src/proto/generated/`, so building the crate needs no code generator. With the feature
 //! `regenerate` (`cargo build --features regenerate`), the generator
 //! (`build/generate.rs`) writes it there anew from `proto/`; `tests/generated_code.rs`
 //! fails when the shipped code is stale.
@@ -15,7 +15,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             println!("cargo:rerun-if-changed=proto/{proto}");
         }
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        generate::generate(&root.join("proto"), &root.join("src/generated"))?;
+        generate::generate(&root.join("proto"), &root.join("src/proto/generated"))?;
     }
     println!("cargo:rerun-if-changed=build.rs");
     Ok(())

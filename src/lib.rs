@@ -72,12 +72,9 @@
 
 // Dependencies point one way: `timeout` (tower parts) and `clients` use `config`,
 // `wire` and `policy`; `config` and `wire` use `policy`; `policy` uses nothing.
-pub mod advise;
 mod clients;
 mod config;
-pub mod guide;
-mod latency;
-pub mod metrics;
+mod observe;
 mod policy;
 pub mod proto;
 mod retry;
@@ -88,6 +85,21 @@ pub mod testing;
 pub mod timeout;
 mod timer;
 pub mod wire;
+
+pub use observe::metrics;
+
+/// The timeout advisor: what calls really took, per route, and the profile values that
+/// fit it (SW4-002's question: a timeout too short fails calls that would have
+/// succeeded, one too long notices a dead peer late). A layer built
+/// `with_observations()` records each call ([`Observations`](advise::Observations));
+/// [`from_exposition`](advise::from_exposition) reads the same from a Prometheus scrape.
+pub mod advise {
+    pub use crate::observe::advise::*;
+    pub use crate::timeout::Observations;
+}
+
+#[doc = include_str!("../docs/guide.md")]
+pub mod guide {}
 
 /// The routing table: the standard routes of the SW4RM services, and route patterns.
 pub mod route {

@@ -1,4 +1,4 @@
-//! The generated code that ships in `src/generated/` is what `build/generate.rs`
+//! The generated code that ships in `src/proto/generated/` is what `build/generate.rs`
 //! makes from `proto/` today: a change to a `.proto` file without regenerating fails
 //! here. `SW4RM_BLESS=1 cargo test --test generated_code` (or `cargo build --features
 //! regenerate`) writes it anew.
@@ -11,7 +11,7 @@ use std::path::Path;
 #[test]
 fn the_shipped_code_is_generated_from_the_protos() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let shipped = root.join("src/generated");
+    let shipped = root.join("src/proto/generated");
     let fresh = std::env::temp_dir().join(format!("sw4rm-generated-{}", std::process::id()));
     std::fs::create_dir_all(&fresh).unwrap();
     generate::generate(&root.join("proto"), &fresh).unwrap();
@@ -39,7 +39,7 @@ fn the_shipped_code_is_generated_from_the_protos() {
         let have = std::fs::read_to_string(shipped.join(&name)).unwrap();
         assert!(
             have == want,
-            "src/generated/{name} is stale against proto/: regenerate with \
+            "src/proto/generated/{name} is stale against proto/: regenerate with \
              `SW4RM_BLESS=1 cargo test --test generated_code`"
         );
     }

@@ -33,7 +33,8 @@ use crate::proto::sw4rm::scheduler::scheduler_service_client::SchedulerServiceCl
 use crate::proto::sw4rm::tool::tool_service_client::ToolServiceClient;
 use crate::proto::sw4rm::workflow::workflow_service_client::WorkflowServiceClient;
 use crate::proto::sw4rm::worktree::worktree_service_client::WorktreeServiceClient;
-use crate::timeout::{BoxError, TimeoutProfileLayer, TimeoutProfileService};
+use crate::timeout::{TimeoutProfileLayer, TimeoutProfileService};
+use crate::wire::error::BoxError;
 use tower_layer::Layer;
 use tower_service::Service;
 

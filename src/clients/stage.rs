@@ -20,7 +20,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use tonic::transport::Endpoint;
 use tower_service::Service;
 
-use crate::timeout::BoxError;
+use crate::wire::error::BoxError;
 use crate::wire::status::causes;
 
 /// The stage of a connection's set-up that did not finish in time.

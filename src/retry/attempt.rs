@@ -20,7 +20,7 @@ use pin_project_lite::pin_project;
 use tokio::time::Instant;
 use tower_service::Service;
 
-use crate::timeout::BoxError;
+use crate::wire::error::BoxError;
 
 type Request = http::Request<tonic::body::Body>;
 

@@ -24,13 +24,13 @@ use super::budget::RetryBudget;
 use super::kept::Kept;
 use super::spare::Spare;
 use super::ATTEMPTS_HEADER;
-use crate::latency::RecentLatency;
+use crate::observe::latency::RecentLatency;
 use crate::policy::hedge::{
     hedge_delay, may_hedge, HedgeFacts, HedgingDelay, HedgingPolicy, NoHedge,
 };
 use crate::policy::retry::Pushback;
-use crate::timeout::BoxError;
 use crate::timer::Timer;
+use crate::wire::error::BoxError;
 
 type Request = http::Request<tonic::body::Body>;
 

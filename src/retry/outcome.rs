@@ -6,7 +6,7 @@ use http::HeaderValue;
 use tonic::Code;
 
 use crate::policy::retry::{Failure, Pushback};
-use crate::timeout::BoxError;
+use crate::wire::error::BoxError;
 use crate::wire::status::{causes, code_of_reset, status_number, GRPC_STATUS};
 
 /// gRPC's server pushback header.

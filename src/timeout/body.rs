@@ -16,10 +16,10 @@ use pin_project_lite::pin_project;
 use tokio::time::Instant;
 
 use super::record::CallRecord;
-use super::BoxError;
 use crate::policy::deadline::Progress;
 use crate::timer::Timer;
 use crate::wire::details::DetectedBy;
+use crate::wire::error::BoxError;
 use crate::wire::framing::MessageCounter;
 use crate::wire::status::{code_of_error, code_of_headers, is_server_timeout_code};
 

@@ -6,11 +6,11 @@ use tokio::time::Instant;
 use tonic::Status;
 
 use super::record::CallRecord;
-use super::BoxError;
 use crate::policy::deadline::{Phase, Progress};
 use crate::policy::retry::{Failure, Pushback};
 use crate::retry::{classify_error, classify_response, Ended, Retries, Retry};
 use crate::wire::details::DetectedBy;
+use crate::wire::error::BoxError;
 use crate::wire::status::{is_server_timeout, is_transport_timeout};
 
 /// What the call loop does next when an attempt or a timer ended without the call's

@@ -20,11 +20,11 @@ use super::body::TimeoutBody;
 use super::ending::{attempt_timed_out, judge, Verdict};
 use super::hedged::poll_hedges;
 use super::record::CallRecord;
-use super::BoxError;
 use crate::policy::deadline::{Due, Phase, Progress};
 use crate::retry::{Attempt, HedgeContext, HedgePlan, Hedges, Kept, Resend, Retries, Spare};
 use crate::timer::Timer;
 use crate::wire::details::DetectedBy;
+use crate::wire::error::BoxError;
 
 type Request = http::Request<tonic::body::Body>;
 

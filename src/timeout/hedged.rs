@@ -12,9 +12,9 @@ use tower_service::Service;
 
 use super::ending::{server_timed_out, transport_timed_out};
 use super::record::CallRecord;
-use super::BoxError;
 use crate::policy::retry::{Failure, Pushback};
 use crate::retry::{classify_error, classify_response, Ended, Event, Hedges};
+use crate::wire::error::BoxError;
 use crate::wire::status::is_transport_timeout;
 
 type Request = http::Request<tonic::body::Body>;

@@ -10,7 +10,7 @@ use super::observed::Observations;
 use super::service::TimeoutProfileService;
 use super::shared::{RetrySettings, Settings, Shared};
 use crate::config::{ConfigError, ProfileSet};
-use crate::metrics::{Instruments, MetricFamily};
+use crate::observe::metrics::{Instruments, MetricFamily};
 use crate::policy::inherit::Propagation;
 use crate::retry::RetryBudget;
 

@@ -30,12 +30,9 @@ mod service;
 mod shared;
 
 pub use crate::retry::{RetryBudget, ATTEMPTS_HEADER};
+pub use crate::wire::error::BoxError;
 pub use body::TimeoutBody;
 pub use layer::TimeoutProfileLayer;
 pub use observed::Observations;
 pub use per_call::{CallBudgetEnvelope, CallHedging, CallRetry, CallStreamingPolicy, CallTimeout};
 pub use service::TimeoutProfileService;
-
-/// The error type of the layer's service and body (tonic reads a [`tonic::Status`]
-/// out of it, including the timeout details).
-pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;

@@ -1,5 +1,5 @@
 //! Per-route latency observed by one layer (opt-in, [`TimeoutProfileLayer::with_observations`]):
-//! an estimate (`crate::latency`) per routed path, allocated on the path's first
+//! an estimate (`crate::observe::latency`) per routed path, allocated on the path's first
 //! observed call, kept beside the layer's table of routed paths (the same indices).
 //! Recording is a few relaxed atomic additions: no lock, no allocation. A layer built
 //! without observations has no table and does nothing per call.
@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use super::paths::LabelsRef;
 use super::shared::Shared;
-use crate::advise::{Advice, RouteLatency};
-use crate::latency::LatencyStats;
+use crate::observe::advise::{Advice, RouteLatency};
+use crate::observe::latency::LatencyStats;
 
 /// One estimate per slot of the layer's path table.
 #[derive(Debug)]

@@ -13,7 +13,7 @@ use std::hash::{BuildHasher, BuildHasherDefault};
 use std::sync::{Arc, OnceLock};
 
 use crate::config::ProfileSet;
-use crate::metrics::{attributes, Attributes};
+use crate::observe::metrics::{attributes, Attributes};
 use crate::policy::route::{Lookup, Matched, PathHasher, ProfileId, Routed};
 
 /// Slots for paths outside the exact routes. Bounded so that a client sending

@@ -13,7 +13,6 @@ use tonic::{Code, Status};
 use super::paths::{Labels, LabelsRef};
 use super::plan::CallPlan;
 use super::shared::Shared;
-use super::BoxError;
 use crate::policy::deadline::{Cap, Due, Phase, Progress, Timers};
 use crate::policy::route::ProfileId;
 use crate::policy::source::Source;
@@ -21,6 +20,7 @@ use crate::policy::streaming::millis;
 use crate::retry::ATTEMPTS_HEADER;
 use crate::scope::BudgetNow;
 use crate::wire::details::{DetectedBy, TimeoutDetails};
+use crate::wire::error::BoxError;
 use crate::wire::status::{code_of_error, unreachable};
 
 /// Whether the call's end event has been emitted.

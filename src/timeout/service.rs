@@ -14,15 +14,15 @@ use super::per_call::CallBudgetEnvelope;
 use super::plan::{not_a_grpc_path, plan, CallPlan, Outer};
 use super::record::CallRecord;
 use super::shared::Shared;
-use super::BoxError;
 use crate::config::ProfileSet;
-use crate::latency::RecentLatency;
+use crate::observe::latency::RecentLatency;
 use crate::policy::deadline::Phase;
 use crate::policy::hedge::HedgingDelay;
 use crate::policy::message::MessageField;
 use crate::policy::streaming::millis;
 use crate::retry::{HedgeContext, HedgePlan, Kept, Retries, RetryPlan, SpareSlot};
 use crate::wire::details::DetectedBy;
+use crate::wire::error::BoxError;
 use crate::wire::message_field;
 use crate::wire::replay::take_whole;
 

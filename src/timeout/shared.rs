@@ -12,7 +12,7 @@ use super::learned::Learned;
 use super::observed::Observed;
 use super::paths::PathTable;
 use crate::config::ProfileSet;
-use crate::metrics::Instruments;
+use crate::observe::metrics::Instruments;
 
 /// How a layer retries (SW4-002 §5.2).
 #[derive(Clone, Debug)]

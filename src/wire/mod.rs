@@ -5,10 +5,11 @@
 //!
 //! Reading order: `grpc_timeout.rs` → `details.rs`; `framing.rs`,
 //! `message_field.rs`, `envelope.rs` and `replay.rs` for the body; `status.rs` for
-//! classifying answers.
+//! classifying answers; `error.rs` the layer's error type.
 
 pub(crate) mod details;
 pub(crate) mod envelope;
+pub(crate) mod error;
 pub(crate) mod framing;
 pub mod grpc_timeout;
 pub(crate) mod message_field;

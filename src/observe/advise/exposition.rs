@@ -13,7 +13,7 @@ use std::fmt;
 use std::time::Duration;
 
 use super::advice::RouteLatency;
-use crate::latency::LatencySnapshot;
+use crate::observe::latency::LatencySnapshot;
 
 const DURATION: &str = "sw4rm_rpc_duration_ms_bucket";
 const TIMEOUTS: &str = "sw4rm_rpc_timeout_total";

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::rules::{judge, Bound, Facts, Verdict, HEADROOM, MIN_CALLS};
 use crate::config::ProfileSet;
-use crate::latency::{LatencySnapshot, Resolution};
+use crate::observe::latency::{LatencySnapshot, Resolution};
 use crate::policy::profile::TimeoutProfile;
 
 /// What was observed of one route: its path's parts, the profile it ran under, and

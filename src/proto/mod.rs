@@ -1,6 +1,6 @@
 //! Generated prost messages and tonic clients/servers for the SW4RM services,
 //! wire-identical to the upstream SW4RM protos, plus the SW4-002 additions. The code
-//! is generated from `proto/` by `build/generate.rs` and ships in `src/generated/`
+//! is generated from `proto/` by `build/generate.rs` and ships in `src/proto/generated/`
 //! (`tests/generated_code.rs` keeps it current), so building the crate runs no code
 //! generator.
 #![allow(missing_docs, clippy::all, clippy::pedantic)]

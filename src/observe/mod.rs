@@ -1,0 +1,8 @@
+//! What the layer observes, and what is made of it: the OpenTelemetry instruments
+//! (`metrics.rs`), per-route latency estimates (`latency/`: the histogram the advisor
+//! reads, the recent window hedging learns its delay from) and the advisor
+//! (`advise/`). Nothing here knows the tower layer: the layer records into these.
+
+pub mod advise;
+pub(crate) mod latency;
+pub mod metrics;
