@@ -19,7 +19,7 @@ use tower::{Layer, Service};
 #[path = "support/in_memory.rs"]
 mod in_memory;
 
-use in_memory::{drive, request, Answer, Request};
+use in_memory::{drive, request, InMemory, Request};
 
 const CALLS: usize = 20_000;
 const PATH: &str = "/sw4rm.registry.RegistryService/Heartbeat";
@@ -46,13 +46,13 @@ fn main() {
     let off = on.clone().without_retries();
     rt.block_on(async {
         match variant.as_str() {
-            "plain" => calls(&mut Answer(false)).await,
-            "retries-off" => calls(&mut off.layer(Answer(false))).await,
-            "retries-on" => calls(&mut on.layer(Answer(false))).await,
+            "plain" => calls(&mut InMemory::empty()).await,
+            "retries-off" => calls(&mut off.layer(InMemory::empty())).await,
+            "retries-on" => calls(&mut on.layer(InMemory::empty())).await,
             _ => {
-                calls(&mut Answer(false)).await;
-                calls(&mut off.layer(Answer(false))).await;
-                calls(&mut on.layer(Answer(false))).await;
+                calls(&mut InMemory::empty()).await;
+                calls(&mut off.layer(InMemory::empty())).await;
+                calls(&mut on.layer(InMemory::empty())).await;
             }
         }
     });

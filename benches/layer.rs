@@ -21,7 +21,7 @@ mod interleaved;
 #[path = "support/in_memory.rs"]
 mod in_memory;
 
-use in_memory::{drive, request, Answer};
+use in_memory::{drive, request, InMemory};
 
 const NAMES: [&str; 7] = [
     "plain",
@@ -61,13 +61,13 @@ fn bench(c: &mut Criterion) {
     let run = |route: usize, variant: usize| {
         let path = PATHS[route].1;
         let (mut plain, mut layered_off, mut layered_on, mut layered_once) = (
-            Answer(false),
-            off.layer(Answer(false)),
-            on.layer(Answer(false)),
-            once.layer(Answer(false)),
+            InMemory::empty(),
+            off.layer(InMemory::empty()),
+            on.layer(InMemory::empty()),
+            once.layer(InMemory::empty()),
         );
         let (mut answered_ok, mut answered_ok_observed) =
-            (off.layer(Answer(true)), observed.layer(Answer(true)));
+            (off.layer(InMemory::ok()), observed.layer(InMemory::ok()));
         async move {
             for _ in 0..BATCH {
                 match variant {

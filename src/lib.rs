@@ -72,18 +72,17 @@
 
 // Dependencies point one way: `timeout` (tower parts) and `clients` use `config`,
 // `wire` and `policy`; `config` and `wire` use `policy`; `policy` uses nothing.
+mod attempts;
 mod clients;
 mod config;
 mod observe;
 mod policy;
 pub mod proto;
-mod retry;
 pub mod scope;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 pub mod timeout;
-mod timer;
 pub mod wire;
 
 pub use observe::metrics;

@@ -11,11 +11,10 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::convert::Infallible;
-use std::future::{ready, Ready};
-use std::task::{Context, Poll};
 
 use http_body_util::BodyExt;
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
+use sw4rm_timeouts::testing::{generated_request, InMemory};
 use sw4rm_timeouts::{CallTimeout, HedgingPolicy, ProfileSet, TimeoutProfileLayer};
 use tower::{Layer, Service};
 
@@ -52,22 +51,7 @@ static GLOBAL: Counting = Counting;
 type Request = http::Request<tonic::body::Body>;
 
 /// Answers at once with an empty body, allocating nothing itself.
-#[derive(Clone, Copy)]
-struct Answer;
-
-impl Service<Request> for Answer {
-    type Response = http::Response<tonic::body::Body>;
-    type Error = Infallible;
-    type Future = Ready<Result<Self::Response, Infallible>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, _: Request) -> Self::Future {
-        ready(Ok(http::Response::new(tonic::body::Body::empty())))
-    }
-}
+const ANSWER: InMemory = InMemory::empty();
 
 const PATHS: [&str; 3] = [
     "/sw4rm.registry.RegistryService/Heartbeat", // exact route
@@ -130,51 +114,6 @@ fn profiles() -> ProfileSet {
         .unwrap()
 }
 
-/// Answers at once with an empty body ending with `grpc-status: 0` trailers: a
-/// successful call.
-#[derive(Clone, Copy)]
-struct AnsweredOk;
-
-impl Service<Request> for AnsweredOk {
-    type Response = http::Response<tonic::body::Body>;
-    type Error = Infallible;
-    type Future = Ready<Result<Self::Response, Infallible>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, _: Request) -> Self::Future {
-        ready(Ok(http::Response::new(tonic::body::Body::new(OkTrailers(
-            false,
-        )))))
-    }
-}
-
-/// An empty response body ending with `grpc-status: 0` trailers: a successful call.
-struct OkTrailers(bool);
-
-impl http_body::Body for OkTrailers {
-    type Data = bytes::Bytes;
-    type Error = std::convert::Infallible;
-
-    fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        _: &mut Context<'_>,
-    ) -> Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
-        if std::mem::replace(&mut self.0, true) {
-            return Poll::Ready(None);
-        }
-        let mut trailers = http::HeaderMap::new();
-        trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
-        Poll::Ready(Some(Ok(http_body::Frame::trailers(trailers))))
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.0
-    }
-}
-
 /// As [`added_by_layer`], over another inner service.
 async fn added_by_layer_answering<S>(
     layer: TimeoutProfileLayer,
@@ -196,8 +135,8 @@ where
 }
 
 async fn added_by_layer(layer: TimeoutProfileLayer, per_call: bool) -> Vec<(&'static str, usize)> {
-    let mut plain = Answer;
-    let mut layered = layer.layer(Answer);
+    let mut plain = ANSWER;
+    let mut layered = layer.layer(ANSWER);
     let mut out = Vec::new();
     for path in PATHS {
         // Warm up: the first call of a path outside the exact routes builds its labels.
@@ -229,7 +168,7 @@ async fn a_layered_call_allocates_nothing_the_plain_call_does_not() {
     // The advisor's observations (of successful calls): a route's estimate is
     // allocated on its first call (the warm-up), recording allocates nothing.
     let observed = layer().without_metrics().with_observations();
-    let got = added_by_layer_answering(observed.clone(), AnsweredOk).await;
+    let got = added_by_layer_answering(observed.clone(), InMemory::ok()).await;
     assert_eq!(got, zero, "with observations");
     let routes = observed.observations().unwrap().routes();
     assert_eq!(routes.len(), PATHS.len(), "every path observed");
@@ -262,33 +201,9 @@ async fn a_layered_call_allocates_nothing_the_plain_call_does_not() {
     assert_eq!(got, one);
 }
 
-/// Requests as a generated client hands them to the channel: a POST over HTTP/2 to
-/// `uri` (a path, unless the client was given an origin), the `GrpcMethod` extension,
-/// and a small message encoded into tonic's 8 KiB buffer.
+/// Requests as a generated client hands them to the channel.
 fn generated_requests(uri: &'static str) -> Vec<Request> {
-    (0..CALLS)
-        .map(|_| {
-            let mut buffer = bytes::BytesMut::with_capacity(8 * 1024);
-            buffer.extend_from_slice(b"\0\0\0\0\x0a\x0a\x08agent-42");
-            let frame = buffer.split().freeze();
-            let body = http_body_util::Full::new(frame);
-            let mut req = http::Request::new(tonic::body::Body::new(body));
-            *req.method_mut() = http::Method::POST;
-            *req.version_mut() = http::Version::HTTP_2;
-            *req.uri_mut() = http::Uri::from_static(uri);
-            let headers = req.headers_mut();
-            headers.insert(
-                "content-type",
-                http::HeaderValue::from_static("application/grpc"),
-            );
-            headers.insert("te", http::HeaderValue::from_static("trailers"));
-            req.extensions_mut().insert(tonic::GrpcMethod::new(
-                "sw4rm.registry.RegistryService",
-                "Heartbeat",
-            ));
-            req
-        })
-        .collect()
+    (0..CALLS).map(|_| generated_request(uri)).collect()
 }
 
 /// Allocations per call, for requests to `uri` as a generated client sends them,
@@ -318,7 +233,7 @@ where
 
 #[tokio::test(flavor = "current_thread")]
 async fn retries_on_keep_the_request_for_a_bounded_number_of_allocations() {
-    let (without, with_retries) = added_per_call(|| Answer, PATHS[0]).await;
+    let (without, with_retries) = added_per_call(|| ANSWER, PATHS[0]).await;
     assert_eq!(without, 0.0, "retries off add nothing");
     // Retries on keep the request for replay: the body that sends the frame the layer
     // read (1; tonic boxes every body that is not its own). The retry state, which
@@ -329,7 +244,7 @@ async fn retries_on_keep_the_request_for_a_bounded_number_of_allocations() {
     assert_eq!(with_retries, 1.0, "retries on");
     // A client given an origin sends an absolute URI: kept whole, boxed (1 more).
     let absolute = "http://sw4rm.test/sw4rm.registry.RegistryService/Heartbeat";
-    let (_, with_origin) = added_per_call(|| Answer, absolute).await;
+    let (_, with_origin) = added_per_call(|| ANSWER, absolute).await;
     assert_eq!(with_origin, 2.0, "absolute URI");
 }
 
@@ -343,7 +258,7 @@ async fn retries_on_keep_the_request_for_a_bounded_number_of_allocations() {
 async fn over_tonics_channel_buffer_a_call_sent_once_clones_nothing() {
     use tower::buffer::Buffer;
     let buffer = || {
-        let (buffer, worker) = Buffer::pair(Answer, 1024);
+        let (buffer, worker) = Buffer::pair(ANSWER, 1024);
         tokio::spawn(worker);
         buffer
     };
@@ -373,15 +288,15 @@ async fn over_tonics_channel_buffer_a_hedged_call_that_sends_no_hedge_clones_not
         .build()
         .unwrap();
     let layer = TimeoutProfileLayer::new(hedging).without_metrics();
-    let (buffer, worker) = Buffer::pair(Answer, 1024);
+    let (buffer, worker) = Buffer::pair(ANSWER, 1024);
     tokio::spawn(worker);
     let mut plain_buffer = buffer.clone();
     let mut over_buffer = layer.layer(buffer);
-    let mut in_memory = layer.layer(Answer);
+    let mut in_memory = layer.layer(ANSWER);
     count(&mut over_buffer, generated_requests(path)).await;
     count(&mut in_memory, generated_requests(path)).await;
     let base_buffer = count(&mut plain_buffer, generated_requests(path)).await;
-    let base_memory = count(&mut Answer, generated_requests(path)).await;
+    let base_memory = count(&mut ANSWER.clone(), generated_requests(path)).await;
     let added_buffer = count(&mut over_buffer, generated_requests(path)).await - base_buffer;
     let added_memory = count(&mut in_memory, generated_requests(path)).await - base_memory;
     // Per call, rounded: the buffer's worker allocates now and then on its own.

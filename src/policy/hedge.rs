@@ -2,7 +2,7 @@
 //! delay before each hedge (fixed, or a percentile of the route's recent latency held
 //! between a floor and a cap), and whether one more hedge may be sent.
 //!
-//! `src/retry/hedges.rs` carries the decisions out (the concurrent attempts of one
+//! `src/attempts/hedges.rs` carries the decisions out (the concurrent attempts of one
 //! call); `src/observe/latency/recent.rs` is the route's recent latency.
 
 use std::fmt;

@@ -4,7 +4,7 @@
 //! arithmetic of the retry budget (gRPC's retry throttling).
 //!
 //! The whole call's deadline covers every attempt and backoff; this module only
-//! decides. `src/retry/` carries the decision out (the attempt future, the kept
+//! decides. `src/attempts/` carries the decision out (the attempt future, the kept
 //! request, the retry state and budget).
 
 use std::fmt;

@@ -24,6 +24,7 @@
 //! # Ok(()) }
 //! ```
 
+mod in_memory;
 mod script;
 mod services;
 mod state;
@@ -38,6 +39,7 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tonic::transport::server::TcpIncoming;
 
+pub use in_memory::{generated_request, InMemory};
 pub use script::{CallRecord, Outcome, Script, StreamScript};
 #[cfg(any(feature = "tls-ring", feature = "tls-aws-lc"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "tls-ring", feature = "tls-aws-lc"))))]

@@ -16,8 +16,8 @@ use pin_project_lite::pin_project;
 use tokio::time::Instant;
 
 use super::record::CallRecord;
+use crate::attempts::timer::Timer;
 use crate::policy::deadline::Progress;
-use crate::timer::Timer;
 use crate::wire::details::DetectedBy;
 use crate::wire::error::BoxError;
 use crate::wire::framing::MessageCounter;

@@ -1,29 +1,19 @@
-//! [`ResponseFuture`]: the call loop. The call's first timer runs from the moment the
-//! RPC is called; under it the loop runs attempts (`retry/attempt.rs`) one after
-//! another, with a backoff between two. The first is sent through the layer's own
-//! handle on the inner service when it is ready at once; later attempts go through
-//! handles taken from the spare the call's retry state shares (`retry/spare.rs`). A
-//! hedged call runs its concurrent attempts
-//! instead (`hedged.rs`). When the response headers arrive the call record moves into
-//! the [`TimeoutBody`]. What each attempt's end means is `ending.rs`.
+//! [`ResponseFuture`]: the layer's future for one call. It holds the call's record and
+//! the engine's [`CallLoop`] (`crate::attempts`), which carries out the attempts and
+//! reports to the record; when the response headers arrive the record moves into the
+//! [`TimeoutBody`].
 
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
 use pin_project_lite::pin_project;
-use tokio::time::Instant;
 use tonic::Status;
 use tower_service::Service;
 
 use super::body::TimeoutBody;
-use super::ending::{attempt_timed_out, judge, Verdict};
-use super::hedged::poll_hedges;
 use super::record::CallRecord;
-use crate::policy::deadline::{Due, Phase, Progress};
-use crate::retry::{Attempt, HedgeContext, HedgePlan, Hedges, Kept, Resend, Retries, Spare};
-use crate::timer::Timer;
-use crate::wire::details::DetectedBy;
+use crate::attempts::{CallLoop, HedgeContext, HedgePlan, Kept, Retries, Spare};
 use crate::wire::error::BoxError;
 
 type Request = http::Request<tonic::body::Body>;
@@ -45,17 +35,8 @@ pin_project! {
         // The call in flight.
         Calling {
             #[pin]
-            step: Step<S, F>,
-            // The call's one timer while it waits for response headers: the earlier
-            // of its first deadline (a stream's initial or total timer) and the
-            // attempt's own timeout, armed at the first wait.
-            #[pin]
-            timer: Timer,
+            attempts: CallLoop<S, F>,
             record: CallRecord,
-            // Retries inside the deadline, with the spare their handles on the inner
-            // service come from; `None` for a call sent once. Ended (its box given
-            // back) when the call is.
-            retry: Option<Retries<S>>,
         },
         // Refused before it was sent (not a gRPC path, a malformed header, nothing
         // left of the deadline, a delegation refused).
@@ -65,27 +46,10 @@ pin_project! {
     }
 }
 
-pin_project! {
-    #[project = StepProj]
-    #[project_ref = StepRef]
-    #[project_replace = StepReplace]
-    #[derive(Debug)]
-    enum Step<S, F> {
-        Attempting { #[pin] attempt: Attempt<S, F> },
-        // Between two attempts: the next one is made and waits for the backoff on a
-        // timer of its own (both boxed: only a retried call pays for their size).
-        Backoff { timer: Pin<Box<Timer>>, resume: Instant, resend: Box<Resend<S>> },
-        // Concurrent attempts of a hedged call (boxed: only a hedged call pays for
-        // them).
-        Hedging { hedges: Pin<Box<Hedges<S, F>>> },
-    }
-}
-
 impl<S, F> ResponseFuture<S, F> {
     /// A call whose first attempt sends `request` through `inner`, the layer's own
-    /// handle on the inner service, if it is ready now (as a plain tonic call uses its
-    /// client's channel; otherwise the attempt waits on it, see [`Attempt::start`]).
-    /// `retry` carries its retries, and the spare their handles come from.
+    /// handle on the inner service (see [`CallLoop::start`]); `retry` carries its
+    /// retries, and the spare their handles come from.
     #[inline(always)]
     pub(crate) fn start(
         inner: &mut S,
@@ -97,18 +61,12 @@ impl<S, F> ResponseFuture<S, F> {
         S: Service<Request, Future = F> + Clone,
         S::Error: Into<BoxError>,
     {
-        let until = retry.as_ref().and_then(|r| r.first_until(record.start()));
-        let attempt = {
+        let attempts = {
             let _span = record.entered();
-            Attempt::start(inner, request, until)
+            CallLoop::start(inner, request, record.start(), retry)
         };
         ResponseFuture {
-            kind: Kind::Calling {
-                step: Step::Attempting { attempt },
-                timer: Timer::new(),
-                record,
-                retry,
-            },
+            kind: Kind::Calling { attempts, record },
         }
     }
 
@@ -126,19 +84,12 @@ impl<S, F> ResponseFuture<S, F> {
         S: Service<Request, Future = F> + Clone,
         S::Error: Into<BoxError>,
     {
-        let first = {
+        let attempts = {
             let _span = record.entered();
-            Attempt::start(inner, request, None)
+            CallLoop::hedged(inner, spare, request, hedging)
         };
         ResponseFuture {
-            kind: Kind::Calling {
-                step: Step::Hedging {
-                    hedges: Box::pin(Hedges::new(spare, first, hedging)),
-                },
-                timer: Timer::new(),
-                record,
-                retry: None,
-            },
+            kind: Kind::Calling { attempts, record },
         }
     }
 
@@ -162,24 +113,20 @@ where
         let mut kind = self.project().kind;
         let answered = match kind.as_mut().project() {
             KindProj::Calling {
-                step,
-                timer,
+                mut attempts,
                 record,
-                retry,
             } => {
                 let _span = record.entered();
-                ready!(run(step, timer, record, retry, cx))
+                let answered = ready!(attempts.as_mut().poll(record, cx));
+                attempts.finish();
+                Some(answered)
             }
-            KindProj::Refused { .. } | KindProj::Over => Err(None),
+            KindProj::Refused { .. } | KindProj::Over => None,
         };
-        // The call is over. Dropping the attempt in flight drops the inner call:
-        // hyper resets the HTTP/2 stream, and the server sees the cancel.
-        let mut over = kind.project_replace(Kind::Over);
-        if let KindReplace::Calling { retry, .. } = &mut over {
-            end(retry.take());
-        }
+        // The call is over: the attempt in flight, if any, is dropped with the loop.
+        let over = kind.project_replace(Kind::Over);
         Poll::Ready(match (answered, over) {
-            (Ok(response), KindReplace::Calling { mut record, .. }) => {
+            (Some(Ok(response)), KindReplace::Calling { mut record, .. }) => {
                 let (parts, body) = response.into_parts();
                 record.answered(&parts.headers);
                 Ok(http::Response::from_parts(
@@ -187,119 +134,14 @@ where
                     TimeoutBody::new(body, record),
                 ))
             }
-            (Err(Some(err)), _) => Err(err),
-            (Err(None), KindReplace::Refused { status }) => Err(status.into()),
+            (Some(Err(err)), _) => Err(err),
+            (None, KindReplace::Refused { status }) => Err(status.into()),
             // Polled again after it completed.
-            (Ok(_) | Err(None), _) => {
+            (Some(Ok(_)) | None, _) => {
                 Err(Status::internal("SW4RM response future polled after completion").into())
             }
         })
     }
-}
-
-/// The call is over: its retry state's box goes back to the thread's free list.
-#[inline]
-fn end<S>(retry: Option<Retries<S>>) {
-    if let Some(retry) = retry {
-        retry.end();
-    }
-}
-
-/// Runs attempts until one ends the call, or the call's deadline does: the response
-/// headers, or the call's error (`Some`: `None` is for a future with nothing running).
-#[inline]
-fn run<S, B>(
-    mut step: Pin<&mut Step<S, S::Future>>,
-    mut timer: Pin<&mut Timer>,
-    record: &mut CallRecord,
-    retry: &mut Option<Retries<S>>,
-    cx: &mut Context<'_>,
-) -> Poll<Result<http::Response<B>, Option<BoxError>>>
-where
-    S: Service<Request, Response = http::Response<B>> + Clone,
-    S::Error: Into<BoxError>,
-{
-    loop {
-        let polled = match step.as_mut().project() {
-            StepProj::Attempting { mut attempt } => attempt.as_mut().poll(cx).map(|ended| {
-                let expired = attempt.expired();
-                judge(ended, expired, record, retry.as_mut())
-            }),
-            StepProj::Backoff { timer, resume, .. } => {
-                match timer.as_mut().poll_until(*resume, cx) {
-                    Poll::Ready(()) => {
-                        resend(step.as_mut(), record);
-                        continue;
-                    }
-                    Poll::Pending => Poll::Pending,
-                }
-            }
-            StepProj::Hedging { hedges } => match poll_hedges(hedges.as_mut(), record, cx) {
-                Poll::Ready(answer) => return Poll::Ready(answer),
-                Poll::Pending => Poll::Pending,
-            },
-        };
-        let verdict = match polled {
-            Poll::Ready(Ok(response)) => return Poll::Ready(Ok(response)),
-            Poll::Ready(Err(verdict)) => verdict,
-            Poll::Pending => ready!(alarm(step.as_ref(), timer.as_mut(), record, retry, cx)),
-        };
-        match verdict {
-            Verdict::Fail(err) => return Poll::Ready(Err(Some(err))),
-            Verdict::Retry(retry) => {
-                record.retried(retry.attempt, retry.backoff, retry.reason);
-                step.set(Step::Backoff {
-                    timer: Box::pin(Timer::new()),
-                    resume: retry.resume,
-                    resend: retry.resend,
-                });
-            }
-        }
-    }
-}
-
-/// The backoff is over: the next attempt, made when the retry was decided, is sent.
-fn resend<S, F>(mut step: Pin<&mut Step<S, F>>, record: &mut CallRecord) {
-    if let StepReplace::Backoff { resend, .. } = step.as_mut().project_replace(Step::Attempting {
-        attempt: Attempt::none(),
-    }) {
-        let started = resend.start(Instant::now());
-        record.attempt(started.attempt, started.cap);
-        step.set(Step::Attempting {
-            attempt: Attempt::new(started.svc, started.request, started.until),
-        });
-    }
-}
-
-/// While an attempt or a backoff waits: the call's one timer, at the earlier of the
-/// attempt's own timeout and the call's first deadline (the attempt's on a tie).
-#[inline]
-fn alarm<S: Clone, F>(
-    step: Pin<&Step<S, F>>,
-    timer: Pin<&mut Timer>,
-    record: &mut CallRecord,
-    retry: &mut Option<Retries<S>>,
-    cx: &mut Context<'_>,
-) -> Poll<Verdict<S>> {
-    let attempt = match step.project_ref() {
-        StepRef::Attempting { attempt } => attempt.until().map(|at| Due {
-            at,
-            phase: Phase::Attempt,
-        }),
-        // A hedged call's attempts run under the call's deadline only.
-        StepRef::Backoff { .. } | StepRef::Hedging { .. } => None,
-    };
-    let due = match (attempt, record.next_due(Progress::default())) {
-        (Some(attempt), Some(call)) if call.at < attempt.at => call,
-        (Some(attempt), _) => attempt,
-        (None, Some(call)) => call,
-        (None, None) => return Poll::Pending,
-    };
-    ready!(timer.poll_until(due.at, cx));
-    Poll::Ready(match due.phase {
-        Phase::Attempt => attempt_timed_out(record, retry.as_mut()),
-        phase => Verdict::Fail(record.timed_out(phase, 0, DetectedBy::Client).into()),
-    })
 }
 
 #[cfg(test)]
@@ -312,7 +154,7 @@ mod tests {
     type ChannelFuture = <Channel as Service<Request>>::Future;
 
     /// Every call in flight holds its response future (a call that may be retried
-    /// holds its retry state's box too, bounded in `retry/state.rs`): within these
+    /// holds its retry state's box too, bounded in `attempts/retries.rs`): within these
     /// sizes a call holds at most 1 KiB more than a plain tonic call
     /// (`benches/hostile.rs` measures it). It is 360 bytes with the locked
     /// dependencies; the bound leaves 16 bytes for another compiler's layout, not for

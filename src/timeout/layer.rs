@@ -6,13 +6,13 @@ use std::sync::Arc;
 use opentelemetry::metrics::MeterProvider;
 use tower_layer::Layer;
 
-use super::observed::Observations;
+use super::observations::Observations;
 use super::service::TimeoutProfileService;
 use super::shared::{RetrySettings, Settings, Shared};
+use crate::attempts::RetryBudget;
 use crate::config::{ConfigError, ProfileSet};
 use crate::observe::metrics::{Instruments, MetricFamily};
 use crate::policy::inherit::Propagation;
-use crate::retry::RetryBudget;
 
 /// Applies SW4-002 timeout profiles to every call of the service it wraps.
 ///

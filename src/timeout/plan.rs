@@ -4,10 +4,11 @@
 
 use std::time::Duration;
 
-use http::{HeaderMap, HeaderValue};
+use http::HeaderMap;
 use tonic::Status;
 
 use super::per_call::{CallHedging, CallRetry, CallStreamingPolicy, CallTimeout};
+use crate::attempts::{HedgePlan, RetryPlan, WireTimeout};
 use crate::config::{ProfileSet, ResolvedProfile};
 use crate::policy::deadline::{tighten, Cap, Timers};
 use crate::policy::inherit::{inherited, Inherit, Propagation};
@@ -18,34 +19,8 @@ use crate::policy::retry::first_timeout;
 use crate::policy::route::Lookup;
 use crate::policy::source::Source;
 use crate::policy::streaming::{millis, stream_timers};
-use crate::retry::{HedgePlan, RetryPlan};
 use crate::scope::{BudgetNow, Current};
 use crate::wire::grpc_timeout::{self, GRPC_TIMEOUT};
-
-/// What to do with the request's `grpc-timeout` header.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum WireTimeout {
-    /// The caller's header already says the deadline: leave it.
-    Keep,
-    /// Send this value.
-    Set(HeaderValue),
-    /// No deadline on the wire (infinite calls, unlimited streams).
-    Remove,
-}
-
-impl WireTimeout {
-    pub(crate) fn apply(self, headers: &mut HeaderMap) {
-        match self {
-            WireTimeout::Keep => {}
-            WireTimeout::Set(v) => {
-                headers.insert(GRPC_TIMEOUT, v);
-            }
-            WireTimeout::Remove => {
-                headers.remove(GRPC_TIMEOUT);
-            }
-        }
-    }
-}
 
 /// What the plan reads besides the request: the layer's settings and the caps of the
 /// scope the call is made in.
@@ -419,6 +394,7 @@ mod tests {
     use crate::policy::resolve::Bound;
     use crate::policy::source::Source;
     use crate::StreamingTimeoutPolicy;
+    use http::HeaderValue;
 
     const HEARTBEAT: &str = "/sw4rm.registry.RegistryService/Heartbeat";
     const WAIT: &str = "/sw4rm.negotiation_room.NegotiationRoomService/WaitForDecision";

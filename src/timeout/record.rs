@@ -13,11 +13,11 @@ use tonic::{Code, Status};
 use super::paths::{Labels, LabelsRef};
 use super::plan::CallPlan;
 use super::shared::Shared;
+use crate::attempts::{Ending, Event, RetryBudget, Sink, ATTEMPTS_HEADER};
 use crate::policy::deadline::{Cap, Due, Phase, Progress, Timers};
 use crate::policy::route::ProfileId;
 use crate::policy::source::Source;
 use crate::policy::streaming::millis;
-use crate::retry::ATTEMPTS_HEADER;
 use crate::scope::BudgetNow;
 use crate::wire::details::{DetectedBy, TimeoutDetails};
 use crate::wire::error::BoxError;
@@ -202,7 +202,7 @@ impl CallRecord {
     }
 
     /// The layer's retry budget, shared by its calls (`None`: retries without one).
-    pub(crate) fn retry_budget(&self) -> Option<&crate::retry::RetryBudget> {
+    pub(crate) fn retry_budget(&self) -> Option<&RetryBudget> {
         self.shared.settings.retry.budget.as_ref()
     }
 
@@ -416,6 +416,55 @@ impl CallRecord {
         let mut status = details.to_status();
         self.mark_attempts(&mut status);
         status
+    }
+}
+
+/// The engine reports to the record: each event counted and logged, each ending
+/// turned into the error the caller gets.
+impl Sink for CallRecord {
+    #[inline]
+    fn on(&mut self, event: Event) {
+        match event {
+            Event::Attempt { attempt, cap } => self.attempt(attempt, cap),
+            Event::Retried {
+                attempt,
+                backoff,
+                reason,
+            } => self.retried(attempt, backoff, reason),
+            Event::NotRetried { attempt, reason } => self.not_retried(attempt, reason),
+            Event::Hedged { attempt, delay } => self.hedged(attempt, delay),
+            Event::HedgeWon { attempt } => self.hedge_won(attempt),
+            Event::NotHedged { attempts, reason } => self.not_hedged(attempts, reason),
+        }
+    }
+
+    #[inline]
+    fn end(&mut self, ending: Ending) -> BoxError {
+        match ending {
+            Ending::TimedOut { phase, detected_by } => self.timed_out(phase, 0, detected_by).into(),
+            Ending::TransportCapped => self.transport_capped().into(),
+            Ending::Failed(err) => self.failed(err),
+        }
+    }
+
+    #[inline]
+    fn deadline(&self) -> Option<Instant> {
+        CallRecord::deadline(self)
+    }
+
+    #[inline]
+    fn next_due(&self, progress: Progress) -> Option<Due<Instant>> {
+        CallRecord::next_due(self, progress)
+    }
+
+    #[inline]
+    fn server_phase(&self) -> Phase {
+        CallRecord::server_phase(self, 0)
+    }
+
+    #[inline]
+    fn retry_budget(&self) -> Option<&RetryBudget> {
+        CallRecord::retry_budget(self)
     }
 }
 

@@ -5,11 +5,11 @@
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+use crate::attempts::{RetryBudget, DEFAULT_REPLAY_LIMIT};
 use crate::policy::inherit::Propagation;
-use crate::retry::{RetryBudget, DEFAULT_REPLAY_LIMIT};
 
-use super::learned::Learned;
-use super::observed::Observed;
+use super::hedge_windows::Learned;
+use super::observations::Observed;
 use super::paths::PathTable;
 use crate::config::ProfileSet;
 use crate::observe::metrics::Instruments;

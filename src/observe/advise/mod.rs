@@ -5,7 +5,7 @@
 //! `rules.rs` (the verdicts, one pure function) → `advice.rs` (verdicts on every
 //! route and profile, and the proposal as a TOML overlay) → `exposition.rs` (the same
 //! from a Prometheus exposition, for the `sw4rm-timeouts advise` command). The layer's
-//! side, recording each call, is `timeout/observed.rs`.
+//! side, recording each call, is `timeout/observations.rs`.
 
 mod advice;
 mod exposition;

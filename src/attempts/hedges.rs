@@ -5,8 +5,8 @@
 //! deadline, with no timeout of its own: the first through the layer's own handle on
 //! the inner service, each later one through its own, taken from the call's
 //! [`Spare`].
-//! The call loop (`timeout/future.rs`) polls them and judges each ended attempt
-//! (`timeout/hedged.rs`);
+//! The call loop (`call_loop.rs`) polls them and judges each ended attempt
+//! (`hedge_verdict.rs`);
 //! dropping the hedges drops every attempt still running, and hyper resets their
 //! streams.
 
@@ -21,15 +21,15 @@ use tower_service::Service;
 
 use super::attempt::{Attempt, Ended};
 use super::budget::RetryBudget;
-use super::kept::Kept;
-use super::spare::Spare;
+use super::deadline_header::WireTimeout;
+use super::replay::{Kept, Spare};
+use super::timer::Timer;
 use super::ATTEMPTS_HEADER;
 use crate::observe::latency::RecentLatency;
 use crate::policy::hedge::{
     hedge_delay, may_hedge, HedgeFacts, HedgingDelay, HedgingPolicy, NoHedge,
 };
 use crate::policy::retry::Pushback;
-use crate::timer::Timer;
 use crate::wire::error::BoxError;
 
 type Request = http::Request<tonic::body::Body>;
@@ -88,7 +88,7 @@ struct Running<S, F> {
 
 /// What happened while the hedges were polled.
 #[derive(Debug)]
-pub(crate) enum Event<R> {
+pub(crate) enum Polled<R> {
     /// Hedge `attempt` was sent because the ones before it took longer than `delay`.
     Sent { attempt: u32, delay: Duration },
     /// The delay passed but no hedge was sent, and none will be by the delay.
@@ -151,7 +151,7 @@ impl<S: Clone, F> Hedges<S, F> {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         budget: Option<&RetryBudget>,
-    ) -> Poll<Event<R>>
+    ) -> Poll<Polled<R>>
     where
         S: Service<Request, Response = R, Future = F>,
         S::Error: Into<BoxError>,
@@ -163,15 +163,15 @@ impl<S: Clone, F> Hedges<S, F> {
                 *this.next_at = None;
                 let delay = *this.delay;
                 return Poll::Ready(match send(&mut this, budget) {
-                    Ok(attempt) => Event::Sent { attempt, delay },
-                    Err(why) => Event::NotSent(why),
+                    Ok(attempt) => Polled::Sent { attempt, delay },
+                    Err(why) => Polled::NotSent(why),
                 });
             }
         }
         for i in 0..this.running.len() {
             if let Poll::Ready(ended) = this.running[i].future.as_mut().poll(cx) {
                 let attempt = this.running.swap_remove(i).attempt;
-                return Poll::Ready(Event::Ended { attempt, ended });
+                return Poll::Ready(Polled::Ended { attempt, ended });
             }
         }
         Poll::Pending
@@ -268,7 +268,8 @@ fn send<S: Clone, F>(
         },
     )?;
     let attempt = *this.sent + 1;
-    let request = this.kept.request(attempt, remaining);
+    let mut request = this.kept.request(attempt);
+    WireTimeout::of(remaining).apply(request.headers_mut());
     this.running.push(Running {
         attempt,
         future: Box::pin(Attempt::new(this.spare.handle(), request, None)),

@@ -8,15 +8,13 @@ use bytes::Bytes;
 use tokio::time::Instant;
 
 use super::budget::RetryBudget;
-use super::kept::Kept;
-use super::outcome::reason;
-use super::pool;
-use super::spare::Spare;
+use super::classify::reason;
+use super::deadline_header::WireTimeout;
+use super::replay::{boxes, RetryState, Spare};
 use super::ATTEMPTS_HEADER;
 use crate::policy::deadline::Cap;
 use crate::policy::retry::{decide, Decision, Failed, Failure, Pushback, RetryPolicy, Stop};
 use crate::policy::source::Source;
-use crate::wire::grpc_timeout::{self, GRPC_TIMEOUT};
 
 type Request = http::Request<tonic::body::Body>;
 
@@ -35,49 +33,12 @@ pub(crate) struct RetryPlan {
 }
 
 /// The retry state of one call: a share of the spare, and the rest in a box reused
-/// from call to call on this thread (`pool.rs`).
+/// from call to call on this thread (`replay/boxes.rs`).
 #[derive(Debug)]
 pub(crate) struct Retries<S> {
     /// Where the attempts after the first take their handle on the inner service.
     spare: Spare<S>,
-    state: Box<State>,
-}
-
-/// What a call's retries keep besides the spare.
-#[derive(Debug)]
-pub(super) struct State {
-    kept: Kept,
-    policy: RetryPolicy,
-    idempotent: bool,
-    min_timeout: Duration,
-    /// Where the policy's attempt timeout came from; `None`: it has none.
-    source: Option<Source>,
-    /// The attempt in flight (or the last one), from 1, as the rules numbered it.
-    attempt: u32,
-    /// The attempt timeout the rules gave the attempt in flight.
-    timeout: Option<Duration>,
-}
-
-impl State {
-    /// A state that holds nothing of any call: what a new box starts from.
-    pub(super) fn vacant() -> Self {
-        State {
-            kept: Kept::vacant(),
-            policy: RetryPolicy::off(),
-            idempotent: false,
-            min_timeout: Duration::ZERO,
-            source: None,
-            attempt: 1,
-            timeout: None,
-        }
-    }
-
-    /// Lets go of what the call gave it: a box given back keeps the request's path and
-    /// plain figures (`pool.rs`).
-    pub(super) fn clear(&mut self) {
-        self.kept.clear();
-        self.source = None;
-    }
+    state: Box<RetryState>,
 }
 
 /// A retry the rules decided: wait `backoff` (until `resume`), then send `resend`.
@@ -128,15 +89,7 @@ impl<S> Resend<S> {
         };
         // An attempt timeout past any representable instant is no attempt timeout.
         let until = timeout.and_then(|t| now.checked_add(t));
-        let headers = self.request.headers_mut();
-        match timeout.filter(|_| until.is_some()) {
-            Some(t) => {
-                headers.insert(GRPC_TIMEOUT, grpc_timeout::encode(t));
-            }
-            None => {
-                headers.remove(GRPC_TIMEOUT);
-            }
-        }
+        WireTimeout::of(timeout.filter(|_| until.is_some())).apply(self.request.headers_mut());
         // Under a policy without an attempt timeout, the call's deadline ends the
         // attempt, and is what a timeout names (its phase and where it came from).
         let cap = match (timeout.filter(|_| until.is_some()), self.source) {
@@ -156,7 +109,7 @@ impl<S> Resend<S> {
 impl<S> Retries<S> {
     /// The call has ended: its box goes back to this thread's free list, emptied.
     pub(crate) fn end(self) {
-        pool::give_back(self.state);
+        boxes::give_back(self.state);
     }
 }
 
@@ -171,7 +124,7 @@ impl<S: Clone> Retries<S> {
         bytes: &Bytes,
     ) -> Self {
         // Written field by field where the box is: nothing of its size is moved.
-        let mut state = pool::take();
+        let mut state = boxes::take();
         state.kept.keep(parts, bytes);
         state.policy = plan.policy;
         state.idempotent = plan.idempotent;
@@ -254,7 +207,7 @@ impl<S: Clone> Retries<S> {
             resend: Box::new(Resend {
                 svc: self.spare.handle(),
                 attempt,
-                request: self.state.kept.request(attempt, timeout),
+                request: self.state.kept.request(attempt),
                 timeout,
                 deadline,
                 source: self.state.source.clone(),
@@ -317,9 +270,10 @@ mod tests {
     use bytes::Bytes;
     use http::HeaderValue;
 
-    use super::super::pool::KEPT_PER_THREAD;
-    use super::super::SpareSlot;
+    use super::super::replay::boxes::KEPT_PER_THREAD;
+    use super::super::replay::SpareSlot;
     use super::*;
+    use crate::wire::grpc_timeout;
 
     #[test]
     fn jitter_is_in_range_and_varies() {
@@ -330,7 +284,7 @@ mod tests {
     }
 
     /// A call that may be retried keeps a [`Retries`] in its response future (a share
-    /// of the spare and the box) and its [`State`] in the box: within these sizes a
+    /// of the spare and the box) and its [`RetryState`] in the box: within these sizes a
     /// call holds at most 1 KiB more than a plain tonic call (`benches/hostile.rs`
     /// measures it; `timeout/future.rs` bounds the future). They are 16 and 456 bytes
     /// with the locked dependencies; the bound leaves 16 bytes for another compiler's
@@ -340,7 +294,7 @@ mod tests {
         use std::mem::size_of;
         type Channel = tonic::transport::Channel;
         assert_eq!(size_of::<Retries<Channel>>(), 16, "in the future");
-        let state = size_of::<State>();
+        let state = size_of::<RetryState>();
         assert!(state <= 456 + 16, "in its box: {state} bytes");
     }
 
@@ -374,28 +328,28 @@ mod tests {
         let secret = Bytes::from(b"Bearer s3cret".to_vec());
         let from: Arc<str> = Arc::from("SW4RM_TIMEOUT_TOOL_CALL");
         let first = retries(&secret, &from);
-        let first_box: *const State = &*first.state;
+        let first_box: *const RetryState = &*first.state;
         assert!(
             !secret.is_unique(),
             "the kept head shares the header's bytes"
         );
         assert_eq!(Arc::strong_count(&from), 2);
-        let kept_before = super::pool::kept_here();
+        let kept_before = super::super::replay::boxes::kept_here();
         first.end();
         assert!(
             secret.is_unique(),
             "the credential was let go at the call's end"
         );
         assert_eq!(Arc::strong_count(&from), 1);
-        assert_eq!(super::pool::kept_here(), kept_before + 1);
+        assert_eq!(super::super::replay::boxes::kept_here(), kept_before + 1);
         let second = retries(&secret, &from);
         assert_eq!(
-            &*second.state as *const State, first_box,
+            &*second.state as *const RetryState, first_box,
             "the box is reused"
         );
-        assert_eq!(super::pool::kept_here(), kept_before);
+        assert_eq!(super::super::replay::boxes::kept_here(), kept_before);
         // The reused box holds the second call's request, whole.
-        let sent = second.state.kept.request(2, None);
+        let sent = second.state.kept.request(2);
         assert_eq!(sent.headers()["authorization"], "Bearer s3cret");
         assert_eq!(sent.uri().path(), "/sw4rm.tool.ToolService/Call");
         second.end();
@@ -410,7 +364,7 @@ mod tests {
             .map(|_| retries(&secret, &from))
             .collect();
         many.into_iter().for_each(Retries::end);
-        assert_eq!(super::pool::kept_here(), KEPT_PER_THREAD);
+        assert_eq!(super::super::replay::boxes::kept_here(), KEPT_PER_THREAD);
     }
 
     #[tokio::test(start_paused = true)]

@@ -7,7 +7,7 @@
 //! through its client's channel. An attempt that has to wait keeps a handle on the
 //! inner service and its request, boxed together, so that no call's future carries
 //! their size. An attempt after the first takes its handle from the call's spare
-//! (`spare.rs`). The attempt's own timeout ([`Attempt::until`]) is
+//! (`replay/handle.rs`). The attempt's own timeout ([`Attempt::until`]) is
 //! watched by the call loop's one timer, which fires for whichever of the attempt's
 //! and the call's deadlines comes first (a second timer per call would cost its size
 //! in every call's future).

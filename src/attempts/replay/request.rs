@@ -4,13 +4,11 @@
 //! when the request is a usual one (`head.rs`; a message of at most
 //! [`INLINE_BODY`] bytes is kept inline).
 
-use std::time::Duration;
-
 use bytes::Bytes;
 use http::HeaderValue;
 
 use super::head::Head;
-use crate::wire::grpc_timeout::{self, GRPC_TIMEOUT};
+use crate::wire::grpc_timeout::GRPC_TIMEOUT;
 use crate::wire::replay::Whole;
 
 type Request = http::Request<tonic::body::Body>;
@@ -115,19 +113,12 @@ impl Kept {
         }
     }
 
-    /// Attempt `attempt`'s request under `timeout` (`None`: no deadline on the wire).
-    pub(crate) fn request(&self, attempt: u32, timeout: Option<Duration>) -> Request {
+    /// Attempt `attempt`'s request, without a `grpc-timeout`: its sender writes that
+    /// when the attempt goes out (`deadline_header.rs`).
+    pub(crate) fn request(&self, attempt: u32) -> Request {
         let body = tonic::body::Body::new(Whole::new(self.bytes()));
         let mut request = self.head.request(body);
         let headers = request.headers_mut();
-        match timeout {
-            Some(t) => {
-                headers.insert(GRPC_TIMEOUT, grpc_timeout::encode(t));
-            }
-            None => {
-                headers.remove(GRPC_TIMEOUT);
-            }
-        }
         let previous = attempt.saturating_sub(1);
         headers.insert(PREVIOUS_ATTEMPTS, HeaderValue::from(previous));
         request
@@ -141,7 +132,7 @@ mod tests {
     use http_body_util::BodyExt;
 
     #[tokio::test]
-    async fn later_attempts_carry_their_timeout_and_the_attempts_before() {
+    async fn later_attempts_carry_the_attempts_before_and_no_timeout_of_the_first() {
         let (mut parts, ()) = http::Request::post("/sw4rm.registry.RegistryService/Heartbeat")
             .header("grpc-timeout", "5000000u")
             .header("authorization", "Bearer t")
@@ -150,8 +141,9 @@ mod tests {
             .into_parts();
         parts.extensions.insert(7u8);
         let kept = Kept::new(&parts, &Bytes::from_static(b"\0\0\0\0\x01x"));
-        let second = kept.request(2, Some(Duration::from_millis(1500)));
-        assert_eq!(second.headers()["grpc-timeout"], "1500000u");
+        let second = kept.request(2);
+        // The caller's timeout is not kept: each attempt's sender writes its own.
+        assert!(second.headers().get("grpc-timeout").is_none());
         assert_eq!(second.headers()["grpc-previous-rpc-attempts"], "1");
         assert_eq!(second.headers()["authorization"], "Bearer t");
         assert_eq!(second.extensions().get::<u8>(), Some(&7));
@@ -161,8 +153,7 @@ mod tests {
         );
         let body = second.into_body().collect().await.unwrap().to_bytes();
         assert_eq!(body, Bytes::from_static(b"\0\0\0\0\x01x"));
-        let third = kept.request(3, None);
-        assert!(third.headers().get("grpc-timeout").is_none());
+        let third = kept.request(3);
         assert_eq!(third.headers()["grpc-previous-rpc-attempts"], "2");
     }
 
@@ -192,7 +183,7 @@ mod tests {
             };
             assert_eq!(got, how, "{len}");
             for attempt in [2, 3] {
-                let sent = kept.request(attempt, None).into_body().collect().await;
+                let sent = kept.request(attempt).into_body().collect().await;
                 assert_eq!(sent.unwrap().to_bytes(), view, "{len}");
             }
         }
@@ -209,7 +200,7 @@ mod tests {
                 let mut kept = Kept::new(&parts, &Bytes::from(vec![1u8; before]));
                 let bytes = Bytes::from(vec![2u8; after]);
                 kept.keep(&parts, &bytes);
-                let sent = kept.request(2, None).into_body().collect().await;
+                let sent = kept.request(2).into_body().collect().await;
                 assert_eq!(sent.unwrap().to_bytes(), bytes, "{after} over {before}");
             }
         }

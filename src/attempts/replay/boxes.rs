@@ -1,4 +1,4 @@
-//! The boxes calls keep their retry state in ([`State`]), reused from call to call
+//! The boxes calls keep their retry state in ([`RetryState`]), reused from call to call
 //! on each thread: a call that may be retried takes one from its thread's free list
 //! and gives it back when it ends; the next call writes its state there. After a thread's first calls, keeping a request
 //! for replay allocates nothing (the body that sends it is tonic's own box).
@@ -12,8 +12,48 @@
 //! the list is freed with the thread.
 
 use std::cell::RefCell;
+use std::time::Duration;
 
-use super::state::State;
+use super::request::Kept;
+use crate::policy::retry::RetryPolicy;
+use crate::policy::source::Source;
+
+/// What a call's retries keep besides the spare, in the box.
+#[derive(Debug)]
+pub(crate) struct RetryState {
+    pub(crate) kept: Kept,
+    pub(crate) policy: RetryPolicy,
+    pub(crate) idempotent: bool,
+    pub(crate) min_timeout: Duration,
+    /// Where the policy's attempt timeout came from; `None`: it has none.
+    pub(crate) source: Option<Source>,
+    /// The attempt in flight (or the last one), from 1, as the rules numbered it.
+    pub(crate) attempt: u32,
+    /// The attempt timeout the rules gave the attempt in flight.
+    pub(crate) timeout: Option<Duration>,
+}
+
+impl RetryState {
+    /// A state that holds nothing of any call: what a new box starts from.
+    pub(crate) fn vacant() -> Self {
+        RetryState {
+            kept: Kept::vacant(),
+            policy: RetryPolicy::off(),
+            idempotent: false,
+            min_timeout: Duration::ZERO,
+            source: None,
+            attempt: 1,
+            timeout: None,
+        }
+    }
+
+    /// Lets go of what the call gave it: a box given back keeps the request's path and
+    /// plain figures (below).
+    pub(crate) fn clear(&mut self) {
+        self.kept.clear();
+        self.source = None;
+    }
+}
 
 /// The most boxes one thread keeps for later calls: enough for calls that overlap a
 /// few dozen at a time, 15 KiB at most (a box is 456 bytes).
@@ -22,21 +62,21 @@ pub(crate) const KEPT_PER_THREAD: usize = 32;
 thread_local! {
     // Boxes, not states: a box is what a call takes and gives back.
     #[allow(clippy::vec_box)]
-    static FREE: RefCell<Vec<Box<State>>> = const { RefCell::new(Vec::new()) };
+    static FREE: RefCell<Vec<Box<RetryState>>> = const { RefCell::new(Vec::new()) };
 }
 
 /// A box from this thread's free list, emptied when it was given back, or a new one
 /// holding a vacant state.
-pub(super) fn take() -> Box<State> {
+pub(crate) fn take() -> Box<RetryState> {
     FREE.try_with(|free| free.try_borrow_mut().ok().and_then(|mut f| f.pop()))
         .ok()
         .flatten()
-        .unwrap_or_else(|| Box::new(State::vacant()))
+        .unwrap_or_else(|| Box::new(RetryState::vacant()))
 }
 
 /// Gives a call's box back when the call has ended: emptied at once, kept for a later
 /// call on this thread if the list has room, freed otherwise.
-pub(super) fn give_back(mut state: Box<State>) {
+pub(crate) fn give_back(mut state: Box<RetryState>) {
     state.clear();
     let refused = FREE
         .try_with(|free| match free.try_borrow_mut() {
@@ -57,6 +97,6 @@ pub(super) fn give_back(mut state: Box<State>) {
 
 /// How many boxes this thread keeps now.
 #[cfg(test)]
-pub(super) fn kept_here() -> usize {
+pub(crate) fn kept_here() -> usize {
     FREE.with(|free| free.borrow().len())
 }

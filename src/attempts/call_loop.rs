@@ -1,0 +1,246 @@
+//! [`CallLoop`]: carrying out one call's attempts until it has its response headers or
+//! its error. The call's first timer runs from the moment the RPC is called; under it
+//! the loop runs attempts (`attempt.rs`) one after another, with a backoff between
+//! two, or a hedged call's concurrent attempts (`hedges.rs`). The first attempt is
+//! sent through the layer's own handle on the inner service when it is ready at once;
+//! later ones through handles taken from the spare (`replay/handle.rs`). What each
+//! attempt's end means is `retry_verdict.rs` (`hedge_verdict.rs` for hedges); what
+//! happens is reported to the call's [`Sink`].
+
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use pin_project_lite::pin_project;
+use tokio::time::Instant;
+use tower_service::Service;
+
+use super::attempt::Attempt;
+use super::event::{Event, Sink};
+use super::hedge_verdict::poll_hedges;
+use super::hedges::{HedgeContext, HedgePlan, Hedges};
+use super::replay::{Kept, Spare};
+use super::retries::{Resend, Retries};
+use super::retry_verdict::{attempt_timed_out, judge, timed_out, Verdict};
+use super::timer::Timer;
+use crate::policy::deadline::{Due, Phase, Progress};
+use crate::wire::details::DetectedBy;
+use crate::wire::error::BoxError;
+
+type Request = http::Request<tonic::body::Body>;
+
+pin_project! {
+    /// The attempts of one call in flight.
+    #[derive(Debug)]
+    pub(crate) struct CallLoop<S, F> {
+        #[pin]
+        step: Step<S, F>,
+        // The call's one timer while it waits for response headers: the earlier of
+        // its first deadline (a stream's initial or total timer) and the attempt's own
+        // timeout, armed at the first wait.
+        #[pin]
+        timer: Timer,
+        // Retries inside the deadline, with the spare their handles on the inner
+        // service come from; `None` for a call sent once. Ended (its box given back)
+        // when the call is.
+        retry: Option<Retries<S>>,
+    }
+}
+
+pin_project! {
+    #[project = StepProj]
+    #[project_ref = StepRef]
+    #[project_replace = StepReplace]
+    #[derive(Debug)]
+    enum Step<S, F> {
+        Attempting { #[pin] attempt: Attempt<S, F> },
+        // Between two attempts: the next one is made and waits for the backoff on a
+        // timer of its own (both boxed: only a retried call pays for their size).
+        Backoff { timer: Pin<Box<Timer>>, resume: Instant, resend: Box<Resend<S>> },
+        // Concurrent attempts of a hedged call (boxed: only a hedged call pays for
+        // them).
+        Hedging { hedges: Pin<Box<Hedges<S, F>>> },
+    }
+}
+
+impl<S, F> CallLoop<S, F> {
+    /// A call whose first attempt sends `request` through `inner`, the layer's own
+    /// handle on the inner service, if it is ready now (as a plain tonic call uses its
+    /// client's channel; otherwise the attempt waits on it, see [`Attempt::start`]).
+    /// `retry` carries its retries, and the spare their handles come from; the call
+    /// started at `start`.
+    #[inline(always)]
+    pub(crate) fn start(
+        inner: &mut S,
+        request: Request,
+        start: Instant,
+        retry: Option<Retries<S>>,
+    ) -> Self
+    where
+        S: Service<Request, Future = F> + Clone,
+        S::Error: Into<BoxError>,
+    {
+        let until = retry.as_ref().and_then(|r| r.first_until(start));
+        CallLoop {
+            step: Step::Attempting {
+                attempt: Attempt::start(inner, request, until),
+            },
+            timer: Timer::new(),
+            retry,
+        }
+    }
+
+    /// A hedged call: its first attempt sends `request` through `inner` as
+    /// [`CallLoop::start`] does; the hedges after it are made from what `hedging` kept
+    /// and sent through handles taken from `spare`.
+    pub(crate) fn hedged(
+        inner: &mut S,
+        spare: Spare<S>,
+        request: Request,
+        hedging: (Kept, HedgePlan, HedgeContext),
+    ) -> Self
+    where
+        S: Service<Request, Future = F> + Clone,
+        S::Error: Into<BoxError>,
+    {
+        let first = Attempt::start(inner, request, None);
+        CallLoop {
+            step: Step::Hedging {
+                hedges: Box::pin(Hedges::new(spare, first, hedging)),
+            },
+            timer: Timer::new(),
+            retry: None,
+        }
+    }
+
+    /// The call is over: its retry state's box goes back to the thread's free list.
+    /// Dropping the loop then drops the attempt in flight, and with it the inner call:
+    /// hyper resets the HTTP/2 stream, and the server sees the cancel.
+    #[inline]
+    pub(crate) fn finish(self: Pin<&mut Self>) {
+        if let Some(retry) = self.project().retry.take() {
+            retry.end();
+        }
+    }
+}
+
+impl<S, B> CallLoop<S, S::Future>
+where
+    S: Service<Request, Response = http::Response<B>> + Clone,
+    S::Error: Into<BoxError>,
+{
+    /// Runs attempts until one ends the call, or the call's deadline does: the response
+    /// headers, or the call's error.
+    #[inline]
+    pub(crate) fn poll<R: Sink>(
+        self: Pin<&mut Self>,
+        sink: &mut R,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<http::Response<B>, BoxError>> {
+        let this = self.project();
+        run(this.step, this.timer, sink, this.retry, cx)
+    }
+}
+
+/// Runs attempts until one ends the call, or the call's deadline does.
+#[inline]
+fn run<S, B, R: Sink>(
+    mut step: Pin<&mut Step<S, S::Future>>,
+    mut timer: Pin<&mut Timer>,
+    sink: &mut R,
+    retry: &mut Option<Retries<S>>,
+    cx: &mut Context<'_>,
+) -> Poll<Result<http::Response<B>, BoxError>>
+where
+    S: Service<Request, Response = http::Response<B>> + Clone,
+    S::Error: Into<BoxError>,
+{
+    loop {
+        let polled = match step.as_mut().project() {
+            StepProj::Attempting { mut attempt } => attempt.as_mut().poll(cx).map(|ended| {
+                let expired = attempt.expired();
+                judge(ended, expired, sink, retry.as_mut())
+            }),
+            StepProj::Backoff { timer, resume, .. } => {
+                match timer.as_mut().poll_until(*resume, cx) {
+                    Poll::Ready(()) => {
+                        resend(step.as_mut(), sink);
+                        continue;
+                    }
+                    Poll::Pending => Poll::Pending,
+                }
+            }
+            StepProj::Hedging { hedges } => match poll_hedges(hedges.as_mut(), sink, cx) {
+                Poll::Ready(answer) => return Poll::Ready(answer),
+                // The call's deadline (the alarm below) still ends every attempt.
+                Poll::Pending => Poll::Pending,
+            },
+        };
+        let verdict = match polled {
+            Poll::Ready(Ok(response)) => return Poll::Ready(Ok(response)),
+            Poll::Ready(Err(verdict)) => verdict,
+            Poll::Pending => ready!(alarm(step.as_ref(), timer.as_mut(), sink, retry, cx)),
+        };
+        match verdict {
+            Verdict::Fail(err) => return Poll::Ready(Err(err)),
+            Verdict::Retry(retry) => {
+                sink.on(Event::Retried {
+                    attempt: retry.attempt,
+                    backoff: retry.backoff,
+                    reason: retry.reason,
+                });
+                step.set(Step::Backoff {
+                    timer: Box::pin(Timer::new()),
+                    resume: retry.resume,
+                    resend: retry.resend,
+                });
+            }
+        }
+    }
+}
+
+/// The backoff is over: the next attempt, made when the retry was decided, is sent.
+fn resend<S, F, R: Sink>(mut step: Pin<&mut Step<S, F>>, sink: &mut R) {
+    if let StepReplace::Backoff { resend, .. } = step.as_mut().project_replace(Step::Attempting {
+        attempt: Attempt::none(),
+    }) {
+        let started = resend.start(Instant::now());
+        sink.on(Event::Attempt {
+            attempt: started.attempt,
+            cap: started.cap,
+        });
+        step.set(Step::Attempting {
+            attempt: Attempt::new(started.svc, started.request, started.until),
+        });
+    }
+}
+
+/// While an attempt or a backoff waits: the call's one timer, at the earlier of the
+/// attempt's own timeout and the call's first deadline (the attempt's on a tie).
+#[inline]
+fn alarm<S: Clone, F, R: Sink>(
+    step: Pin<&Step<S, F>>,
+    timer: Pin<&mut Timer>,
+    sink: &mut R,
+    retry: &mut Option<Retries<S>>,
+    cx: &mut Context<'_>,
+) -> Poll<Verdict<S>> {
+    let attempt = match step.project_ref() {
+        StepRef::Attempting { attempt } => attempt.until().map(|at| Due {
+            at,
+            phase: Phase::Attempt,
+        }),
+        // A hedged call's attempts run under the call's deadline only.
+        StepRef::Backoff { .. } | StepRef::Hedging { .. } => None,
+    };
+    let due = match (attempt, sink.next_due(Progress::default())) {
+        (Some(attempt), Some(call)) if call.at < attempt.at => call,
+        (Some(attempt), _) => attempt,
+        (None, Some(call)) => call,
+        (None, None) => return Poll::Pending,
+    };
+    ready!(timer.poll_until(due.at, cx));
+    Poll::Ready(match due.phase {
+        Phase::Attempt => attempt_timed_out(sink, retry.as_mut()),
+        phase => Verdict::Fail(timed_out(sink, phase, DetectedBy::Client)),
+    })
+}

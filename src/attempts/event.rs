@@ -1,0 +1,78 @@
+//! What the attempt engine reports, and to whom: one [`Event`] type for what happens
+//! to a call's attempts, one [`Ending`] for how the call fails, and the [`Sink`] that
+//! receives both. The engine decides; the sink (the layer's call record,
+//! `timeout/record.rs`) turns what it is told into metrics, logs and the timeout
+//! details, the way tower-http's `on_*` callbacks keep tracing out of its services.
+//! The engine never imports the layer: it knows the sink only by this trait.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::budget::RetryBudget;
+use crate::policy::deadline::{Cap, Due, Phase, Progress};
+use crate::wire::details::DetectedBy;
+use crate::wire::error::BoxError;
+
+/// What happened to a call's attempts.
+#[derive(Debug)]
+pub(crate) enum Event {
+    /// Attempt `attempt` (from 1) is sent under `cap` (`None`: no attempt timeout
+    /// shorter than the call's deadline).
+    Attempt { attempt: u32, cap: Option<Cap> },
+    /// A retry was decided: attempt `attempt` follows after `backoff`.
+    Retried {
+        attempt: u32,
+        backoff: Duration,
+        reason: &'static str,
+    },
+    /// The failure of attempt `attempt` is the call's answer.
+    NotRetried { attempt: u32, reason: &'static str },
+    /// Hedge `attempt` was sent: after `delay` without an answer, or at once after a
+    /// non-fatal one (`None`).
+    Hedged {
+        attempt: u32,
+        delay: Option<Duration>,
+    },
+    /// Hedge `attempt` (from 2) answered first.
+    HedgeWon { attempt: u32 },
+    /// No further hedge is sent after `attempts`.
+    NotHedged { attempts: u32, reason: &'static str },
+}
+
+/// How a call fails; the sink ends the call's record and gives the error the caller
+/// sees.
+#[derive(Debug)]
+pub(crate) enum Ending {
+    /// A deadline of the call passed in `phase`, noticed by `detected_by`.
+    TimedOut {
+        phase: Phase,
+        detected_by: DetectedBy,
+    },
+    /// tonic's transport timer fired before any deadline of the call's: a shorter
+    /// deadline below the layer.
+    TransportCapped,
+    /// The inner service failed with this error.
+    Failed(BoxError),
+}
+
+/// Where the engine reports, and what it asks of the call it runs.
+pub(crate) trait Sink {
+    /// Something happened to the call's attempts.
+    fn on(&mut self, event: Event);
+
+    /// The call fails: the error its caller gets.
+    fn end(&mut self, ending: Ending) -> BoxError;
+
+    /// The call's own deadline: its start plus its total timer, if any.
+    fn deadline(&self) -> Option<Instant>;
+
+    /// The call's next timer to fire, placed on the clock.
+    fn next_due(&self, progress: Progress) -> Option<Due<Instant>>;
+
+    /// The phase to report when the server said the call's deadline passed.
+    fn server_phase(&self) -> Phase;
+
+    /// The layer's retry budget, shared by its calls (`None`: retries without one).
+    fn retry_budget(&self) -> Option<&RetryBudget>;
+}

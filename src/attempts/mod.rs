@@ -1,0 +1,48 @@
+//! The attempt engine: carrying out one call's attempts inside its one deadline
+//! (SW4-002 §5.2) — sent once, retried, or hedged (gRPC A6). The decisions are pure
+//! rules in `policy/` (`retry.rs`, `hedge.rs`); this folder carries them out, writes
+//! each attempt's `grpc-timeout`, and reports what happens through one [`Event`] type to
+//! one [`Sink`] (the layer's call record, which turns events into metrics, logs and
+//! timeout details). The tower glue (`crate::timeout`) uses the engine; the engine
+//! never imports the glue.
+//!
+//! Reading order for one call: `call_loop.rs` (the loop: attempts one after another
+//! under the call's one timer, `timer.rs`) → `attempt.rs` (one attempt: wait for the
+//! inner service, call it, wait for the response headers) → `retry_verdict.rs` (what
+//! an attempt's end means: the answer, a retry, or the call's failure) →
+//! `classify.rs` (what a status or a transport error is to the rules) → `retries.rs`
+//! (one call's retry state and the next attempt after a backoff) →
+//! `deadline_header.rs` (the one writer of an attempt's `grpc-timeout`) →
+//! `event.rs` (what is reported, and to whom). A hedged call: `hedges.rs` (its
+//! concurrent attempts) and `hedge_verdict.rs` (what each one's end means).
+//! `budget.rs` is the layer's retry budget; `replay/` what a call keeps so that it can
+//! send its request again, and why that costs one allocation.
+//!
+//! Only what happens before the response headers reach the caller is retried: a
+//! trailers-only answer (a gRPC error status), a transport error, or an attempt
+//! timeout. Once headers are delivered the call is committed, so a server stream is
+//! never retried after its first message.
+
+mod attempt;
+mod budget;
+mod call_loop;
+mod classify;
+mod deadline_header;
+mod event;
+mod hedge_verdict;
+mod hedges;
+mod replay;
+mod retries;
+mod retry_verdict;
+pub(crate) mod timer;
+
+pub use budget::RetryBudget;
+pub(crate) use call_loop::CallLoop;
+pub(crate) use deadline_header::WireTimeout;
+pub(crate) use event::{Ending, Event, Sink};
+pub(crate) use hedges::{HedgeContext, HedgePlan};
+pub(crate) use replay::{Kept, Spare, SpareSlot, DEFAULT_REPLAY_LIMIT};
+pub(crate) use retries::{Retries, RetryPlan};
+
+/// The header a final answer carries when the call made more than one attempt.
+pub const ATTEMPTS_HEADER: &str = "sw4rm-attempts";
