@@ -1,14 +1,16 @@
 //! The pure rules: no tokio, http or tonic here, only values and functions, each
 //! tested row by row.
 //!
-//! Reading order: `profile.rs` (the SW4-002 §1 table) → `route.rs` (request path →
-//! profile) → `resolve.rs` (per-call > message > profile default, clamped by §2.2) →
-//! `streaming.rs` (§4.1 timers) → `deadline.rs` (the smallest cap wins; the timer
-//! description shared by the response future and body). `retry.rs` decides
-//! retries (SW4-002 §5.2), `hedge.rs` hedges (gRPC A6); `inherit.rs` caps calls by an inherited deadline or an
-//! operation budget; `envelope.rs` carries a budget across an asynchronous handoff
-//! (SW4-004's `BudgetEnvelope`). `source.rs` is the one type
-//! that says where every value came from.
+//! Reading order: `profile.rs` (the SW4-002 §1 table; `profile_error.rs` what can be
+//! wrong with a profile) → `route.rs` (request path → profile; `standard_routes.rs` the
+//! table of every SW4RM RPC) → `resolve.rs` (per-call > message > profile default,
+//! clamped by §2.2) → `streaming.rs` (§4.1 timers) → `deadline.rs` (the smallest cap
+//! wins; the timer description shared by the response future and body). `retry.rs`
+//! decides retries (SW4-002 §5.2) under a `retry_policy.rs`, `hedge.rs` hedges (gRPC
+//! A6); `inherit.rs` caps calls by an inherited deadline or an operation budget;
+//! `envelope.rs` carries a budget across an asynchronous handoff (SW4-004's
+//! `BudgetEnvelope`). `source.rs` is the one type that says where every value came
+//! from.
 
 pub(crate) mod deadline;
 pub(crate) mod envelope;
@@ -16,8 +18,11 @@ pub(crate) mod hedge;
 pub(crate) mod inherit;
 pub(crate) mod message;
 pub(crate) mod profile;
+mod profile_error;
 pub(crate) mod resolve;
 pub(crate) mod retry;
+mod retry_policy;
 pub(crate) mod route;
 pub(crate) mod source;
+mod standard_routes;
 pub(crate) mod streaming;

@@ -1,0 +1,140 @@
+//! What the call record does with what the attempt engine reports: each [`Event`]
+//! counted (where a metric family counts it) and logged in the call's span, each
+//! [`Ending`] turned into the error the caller gets (`super` builds the timeout status
+//! and ends the record once).
+
+use tokio::time::Instant;
+
+use super::CallRecord;
+use crate::attempts::{Ending, Event, RetryBudget, Sink};
+use crate::policy::deadline::{Due, Phase, Progress};
+use crate::policy::streaming::millis;
+use crate::wire::error::BoxError;
+
+impl CallRecord {
+    /// Counts one retry and logs it.
+    fn retried(&self, attempt: u32, backoff: std::time::Duration, reason: &str) {
+        if let Some(instruments) = &self.shared.settings.instruments {
+            instruments.retried(&self.labels().attrs);
+        }
+        self.span.in_scope(|| {
+            tracing::info!(
+                service = %self.labels().service,
+                method = %self.labels().method,
+                attempt,
+                backoff_ms = millis(backoff),
+                reason,
+                "SW4RM retrying the call"
+            )
+        });
+    }
+
+    /// Counts hedge `attempt` and logs it (INFO): sent after `delay` without an
+    /// answer, or at once after a non-fatal one.
+    fn hedged(&mut self, attempt: u32, delay: Option<std::time::Duration>) {
+        self.attempt(attempt, None);
+        if let Some(instruments) = &self.shared.settings.instruments {
+            instruments.hedged(&self.labels().attrs);
+        }
+        self.span.in_scope(|| {
+            tracing::info!(
+                service = %self.labels().service,
+                method = %self.labels().method,
+                attempt,
+                delay_ms = delay.map(millis),
+                reason = if delay.is_some() { "delay" } else { "non_fatal" },
+                "SW4RM hedging the call"
+            )
+        });
+    }
+
+    /// Hedge `attempt` (from 2) answered first: counts the win.
+    fn hedge_won(&self, attempt: u32) {
+        if let Some(instruments) = &self.shared.settings.instruments {
+            instruments.hedge_won(&self.labels().attrs);
+        }
+        self.span.in_scope(|| {
+            tracing::debug!(
+                service = %self.labels().service,
+                method = %self.labels().method,
+                attempt,
+                "SW4RM hedge answered first"
+            )
+        });
+    }
+
+    /// Logs why no further hedge was sent after `attempts`.
+    fn not_hedged(&self, attempts: u32, reason: &str) {
+        self.span.in_scope(|| {
+            tracing::debug!(
+                service = %self.labels().service,
+                method = %self.labels().method,
+                attempts,
+                reason,
+                "SW4RM sending no further hedge"
+            )
+        });
+    }
+
+    /// Logs why a failed attempt was not retried.
+    fn not_retried(&self, attempt: u32, reason: &str) {
+        self.span.in_scope(|| {
+            tracing::debug!(
+                service = %self.labels().service,
+                method = %self.labels().method,
+                attempt,
+                reason,
+                "SW4RM not retrying the call"
+            )
+        });
+    }
+}
+
+/// The engine reports to the record: each event counted and logged, each ending
+/// turned into the error the caller gets.
+impl Sink for CallRecord {
+    #[inline]
+    fn on(&mut self, event: Event) {
+        match event {
+            Event::Attempt { attempt, cap } => self.attempt(attempt, cap),
+            Event::Retried {
+                attempt,
+                backoff,
+                reason,
+            } => self.retried(attempt, backoff, reason),
+            Event::NotRetried { attempt, reason } => self.not_retried(attempt, reason),
+            Event::Hedged { attempt, delay } => self.hedged(attempt, delay),
+            Event::HedgeWon { attempt } => self.hedge_won(attempt),
+            Event::NotHedged { attempts, reason } => self.not_hedged(attempts, reason),
+        }
+    }
+
+    #[inline]
+    fn end(&mut self, ending: Ending) -> BoxError {
+        match ending {
+            Ending::TimedOut { phase, detected_by } => self.timed_out(phase, 0, detected_by).into(),
+            Ending::TransportCapped => self.transport_capped().into(),
+            Ending::Failed(err) => self.failed(err),
+        }
+    }
+
+    #[inline]
+    fn deadline(&self) -> Option<Instant> {
+        CallRecord::deadline(self)
+    }
+
+    #[inline]
+    fn next_due(&self, progress: Progress) -> Option<Due<Instant>> {
+        CallRecord::next_due(self, progress)
+    }
+
+    #[inline]
+    fn server_phase(&self) -> Phase {
+        CallRecord::server_phase(self, 0)
+    }
+
+    #[inline]
+    fn retry_budget(&self) -> Option<&RetryBudget> {
+        CallRecord::retry_budget(self)
+    }
+}
