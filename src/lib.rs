@@ -51,6 +51,40 @@
 //! [`TimeoutDetails`] (the error details), [`CallTimeout`] and
 //! [`CallStreamingPolicy`] (per-call overrides), [`metrics`] (instrument names).
 //!
+//! ## Reading order: one unary call, file by file
+//!
+//! The tower glue (`src/timeout/`) plans a call and hands its attempts to the attempt
+//! engine (`src/attempts/`), which reports what happens to the call's record. One
+//! unary call with retries on, in fifteen files:
+//!
+//! 1. `timeout/service.rs` — `TimeoutProfileService::call`: route, plan, write the
+//!    plan onto the request, open the record, start the engine.
+//! 2. `timeout/paths.rs` — the path's route and labels, asked of the profile table once
+//!    per path.
+//! 3. `timeout/plan.rs` — the pure call plan over the rules in `policy/`: the resolved
+//!    timeout, the smallest cap, the timers, the retry and hedge plans.
+//! 4. `attempts/retries.rs` — the call's retry state, keeping the request for replay
+//!    (how that costs one allocation: `attempts/replay/`).
+//! 5. `attempts/deadline_header.rs` — the one writer of an attempt's `grpc-timeout`.
+//! 6. `timeout/record.rs` — the call's record, opened with the plan's timers.
+//! 7. `timeout/future.rs` — the call's future: the engine's call loop and the record.
+//! 8. `attempts/call_loop.rs` — attempts one after another under the call's one timer,
+//! 9. `attempts/timer.rs` — armed lazily, re-armed without allocating.
+//! 10. `attempts/attempt.rs` — one attempt: wait for the inner service, call it, wait
+//!     for the response headers.
+//! 11. `attempts/retry_verdict.rs` — what an attempt's end means: the answer, a retry,
+//!     or the call's failure,
+//! 12. `attempts/classify.rs` — reading a status or a transport error as the rules do.
+//! 13. `attempts/event.rs` — what the engine reports, and to whom (the `Sink`),
+//! 14. `timeout/record/events.rs` — and what the record makes of it: metrics, logs,
+//!     the timeout status.
+//! 15. `timeout/body.rs` — the response body under the remaining timers, and the
+//!     record's end event.
+//!
+//! A hedged call reads `attempts/hedges.rs` (its concurrent attempts) and
+//! `attempts/hedge_verdict.rs` instead of `retries.rs`, with `timeout/hedge_windows.rs`
+//! for a learned delay: seventeen files.
+//!
 //! ## Features
 //!
 //! * `server`: generated tonic servers for the SW4RM services, and tonic's server,
