@@ -5,7 +5,8 @@ use std::collections::{BTreeMap, HashMap};
 use crate::config::{ConfigError, ConfigIssue, Field, Overrides, Sourced};
 use crate::policy::hedge::HedgingPolicy;
 use crate::policy::profile::{
-    names, ProfileField, ProfileRule, TimeoutProfile, STANDARD_PROFILES, UNIVERSAL_PROFILE,
+    names, ProfileField, ProfileRule, ProfileViolation, TimeoutProfile, STANDARD_PROFILES,
+    UNIVERSAL_PROFILE,
 };
 use crate::policy::retry::RetryPolicy;
 use crate::policy::route::{Route, RoutePattern, RouteTable, STANDARD_ROUTES};
@@ -280,14 +281,24 @@ fn retry_policy(
             ),
             rule => rule.to_string(),
         };
-        issues.push(ConfigIssue {
-            key: key(name, v.field),
-            value: v.value.to_string(),
-            rule,
-            source: sources[v.field.index()].clone(),
-        });
+        issues.push(violation(name, &v, rule, sources));
     }
     retry
+}
+
+/// The issue for a violation of `name`'s field, saying `rule`, from the field's source.
+fn violation(
+    name: &str,
+    v: &ProfileViolation,
+    rule: String,
+    sources: &[Source; Field::COUNT],
+) -> ConfigIssue {
+    ConfigIssue {
+        key: key(name, v.field),
+        value: v.value.to_string(),
+        rule,
+        source: sources[v.field.index()].clone(),
+    }
 }
 
 /// The profile's hedging policy from its fields, each violation reported with where
@@ -310,12 +321,7 @@ fn hedging_policy(
             ),
             rule => rule.to_string(),
         };
-        issues.push(ConfigIssue {
-            key: key(name, v.field),
-            value: v.value.to_string(),
-            rule,
-            source: sources[v.field.index()].clone(),
-        });
+        issues.push(violation(name, &v, rule, sources));
     }
     hedging
 }
