@@ -271,3 +271,28 @@ fn advise_reads_stdin() {
         "{out}"
     );
 }
+
+/// A histogram cut short (no `+Inf` bucket) is refused with exit 1, not advised on.
+#[test]
+fn advise_refuses_a_histogram_without_its_inf_bucket() {
+    let route = "method=\"Call\",profile=\"tool_call\",service=\"sw4rm.tool.ToolService\"";
+    let exposition = format!(
+        "sw4rm_rpc_duration_ms_bucket{{{route},le=\"100\"}} 900\n\
+         sw4rm_rpc_duration_ms_bucket{{{route},le=\"250\"}} 1000\n"
+    );
+    let dir = std::env::temp_dir().join(format!("sw4rm-cli-noinf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let metrics = dir.join("metrics.txt");
+    std::fs::write(&metrics, &exposition).unwrap();
+    let (code, out, err) = cli(&["advise", metrics.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.is_empty(), "no overlay: {out}");
+    assert!(
+        err.contains(
+            "sw4rm_rpc_duration_ms for /sw4rm.tool.ToolService/Call (profile tool_call) has \
+             no le=\"+Inf\" bucket, only buckets up to 250 ms"
+        ),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -67,6 +67,9 @@ pub struct Finding {
     pub p99: Option<Duration>,
     /// Successful calls' 99.9th percentile.
     pub p999: Option<Duration>,
+    /// How precise the quantiles are: from a scrape (`Resolution::Buckets`) each is
+    /// the upper bound of the histogram bucket it lies in.
+    pub resolution: Resolution,
     /// What the figures say, with the proposal if any.
     pub verdict: Verdict,
 }
@@ -104,18 +107,33 @@ impl Finding {
             p50,
             p99,
             p999,
+            resolution: latency.resolution(),
             verdict,
         }
     }
 
-    /// `p50 12 ms, p99 80 ms, p99.9 122 ms over 4000 calls, 0.00 % timed out`.
+    /// `p50 12 ms, p99 80 ms, p99.9 122 ms over 4000 calls, 0.00 % timed out`; from a
+    /// scrape, each quantile as its bucket (`p50 ≤ 10 ms, …`), and once when all three
+    /// lie in one bucket (`p50, p99 and p99.9 all ≤ 1000 ms`).
     fn figures(&self) -> String {
-        let q = |d: Option<Duration>| d.map_or("-".to_owned(), ms);
+        let bucketed = self.resolution == Resolution::Buckets;
+        let q = |d: Option<Duration>| match d {
+            None => "-".to_owned(),
+            Some(d) if bucketed => format!("≤ {}", ms(d)),
+            Some(d) => ms(d),
+        };
+        let quantiles = if bucketed && self.p50.is_some() && self.p50 == self.p999 {
+            format!("p50, p99 and p99.9 all {}", q(self.p50))
+        } else {
+            format!(
+                "p50 {}, p99 {}, p99.9 {}",
+                q(self.p50),
+                q(self.p99),
+                q(self.p999)
+            )
+        };
         format!(
-            "p50 {}, p99 {}, p99.9 {} over {} calls, {:.2} % timed out",
-            q(self.p50),
-            q(self.p99),
-            q(self.p999),
+            "{quantiles} over {} calls, {:.2} % timed out",
             self.calls,
             self.timed_out * 100.0
         )

@@ -34,6 +34,16 @@ pub enum ExpositionError {
     /// No `sw4rm_rpc_duration_ms` series at all: not an exposition of this SDK's
     /// metrics (or no call was made).
     Foreign,
+    /// A route's histogram without its `le="+Inf"` bucket: calls above its highest
+    /// bound would silently drop out of the advice.
+    NoInfBucket {
+        /// The route, `/service/method`.
+        path: String,
+        /// Its profile label.
+        profile: String,
+        /// The highest bound the histogram has, in milliseconds, as written.
+        highest_ms: String,
+    },
 }
 
 impl fmt::Display for ExpositionError {
@@ -42,6 +52,17 @@ impl fmt::Display for ExpositionError {
             ExpositionError::Malformed { line, text, why } => {
                 write!(f, "line {line}: {why}: {text}")
             }
+            ExpositionError::NoInfBucket {
+                path,
+                profile,
+                highest_ms,
+            } => write!(
+                f,
+                "sw4rm_rpc_duration_ms for {path} (profile {profile}) has no le=\"+Inf\" \
+                 bucket, only buckets up to {highest_ms} ms: calls slower than that would \
+                 drop out of the advice; give the whole histogram (a scrape or the \
+                 exporter's output as it is, not filtered by `le`)"
+            ),
             ExpositionError::Foreign => write!(
                 f,
                 "no sw4rm_rpc_duration_ms_bucket series: not a Prometheus exposition of the \
@@ -104,8 +125,12 @@ pub fn from_exposition(text: &str) -> Result<Vec<RouteLatency>, ExpositionError>
         let count = value
             .parse::<f64>()
             .ok()
-            .filter(|v| v.is_finite() && *v >= 0.0)
-            .ok_or_else(|| bad("a count that is not a number"))? as u64;
+            .filter(|v| v.is_finite())
+            .ok_or_else(|| bad("a count that is not a number"))?;
+        if count < 0.0 {
+            return Err(bad("a negative count"));
+        }
+        let count = count as u64;
         let entry = series.entry((service, method, profile)).or_default();
         if name == TIMEOUTS {
             entry.timeouts = entry.timeouts.saturating_add(count);
@@ -123,6 +148,20 @@ pub fn from_exposition(text: &str) -> Result<Vec<RouteLatency>, ExpositionError>
     }
     if series.values().all(|s| s.cumulative.is_empty()) {
         return Err(ExpositionError::Foreign);
+    }
+    for ((service, method, profile), s) in &series {
+        if !s.cumulative.is_empty() && s.cumulative.iter().all(|(le, _)| le.is_some()) {
+            let highest_ms = s
+                .cumulative
+                .iter()
+                .filter_map(|(le, _)| *le)
+                .fold(f64::MIN, f64::max);
+            return Err(ExpositionError::NoInfBucket {
+                path: format!("/{service}/{method}"),
+                profile: profile.clone(),
+                highest_ms: highest_ms.to_string(),
+            });
+        }
     }
     Ok(series
         .into_iter()
@@ -246,6 +285,61 @@ mod tests {
         );
         let err = from_exposition("sw4rm_rpc_duration_ms_bucket{le=\"5\"} 1").unwrap_err();
         assert!(err.to_string().contains("without service"), "{err}");
+        // Negative counts say so; counts that are not numbers say that.
+        for (count, why) in [
+            ("-3", "a negative count"),
+            ("NaN", "a count that is not a number"),
+        ] {
+            let err = from_exposition(&format!(
+                "sw4rm_rpc_duration_ms_bucket{{{ROUTE},le=\"+Inf\"}} {count}"
+            ))
+            .unwrap_err();
+            assert!(
+                err.to_string().starts_with(&format!("line 1: {why}: ")),
+                "{err}"
+            );
+        }
+    }
+
+    /// All calls in one bucket: the advice says the bucket, not a figure the scrape
+    /// never gave (the bucket's lower end).
+    #[test]
+    fn quantiles_from_a_scrape_name_their_bucket() {
+        let routes = from_exposition(&format!(
+            "sw4rm_rpc_duration_ms_bucket{{{ROUTE},le=\"500\"}} 0\n\
+             sw4rm_rpc_duration_ms_bucket{{{ROUTE},le=\"1000\"}} 4000\n\
+             sw4rm_rpc_duration_ms_bucket{{{ROUTE},le=\"+Inf\"}} 4000\n"
+        ))
+        .unwrap();
+        assert_eq!(
+            routes[0].latency.quantile(0.99),
+            Some(Duration::from_millis(1_000))
+        );
+        let advice = crate::observe::advise::Advice::new(&crate::ProfileSet::standard(), &routes);
+        let text = advice.to_string();
+        assert!(
+            text.contains("p50, p99 and p99.9 all ≤ 1000 ms over 4000 calls"),
+            "{text}"
+        );
+        assert!(!text.contains("999 ms"), "{text}");
+    }
+
+    /// A histogram without its `+Inf` bucket is refused: the calls above its highest
+    /// bound would otherwise drop out of the advice unseen.
+    #[test]
+    fn a_histogram_without_its_inf_bucket_is_refused() {
+        let err = from_exposition(&format!(
+            "sw4rm_rpc_duration_ms_bucket{{{ROUTE},le=\"100\"}} 90\n\
+             sw4rm_rpc_duration_ms_bucket{{{ROUTE},le=\"250\"}} 95\n"
+        ))
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "sw4rm_rpc_duration_ms for /sw4rm.registry.RegistryService/Heartbeat (profile \
+             heartbeat) has no le=\"+Inf\" bucket, only buckets up to 250 ms: calls slower \
+             than that would drop out of the advice; give the whole histogram (a scrape or \
+             the exporter's output as it is, not filtered by `le`)"
+        );
     }
 
     #[test]

@@ -102,6 +102,7 @@ impl LatencyStats {
                 .collect(),
             timeouts: self.timeouts.load(Ordering::Relaxed),
             resolution: Resolution::Estimate,
+            bounds: Vec::new(),
         }
     }
 }
@@ -139,6 +140,9 @@ pub struct LatencySnapshot {
     counts: Vec<u64>,
     timeouts: u64,
     resolution: Resolution,
+    /// The exposition's bucket bounds in µs, ascending (`Resolution::Buckets` only):
+    /// a quantile is reported as the bound of the bucket it lies in.
+    bounds: Vec<u64>,
 }
 
 impl Default for LatencySnapshot {
@@ -147,6 +151,7 @@ impl Default for LatencySnapshot {
             counts: vec![0; BUCKETS],
             timeouts: 0,
             resolution: Resolution::Estimate,
+            bounds: Vec::new(),
         }
     }
 }
@@ -189,6 +194,9 @@ impl LatencySnapshot {
         if other.resolution == Resolution::Buckets {
             self.resolution = Resolution::Buckets;
         }
+        self.bounds.extend_from_slice(&other.bounds);
+        self.bounds.sort_unstable();
+        self.bounds.dedup();
     }
 
     /// The successful calls' latency at quantile `q` (0 to 1, the value of rank
@@ -205,9 +213,17 @@ impl LatencySnapshot {
             if seen >= rank {
                 let micros = match self.resolution {
                     Resolution::Estimate => midpoint(i),
-                    // The exposition's bound lies in this bucket: its lower end is
-                    // that bound within 1/32 (never above it).
-                    Resolution::Buckets => bounds(i).0,
+                    // The exposition's bound lies in this bucket: report that bound
+                    // (the bucket's lower end, within 1/32 below it, without one).
+                    Resolution::Buckets => {
+                        let (low, width) = bounds(i);
+                        let high = low.saturating_add(width);
+                        self.bounds
+                            .iter()
+                            .copied()
+                            .find(|b| (low..high).contains(b))
+                            .unwrap_or(low)
+                    }
                 };
                 return Some(Duration::from_micros(micros));
             }
@@ -228,7 +244,10 @@ impl LatencySnapshot {
             if let Some(c) = s.counts.get_mut(bucket(micros)) {
                 *c = c.saturating_add(*n);
             }
+            s.bounds.push(micros);
         }
+        s.bounds.sort_unstable();
+        s.bounds.dedup();
         s.timeouts = timeouts;
         s
     }
