@@ -627,3 +627,23 @@ async fn extreme_values_never_panic() {
         vec![Some("4294968S".to_owned()); 3]
     );
 }
+
+/// The inbox (`RouterService/StreamIncoming`, long-lived) under the standard table: an
+/// initial and a gap of 0 mean no timer there, as `StreamingTimeoutPolicy` documents
+/// (elsewhere 0 is the profile's timeout, 10 s for `message_route`). An hour without a
+/// message does not end it, and what then arrives is delivered; no deadline goes on
+/// the wire.
+#[tokio::test(start_paused = true)]
+async fn the_inbox_runs_no_initial_or_gap_timer_by_default() {
+    const STREAM_INCOMING: &str = "/sw4rm.router.RouterService/StreamIncoming";
+    let mut h = harness(standard(), Some(Duration::ZERO));
+    let mut body: Wrapped = Box::pin(call_body(&mut h.svc, request(STREAM_INCOMING)).await);
+    let tx = h.bodies.recv().await.unwrap();
+    let idle = tokio::time::timeout(Duration::from_secs(3_600), next(&mut body)).await;
+    assert!(idle.is_err(), "still open after an hour of quiet: {idle:?}");
+    tx.send(message(8)).unwrap();
+    assert!(next(&mut body).await.unwrap().is_ok());
+    let idle = tokio::time::timeout(Duration::from_secs(3_600), next(&mut body)).await;
+    assert!(idle.is_err(), "no gap timer either");
+    assert_eq!(h.seen.lock().unwrap()[0], None, "no deadline on the wire");
+}

@@ -10,11 +10,18 @@ use super::source::Source;
 /// Timeouts of a server-streaming RPC (SW4-002 §4.1), in milliseconds.
 ///
 /// * `initial_timeout_ms`: time from the call's start to the first complete message;
-///   0 = the profile's effective timeout.
+///   0 = the profile's effective timeout, except on a long-lived route (below).
 /// * `message_gap_timeout_ms`: longest silence between two complete messages, reset by
-///   every message (an idle timeout); 0 = the profile's effective timeout.
+///   every message (an idle timeout); 0 = the profile's effective timeout, except on a
+///   long-lived route.
 /// * `total_timeout_ms`: cap on the whole stream, never reset; 0 = unlimited. Only this
 ///   value is sent as `grpc-timeout`, so a healthy long stream is not cut by the server.
+///
+/// On a **long-lived** route (`RouterService/StreamIncoming`, an agent's inbox, and any
+/// route configured `long_lived`), a stream that may stay idle for hours, 0 means **no
+/// timer**: neither the initial nor the gap timer falls back to the profile's timeout,
+/// so only what is set here or per call runs (`sw4rm-timeouts explain` marks these
+/// routes `(long-lived stream)`).
 ///
 /// ```
 /// use sw4rm_timeouts::StreamingTimeoutPolicy;
@@ -25,9 +32,9 @@ use super::source::Source;
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StreamingTimeoutPolicy {
-    /// Time to the first message (0 = profile timeout).
+    /// Time to the first message (0 = profile timeout; none on a long-lived route).
     pub initial_timeout_ms: u32,
-    /// Max gap between messages (0 = profile timeout).
+    /// Max gap between messages (0 = profile timeout; none on a long-lived route).
     pub message_gap_timeout_ms: u32,
     /// Total stream duration (0 = unlimited).
     pub total_timeout_ms: u32,
