@@ -166,6 +166,17 @@ pub use timeout::{
 };
 pub use wire::details::{DetectedBy, TimeoutDetails, TIMEOUT_DOMAIN, TIMEOUT_REASON};
 
+/// The closest of `candidates` to `word` when it is close enough to be a typo: the
+/// "did you mean" of configuration errors, for the crate's own `sw4rm-timeouts`
+/// command (not part of the API).
+#[doc(hidden)]
+pub fn did_you_mean<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
+    config::did_you_mean(word, candidates)
+}
+
 // The versions the generated clients are built with: name these instead of adding
 // your own `tonic` / `prost` dependency, and mismatched versions cannot happen.
 pub use prost;

@@ -116,12 +116,50 @@ fn help_version_and_no_command() {
     assert_eq!(code, 2);
     assert!(out.is_empty());
     assert!(
-        err.starts_with("no command given\n") && err.contains("usage:"),
+        err.starts_with("sw4rm-timeouts: no command given\n") && err.contains("usage:"),
         "{err}"
     );
     let (code, _, err) = cli(&["help", "explian"]);
     assert_eq!(code, 2);
-    assert!(err.starts_with("help: unknown command `explian`"), "{err}");
+    assert!(
+        err.starts_with(
+            "sw4rm-timeouts: help: unknown command `explian` (did you mean `explain`?)"
+        ),
+        "{err}"
+    );
+}
+
+/// A mistyped command: "did you mean" and a short usage on stderr, exit 2 — not the
+/// whole help scrolling the reason away.
+#[test]
+fn a_mistyped_command_says_what_was_meant_in_a_few_lines() {
+    let (code, out, err) = cli(&["explian"]);
+    assert_eq!(code, 2);
+    assert!(out.is_empty(), "{out}");
+    assert_eq!(
+        err,
+        "sw4rm-timeouts: unknown command `explian` (did you mean `explain`?)\n\
+         usage: sw4rm-timeouts COMMAND [OPTIONS]   (commands: explain, check, routes, \
+         service-config, advise, help)\n\
+         (sw4rm-timeouts --help for what each does)\n"
+    );
+    let (code, _, err) = cli(&["servce-config"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("(did you mean `service-config`?)"), "{err}");
+    // Nothing close: no guess.
+    let (_, _, err) = cli(&["frobnicate"]);
+    assert!(
+        err.starts_with("sw4rm-timeouts: unknown command `frobnicate`\n"),
+        "{err}"
+    );
+    // A known command used wrongly: its own synopsis.
+    let (code, _, err) = cli(&["check"]);
+    assert_eq!(code, 2);
+    assert_eq!(
+        err,
+        "sw4rm-timeouts: check needs a FILE\nusage: sw4rm-timeouts check FILE\n\
+         (sw4rm-timeouts help check for more)\n"
+    );
 }
 
 /// The README's command lines run as written.

@@ -3,6 +3,7 @@
 
 mod common;
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{call, capture_events, connect, server, Metrics, Opts};
@@ -200,10 +201,13 @@ async fn each_rpc_has_a_span_and_timeouts_and_clamps_warn() {
     assert_eq!(timeout.len(), 1);
     let t = &timeout[0];
     assert_eq!(t["level"], "WARN");
+    // Inside an enabled span the event leaves the call's names to the span, so a log
+    // line says each once (under a disabled span it names them itself:
+    // `a_warning_names_the_call_once_at_any_level`).
+    for k in ["service", "method", "profile"] {
+        assert_eq!(t.get(k), None, "{k} in {t:?}");
+    }
     for (k, v) in [
-        ("service", "sw4rm.registry.RegistryService"),
-        ("method", "Heartbeat"),
-        ("profile", "heartbeat"),
         ("configured_timeout_ms", "50"),
         ("phase", "total"),
         ("source", "per_call"),
@@ -322,4 +326,63 @@ async fn events_below_the_layer_are_inside_the_rpc_span() {
         (seen[0]["span"].as_str(), seen[0]["span.method"].as_str()),
         ("sw4rm_rpc", "Heartbeat")
     );
+}
+
+/// What a person reads: a timeout warning names the service, method and profile once,
+/// whether the `sw4rm_rpc` span is enabled (DEBUG, where the span's own fields are
+/// printed too) or not (INFO).
+#[tokio::test]
+async fn a_warning_names_the_call_once_at_any_level() {
+    #[derive(Clone, Default)]
+    struct Buffer(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Buffer {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let server = server().await;
+    server
+        .script("Heartbeat", Script::latency(Duration::from_secs(5)))
+        .unwrap();
+    let sw4rm = common::connect(
+        &server,
+        TimeoutProfileLayer::new(profiles()).without_metrics(),
+    )
+    .await;
+    for level in [tracing::Level::DEBUG, tracing::Level::INFO] {
+        let buffer = Buffer::default();
+        let writer = buffer.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(level)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        let guard = tracing::subscriber::set_default(subscriber);
+        call(&sw4rm, HEARTBEAT, set(10)).await.unwrap_err();
+        drop(guard);
+        let text = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
+        let line = text
+            .lines()
+            .find(|l| l.contains("SW4RM RPC timed out"))
+            .unwrap_or_else(|| panic!("{level}: {text}"));
+        // Once each, in the span's fields (DEBUG) or the event's own (INFO).
+        for field in [
+            "service=",
+            "method=",
+            "profile=",
+            "RegistryService",
+            "Heartbeat",
+        ] {
+            assert_eq!(line.matches(field).count(), 1, "{level}: {field} in {line}");
+        }
+        let clamp = text
+            .lines()
+            .find(|l| l.contains("clamped to the profile's bounds"))
+            .unwrap_or_else(|| panic!("{level}: {text}"));
+        assert_eq!(clamp.matches("method=").count(), 1, "{level}: {clamp}");
+    }
 }

@@ -69,6 +69,36 @@ fn usage() -> String {
     out
 }
 
+/// What a usage error prints under its reason: the command's synopsis when the
+/// command is known, else the commands, and where the whole help is. Short, so the
+/// reason stays on screen.
+fn short_usage(command: Option<&str>) -> String {
+    match COMMANDS.iter().find(|(n, _, _)| Some(*n) == command) {
+        Some((_, synopsis, _)) => format!(
+            "usage: sw4rm-timeouts {synopsis}
+(sw4rm-timeouts help {} for more)",
+            command.unwrap_or_default()
+        ),
+        None => {
+            let names: Vec<&str> = COMMANDS.iter().map(|(n, _, _)| *n).collect();
+            format!(
+                "usage: sw4rm-timeouts COMMAND [OPTIONS]   (commands: {}, help)\n\
+                 (sw4rm-timeouts --help for what each does)",
+                names.join(", ")
+            )
+        }
+    }
+}
+
+/// `unknown command `x``, with the command it most likely meant.
+fn unknown_command(word: &str) -> String {
+    let names = COMMANDS.iter().map(|(n, _, _)| *n).chain(["help"]);
+    match sw4rm_timeouts::did_you_mean(word, names) {
+        Some(meant) => format!("unknown command `{word}` (did you mean `{meant}`?)"),
+        None => format!("unknown command `{word}`"),
+    }
+}
+
 /// One command's help, or `None` for a name that is no command.
 fn command_help(name: &str) -> Option<String> {
     let (_, synopsis, what) = COMMANDS.iter().find(|(n, _, _)| *n == name)?;
@@ -83,7 +113,8 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(Failure::Usage(why)) => {
-            eprintln!("{why}\n\n{}", usage());
+            let command = args.first().map(String::as_str);
+            eprintln!("sw4rm-timeouts: {why}\n{}", short_usage(command));
             ExitCode::from(2)
         }
         Err(Failure::Config(e)) => {
@@ -135,7 +166,7 @@ fn run(args: &[String]) -> Result<String, Failure> {
         }
         (Some("help"), Some(name)) => {
             return command_help(name)
-                .ok_or_else(|| Failure::Usage(format!("help: unknown command `{name}`")))
+                .ok_or_else(|| Failure::Usage(format!("help: {}", unknown_command(name))))
         }
         (Some(name), _) if wants_help => {
             if let Some(help) = command_help(name) {
@@ -181,7 +212,7 @@ fn run(args: &[String]) -> Result<String, Failure> {
                 })?;
             advise(source, &profiles(config)?)
         }
-        Some(other) => Err(Failure::Usage(format!("unknown command `{other}`"))),
+        Some(other) => Err(Failure::Usage(unknown_command(other))),
         None => Err(Failure::Usage("no command given".into())),
     }
 }

@@ -13,6 +13,7 @@ mod overrides;
 mod profile_set;
 mod walk;
 
+pub(crate) use error::did_you_mean;
 pub use error::{ConfigError, ConfigIssue};
 pub use global::{GlobalConfig, CONFIG_PATH_VAR, DEFAULT_CONFIG_FILE};
 pub use profile_set::{

@@ -16,6 +16,25 @@
 //! `hedge_windows.rs` each hedged route's recent latency; `observations.rs` what a
 //! layer built `with_observations()` records for the advisor.
 
+/// Emits one of a call's events inside its `sw4rm_rpc` span. An enabled span already
+/// names the call's service, method and profile, so the event leaves them out and a
+/// log line says each once; under a disabled span (its level off, the usual case) the
+/// event names them itself.
+macro_rules! call_event {
+    ($level:ident, $span:expr, ($service:expr, $method:expr $(, $profile:expr)?), $($rest:tt)+) => {
+        if $span.is_disabled() {
+            tracing::$level!(
+                service = %$service,
+                method = %$method,
+                $(profile = %$profile,)?
+                $($rest)+
+            )
+        } else {
+            $span.in_scope(|| tracing::$level!($($rest)+))
+        }
+    };
+}
+
 pub mod body;
 mod delegation;
 pub mod future;

@@ -357,15 +357,17 @@ impl CallPlan<'_> {
         std::mem::replace(&mut self.wire, WireTimeout::Keep)
     }
 
-    /// Logs what SW4-002 §2.2 (or the stream gap ≤ total rule) changed, as warnings.
-    pub(crate) fn log_clamps(&self) {
+    /// Logs what SW4-002 §2.2 (or the stream gap ≤ total rule) changed, as warnings,
+    /// inside the call's `span`.
+    pub(crate) fn log_clamps(&self, span: &tracing::Span) {
         let profile = &self.profile.profile.name;
+        let call = (self.route.service, self.route.method, profile);
         if let Some(c) = &self.clamp {
             let bound_source = &self.profile.sources[c.bound.field().index()];
-            tracing::warn!(
-                service = self.route.service,
-                method = self.route.method,
-                profile = %profile,
+            call_event!(
+                warn,
+                span,
+                (call.0, call.1, call.2),
                 requested_ms = millis(c.requested),
                 effective_ms = c.effective.map_or(0, millis),
                 bound = c.bound.as_str(),
@@ -375,10 +377,10 @@ impl CallPlan<'_> {
             );
         }
         if self.gap_clamped {
-            tracing::warn!(
-                service = self.route.service,
-                method = self.route.method,
-                profile = %profile,
+            call_event!(
+                warn,
+                span,
+                (call.0, call.1, call.2),
                 effective_ms = self.timers.total.as_ref().map_or(0, |c| millis(c.limit())),
                 bound = "total",
                 "SW4RM stream gap timeout clamped to the total timeout"

@@ -274,16 +274,16 @@ impl CallRecord {
     pub(crate) fn transport_capped(&mut self) -> Status {
         let elapsed = self.start.elapsed();
         if !self.shared.transport_warned.swap(true, Ordering::Relaxed) {
-            self.span.in_scope(|| {
-                tracing::warn!(
-                    service = %self.labels().service,
-                    method = %self.labels().method,
-                    elapsed_ms = millis(elapsed),
-                    "SW4RM call ended by a transport timeout shorter than its profile: \
-                     tonic's Endpoint::timeout (or a grpc-timeout set below the layer) \
-                     caps every profile; leave it unset and let the profiles decide"
-                )
-            });
+            let labels = self.labels();
+            call_event!(
+                warn,
+                self.span,
+                (labels.service, labels.method),
+                elapsed_ms = millis(elapsed),
+                "SW4RM call ended by a transport timeout shorter than its profile: \
+                 tonic's Endpoint::timeout (or a grpc-timeout set below the layer) \
+                 caps every profile; leave it unset and let the profiles decide"
+            );
         }
         // What fired is known only by when: the configured value is that instant.
         self.end_with(
@@ -324,19 +324,17 @@ impl CallRecord {
         if self.state == State::Open {
             self.state = State::Ended;
             self.record(true, || Code::DeadlineExceeded);
-            self.span.in_scope(|| {
-                tracing::warn!(
-                    service = %details.service,
-                    method = %details.method,
-                    profile = %details.profile_name,
-                    configured_timeout_ms = details.configured_timeout_ms,
-                    elapsed_ms = details.elapsed_ms,
-                    phase = phase.as_str(),
-                    source = %details.source,
-                    detected_by = detected_by.as_str(),
-                    "SW4RM RPC timed out"
-                )
-            });
+            call_event!(
+                warn,
+                self.span,
+                (details.service, details.method, details.profile_name),
+                configured_timeout_ms = details.configured_timeout_ms,
+                elapsed_ms = details.elapsed_ms,
+                phase = phase.as_str(),
+                source = %details.source,
+                detected_by = detected_by.as_str(),
+                "SW4RM RPC timed out"
+            );
         }
         let mut status = details.to_status();
         self.mark_attempts(&mut status);

@@ -117,7 +117,7 @@ where
             Err(status) => return ResponseFuture::failed(status),
         };
         let span = rpc_span(shared.settings.span_level, &planned);
-        span.in_scope(|| planned.log_clamps());
+        planned.log_clamps(&span);
         planned.take_wire().apply(&mut parts.headers);
         let retry_plan = planned.retry.take();
         let hedge_plan = planned.hedge.take();

@@ -17,16 +17,16 @@ impl CallRecord {
         if let Some(instruments) = &self.shared.settings.instruments {
             instruments.retried(&self.labels().attrs);
         }
-        self.span.in_scope(|| {
-            tracing::info!(
-                service = %self.labels().service,
-                method = %self.labels().method,
-                attempt,
-                backoff_ms = millis(backoff),
-                reason,
-                "SW4RM retrying the call"
-            )
-        });
+        let labels = self.labels();
+        call_event!(
+            info,
+            self.span,
+            (labels.service, labels.method),
+            attempt,
+            backoff_ms = millis(backoff),
+            reason,
+            "SW4RM retrying the call"
+        );
     }
 
     /// Counts hedge `attempt` and logs it (INFO): sent after `delay` without an
@@ -36,16 +36,20 @@ impl CallRecord {
         if let Some(instruments) = &self.shared.settings.instruments {
             instruments.hedged(&self.labels().attrs);
         }
-        self.span.in_scope(|| {
-            tracing::info!(
-                service = %self.labels().service,
-                method = %self.labels().method,
-                attempt,
-                delay_ms = delay.map(millis),
-                reason = if delay.is_some() { "delay" } else { "non_fatal" },
-                "SW4RM hedging the call"
-            )
-        });
+        let labels = self.labels();
+        call_event!(
+            info,
+            self.span,
+            (labels.service, labels.method),
+            attempt,
+            delay_ms = delay.map(millis),
+            reason = if delay.is_some() {
+                "delay"
+            } else {
+                "non_fatal"
+            },
+            "SW4RM hedging the call"
+        );
     }
 
     /// Hedge `attempt` (from 2) answered first: counts the win.
@@ -53,40 +57,40 @@ impl CallRecord {
         if let Some(instruments) = &self.shared.settings.instruments {
             instruments.hedge_won(&self.labels().attrs);
         }
-        self.span.in_scope(|| {
-            tracing::debug!(
-                service = %self.labels().service,
-                method = %self.labels().method,
-                attempt,
-                "SW4RM hedge answered first"
-            )
-        });
+        let labels = self.labels();
+        call_event!(
+            debug,
+            self.span,
+            (labels.service, labels.method),
+            attempt,
+            "SW4RM hedge answered first"
+        );
     }
 
     /// Logs why no further hedge was sent after `attempts`.
     fn not_hedged(&self, attempts: u32, reason: &str) {
-        self.span.in_scope(|| {
-            tracing::debug!(
-                service = %self.labels().service,
-                method = %self.labels().method,
-                attempts,
-                reason,
-                "SW4RM sending no further hedge"
-            )
-        });
+        let labels = self.labels();
+        call_event!(
+            debug,
+            self.span,
+            (labels.service, labels.method),
+            attempts,
+            reason,
+            "SW4RM sending no further hedge"
+        );
     }
 
     /// Logs why a failed attempt was not retried.
     fn not_retried(&self, attempt: u32, reason: &str) {
-        self.span.in_scope(|| {
-            tracing::debug!(
-                service = %self.labels().service,
-                method = %self.labels().method,
-                attempt,
-                reason,
-                "SW4RM not retrying the call"
-            )
-        });
+        let labels = self.labels();
+        call_event!(
+            debug,
+            self.span,
+            (labels.service, labels.method),
+            attempt,
+            reason,
+            "SW4RM not retrying the call"
+        );
     }
 }
 
