@@ -9,8 +9,8 @@ fn cli(args: &[&str]) -> (i32, String, String) {
 fn cli_env(args: &[&str], vars: &[(&str, &str)]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_sw4rm-timeouts"))
         .args(args)
-        .envs(vars.iter().copied())
         .env_remove("SW4RM_CONFIG")
+        .envs(vars.iter().copied())
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("runs");
@@ -332,5 +332,56 @@ fn advise_refuses_a_histogram_without_its_inf_bucket() {
         ),
         "{err}"
     );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A file with five mistakes — two the file's reader sees (a value that is not a
+/// number, a misspelt key) and three only the merged table shows (min above default, a
+/// retry count out of range, a route to an unknown profile) — reports all five at once,
+/// through `check`, `explain --config` and `SW4RM_CONFIG` alike.
+#[test]
+fn every_problem_of_a_file_at_once_through_every_door() {
+    let dir = std::env::temp_dir().join(format!("sw4rm-cli-five-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("five.toml");
+    std::fs::write(
+        &file,
+        "[profiles.heartbeat]\n\
+         min_timeout_ms = 9000\n\
+         [profiles.tool_call]\n\
+         max_timeout_ms = \"an hour\"\n\
+         [profiles.task_submit]\n\
+         defualt_timeout_ms = 1000\n\
+         [profiles.workflow_status.retry]\n\
+         max_attempts = 9\n\
+         [routes]\n\
+         \"/acme.Batch/*\" = \"nightly\"\n",
+    )
+    .unwrap();
+    let path = file.to_str().unwrap();
+    let problems = |err: &str| -> Vec<String> {
+        err.lines()
+            .filter(|l| l.contains(" = ") || l.contains(": "))
+            .map(str::to_owned)
+            .collect()
+    };
+    let (code, _, check) = cli(&["check", path]);
+    assert_eq!(code, 1, "{check}");
+    let (code, _, explain) = cli(&["explain", "--config", path]);
+    assert_eq!(code, 1, "{explain}");
+    let (code, _, env) = cli_env(&["explain"], &[("SW4RM_CONFIG", path)]);
+    assert_eq!(code, 1, "{env}");
+    for (door, err) in [("check", &check), ("explain", &explain), ("env", &env)] {
+        for needle in [
+            "profiles.heartbeat.min_timeout_ms",
+            "profiles.tool_call.max_timeout_ms",
+            "defualt_timeout_ms",
+            "profiles.workflow_status.retry.max_attempts",
+            "/acme.Batch/*",
+        ] {
+            assert!(err.contains(needle), "{door}: {needle} missing from\n{err}");
+        }
+    }
+    assert_eq!(problems(&check), problems(&explain), "{check}\n{explain}");
     std::fs::remove_dir_all(&dir).ok();
 }

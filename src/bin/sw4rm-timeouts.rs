@@ -16,7 +16,7 @@
 
 use std::process::ExitCode;
 
-use sw4rm_timeouts::{GlobalConfig, ProfileSet, ServiceConfigMode};
+use sw4rm_timeouts::{ProfileSet, ServiceConfigMode};
 
 /// One command: its name, synopsis and what it does.
 const COMMANDS: [(&str, &str, &str); 5] = [
@@ -146,10 +146,11 @@ fn option<'a>(args: &'a [String], flag: &str) -> Result<Option<&'a str>, Failure
     }
 }
 
+/// The profile table with the global level from `config` (else as the SDK finds it):
+/// every problem of the file, the environment and the merged table at once.
 fn profiles(config: Option<&str>) -> Result<ProfileSet, Failure> {
     let builder = match config {
-        Some(path) => ProfileSet::builder()
-            .global(GlobalConfig::from_file_and_env(path).map_err(Failure::Config)?),
+        Some(path) => ProfileSet::builder().global_file(path),
         None => ProfileSet::builder(),
     };
     builder.build().map_err(Failure::Config)

@@ -145,11 +145,18 @@ impl GlobalConfig {
     /// # Ok::<(), sw4rm_timeouts::ConfigError>(())
     /// ```
     pub fn from_file_and_env(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
+        let (config, issues) = GlobalConfig::file_and_env_partial(path.as_ref());
+        finish(config, issues)
+    }
+
+    /// Like [`GlobalConfig::from_file_and_env`], but keeps what could be read beside
+    /// the problems, so that validation can report everything at once.
+    pub(crate) fn file_and_env_partial(path: &Path) -> (Self, Vec<ConfigIssue>) {
         let mut issues = Vec::new();
         let mut config = GlobalConfig::empty();
-        config.read_file(path.as_ref(), &mut issues);
+        config.read_file(path, &mut issues);
         config.read_env(&mut issues);
-        finish(config, issues)
+        (config, issues)
     }
 
     /// Reads our table from a section of a larger TOML document (your application's

@@ -17,6 +17,8 @@ enum Global {
     /// Load the file and environment at `build()`.
     #[default]
     Load,
+    /// Load this file and the environment at `build()`.
+    File(std::path::PathBuf),
     Given(GlobalConfig),
     None,
 }
@@ -51,6 +53,27 @@ impl ProfileSetBuilder {
     /// Use this global configuration instead of loading it.
     pub fn global(mut self, global: GlobalConfig) -> Self {
         self.global = Global::Given(global);
+        self
+    }
+
+    /// The global level from the TOML file at `path` (the one your application chose)
+    /// and the `SW4RM_*` environment over it, read at [`build`](Self::build), which
+    /// reports every problem of the file, the environment and the merged table at
+    /// once. (Reading the file with [`GlobalConfig::from_file_and_env`] first stops at
+    /// the file's own problems, and the table's appear only once those are fixed.)
+    ///
+    /// ```
+    /// # let dir = std::env::temp_dir().join(format!("sw4rm-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// # let path = dir.join("timeouts.toml");
+    /// std::fs::write(&path, "[profiles.heartbeat]\nmin_timeout_ms = \"soon\"\n\
+    ///     [routes]\n\"/acme.Batch/*\" = \"nightly\"\n").unwrap();
+    /// let err = sw4rm_timeouts::ProfileSet::builder().global_file(&path).build().unwrap_err();
+    /// assert_eq!(err.issues().len(), 2, "{err}"); // the bad value and the unknown profile
+    /// # std::fs::remove_dir_all(&dir).ok();
+    /// ```
+    pub fn global_file(mut self, path: impl AsRef<std::path::Path>) -> Self {
+        self.global = Global::File(path.as_ref().to_path_buf());
         self
     }
 
@@ -243,6 +266,11 @@ impl ProfileSetBuilder {
         let global = match self.global {
             Global::Load => {
                 let (global, problems) = GlobalConfig::load_partial();
+                issues.extend(problems);
+                global
+            }
+            Global::File(path) => {
+                let (global, problems) = GlobalConfig::file_and_env_partial(&path);
                 issues.extend(problems);
                 global
             }
