@@ -23,7 +23,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // The exact SW4-002 names: no `_total` doubling, no unit suffix, no scope labels,
     // on a provider and registry of their own (the application's metrics keep theirs).
-    let registry = prometheus::Registry::new();
+    let registry = sw4rm_timeouts::metrics::Registry::new();
     let provider = sw4rm_timeouts::metrics::prometheus_provider(registry.clone())?;
 
     let server = TestServer::start().await?;

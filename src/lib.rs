@@ -92,8 +92,8 @@
 //! * `testing`: `testing::TestServer`, an embedded in-process SW4RM server with
 //!   scripted latency and stream pacing, for agents' own tests (implies `server`;
 //!   with a TLS provider it also serves TLS).
-//! * `prometheus`: `metrics::prometheus_exporter`, an OpenTelemetry Prometheus exporter
-//!   that keeps the SW4-002 metric names exact.
+//! * `prometheus`: `metrics::prometheus_provider`, an OpenTelemetry meter provider
+//!   exporting to Prometheus that keeps the SW4-002 metric names exact.
 //! * `cli`: the `sw4rm-timeouts` operator command (`explain`, `check`, `routes`,
 //!   `service-config`).
 //! * `tls-ring` or `tls-aws-lc`: TLS (rustls) with that crypto provider;

@@ -9,7 +9,6 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::{call, connect, server, Metrics, Opts, Point, WAIT};
-use opentelemetry_sdk::metrics::SdkMeterProvider;
 use sw4rm_timeouts::testing::Script;
 use sw4rm_timeouts::{MetricFamily, ProfileSet, TimeoutProfileLayer};
 
@@ -185,10 +184,8 @@ async fn families_are_off_by_default() {
 
 #[tokio::test]
 async fn prometheus_exposition_names_both_families() {
-    let registry = prometheus::Registry::new();
-    let provider = SdkMeterProvider::builder()
-        .with_reader(sw4rm_timeouts::metrics::prometheus_exporter(registry.clone()).unwrap())
-        .build();
+    let registry = sw4rm_timeouts::metrics::Registry::new();
+    let provider = sw4rm_timeouts::metrics::prometheus_provider(registry.clone()).unwrap();
     let layer = TimeoutProfileLayer::new(profiles())
         .with_meter_provider(&provider)
         .with_metric_family(MetricFamily::Sw4003)

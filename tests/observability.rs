@@ -140,9 +140,9 @@ fn assert_exact_names(text: &str) {
 
 #[tokio::test]
 async fn prometheus_exposition_uses_the_exact_names() {
-    let registry = prometheus::Registry::new();
-    let exporter = sw4rm_timeouts::metrics::prometheus_exporter(registry.clone()).unwrap();
-    let provider = SdkMeterProvider::builder().with_reader(exporter).build();
+    // The one documented path, with the re-exported types only.
+    let registry = sw4rm_timeouts::metrics::Registry::new();
+    let provider = sw4rm_timeouts::metrics::prometheus_provider(registry.clone()).unwrap();
     mixed_calls(TimeoutProfileLayer::new(profiles()).with_meter_provider(&provider)).await;
 
     let text = sw4rm_timeouts::metrics::render(&[&registry]);

@@ -85,7 +85,7 @@ pub enum MetricFamily {
     /// OpenTelemetry's RPC semantic conventions: `rpc.client.call.duration` (histogram,
     /// seconds; `rpc.system.name` = `grpc`, `rpc.method` = `package.Service/Method`,
     /// `rpc.response.status_code`, and `error.type` = the status for every status but
-    /// `OK`). Through `prometheus_exporter` (feature `prometheus`) it is exposed as
+    /// `OK`). Through `prometheus_provider` (feature `prometheus`) it is exposed as
     /// `rpc_client_call_duration`.
     OpenTelemetryRpc,
 }
@@ -295,27 +295,38 @@ impl Instruments {
     }
 }
 
-/// An OpenTelemetry Prometheus exporter writing to `registry`, set up so that the
-/// exposition shows exactly `sw4rm_rpc_timeout_total` and `sw4rm_rpc_duration_ms`:
-/// no `_total` doubling, no unit suffix, no scope or target labels, so the only
-/// labels are `profile`, `service` and `method` (feature `prometheus`).
-///
-/// These settings apply to every metric recorded through a provider reading from
-/// this exporter: use it (or [`prometheus_provider`]) for the SW4RM layer only, and
-/// keep your application's metrics on a provider of their own.
-///
-/// ```
-/// use opentelemetry_sdk::metrics::SdkMeterProvider;
-/// use sw4rm_timeouts::{ProfileSet, TimeoutProfileLayer};
-/// let registry = prometheus::Registry::new();
-/// let exporter = sw4rm_timeouts::metrics::prometheus_exporter(registry.clone()).unwrap();
-/// let provider = SdkMeterProvider::builder().with_reader(exporter).build();
-/// let layer = TimeoutProfileLayer::new(ProfileSet::standard()).with_meter_provider(&provider);
-/// # drop(layer);
-/// ```
+/// The Prometheus registry [`prometheus_provider`] exports to and [`render`] reads,
+/// re-exported so that no `prometheus` dependency of your own (at a matching version)
+/// is needed (feature `prometheus`).
 #[cfg(feature = "prometheus")]
 #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
+pub use prometheus::{Registry, TEXT_FORMAT};
+
+/// The meter provider [`prometheus_provider`] returns (OpenTelemetry SDK's), re-exported
+/// for the same reason as [`Registry`] (feature `prometheus`).
+#[cfg(feature = "prometheus")]
+#[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
+pub use opentelemetry_sdk::metrics::SdkMeterProvider;
+
+/// The exporter behind [`prometheus_provider`]. Every metric recorded through a
+/// provider reading from it loses its unit and `_total` suffixes: give it the SW4RM
+/// layer alone, as `prometheus_provider` does.
+#[cfg(feature = "prometheus")]
+#[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
+#[deprecated(
+    since = "0.1.0",
+    note = "use `metrics::prometheus_provider(registry)`: the provider with this exporter, \
+            for the SW4RM metrics alone"
+)]
 pub fn prometheus_exporter(
+    registry: prometheus::Registry,
+) -> Result<opentelemetry_prometheus::PrometheusExporter, opentelemetry_sdk::error::OTelSdkError> {
+    exporter(registry)
+}
+
+/// An OpenTelemetry Prometheus exporter writing to `registry` with the exact names.
+#[cfg(feature = "prometheus")]
+fn exporter(
     registry: prometheus::Registry,
 ) -> Result<opentelemetry_prometheus::PrometheusExporter, opentelemetry_sdk::error::OTelSdkError> {
     opentelemetry_prometheus::exporter()
@@ -327,36 +338,41 @@ pub fn prometheus_exporter(
         .build()
 }
 
-/// A meter provider for the SW4RM metrics only, exporting to `registry` with the
-/// exact names (see [`prometheus_exporter`]). Give it to
-/// [`crate::TimeoutProfileLayer::with_meter_provider`] and keep your application's
-/// own metrics on your own provider, exporter and registry, so that their names keep
-/// Prometheus' usual unit and `_total` suffixes: the suffix-free settings apply to
-/// our metrics only. (Two OpenTelemetry exporters cannot share one `Registry`.)
-/// Then serve [`render`]`(&[&ours, &yours])` on `/metrics` (feature `prometheus`).
+/// The one way to Prometheus: a meter provider for the SW4RM metrics alone,
+/// exporting to `registry` so that the exposition shows exactly
+/// `sw4rm_rpc_timeout_total` and `sw4rm_rpc_duration_ms` (no `_total` doubling, no
+/// unit suffix, no scope or target labels: the only labels are `profile`, `service`
+/// and `method`). Give it to [`crate::TimeoutProfileLayer::with_meter_provider`] and
+/// serve [`render`]`(&[&registry])` on `/metrics`. [`Registry`] and
+/// [`SdkMeterProvider`] are re-exported here: no `prometheus` or `opentelemetry_sdk`
+/// dependency of your own is needed (feature `prometheus`).
+///
+/// Keep your application's own metrics on a provider and registry of their own (their
+/// names then keep Prometheus' usual suffixes; two exporters cannot share a
+/// `Registry`), and render both: `render(&[&ours, &yours])`.
 ///
 /// ```
 /// use sw4rm_timeouts::{metrics, ProfileSet, TimeoutProfileLayer};
-/// let sw4rm_registry = prometheus::Registry::new();
-/// let provider = metrics::prometheus_provider(sw4rm_registry.clone()).unwrap();
+/// let registry = metrics::Registry::new();
+/// let provider = metrics::prometheus_provider(registry.clone())?;
 /// let layer = TimeoutProfileLayer::new(ProfileSet::standard()).with_meter_provider(&provider);
-/// let app_registry = prometheus::Registry::new(); // your own metrics
-/// let text = metrics::render(&[&sw4rm_registry, &app_registry]); // a /metrics body
-/// # drop((layer, text));
+/// let body = metrics::render(&[&registry]); // a /metrics response, content type metrics::TEXT_FORMAT
+/// # drop((layer, body));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[cfg(feature = "prometheus")]
 #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
 pub fn prometheus_provider(
     registry: prometheus::Registry,
 ) -> Result<opentelemetry_sdk::metrics::SdkMeterProvider, opentelemetry_sdk::error::OTelSdkError> {
-    let exporter = prometheus_exporter(registry)?;
+    let exporter = exporter(registry)?;
     Ok(opentelemetry_sdk::metrics::SdkMeterProvider::builder()
         .with_reader(exporter)
         .build())
 }
 
 /// The Prometheus text exposition of everything in these registries (the body of a
-/// `/metrics` response, content type [`prometheus::TEXT_FORMAT`]); a metric family
+/// `/metrics` response, content type [`TEXT_FORMAT`]); a metric family
 /// that cannot be encoded is left out rather than failing the scrape
 /// (feature `prometheus`).
 #[cfg(feature = "prometheus")]
