@@ -352,6 +352,79 @@ async fn a_tcp_peer_that_never_speaks_http2() {
     held.abort();
 }
 
+/// An eager connect is done when the server has spoken: a TCP peer that never speaks
+/// HTTP/2 fails it at the connect timeout (stage HTTP/2), one that closes at once fails
+/// it at once; a lazily connected call still ends by its deadline
+/// (`a_tcp_peer_that_never_speaks_http2`).
+#[tokio::test]
+async fn connecting_to_a_peer_that_is_no_http2_server() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let held = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let mut buf = [0u8; 1024];
+            let _ = socket.read(&mut buf).await;
+            held.push(socket);
+        }
+    });
+    let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{addr}")).unwrap();
+    let start = Instant::now();
+    let err = Sw4rm::builder(endpoint)
+        .connect_timeout(ms(300))
+        .connect()
+        .await
+        .unwrap_err();
+    assert!(start.elapsed() >= ms(300));
+    assert!(
+        matches!(
+            err,
+            ConnectError::TimedOut {
+                stage: ConnectStage::Http2,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().ends_with(
+            "the HTTP/2 set-up did not finish within the connect timeout of 300 ms (TCP \
+             connected, but the peer did not take the HTTP/2 connection: is it a gRPC \
+             server?)"
+        ),
+        "{err}"
+    );
+    held.abort();
+
+    // A peer that closes the connection at once.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let closer = tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            drop(socket);
+        }
+    });
+    let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{addr}")).unwrap();
+    let err = Sw4rm::builder(endpoint)
+        .connect_timeout(Duration::from_secs(2))
+        .connect()
+        .await
+        .unwrap_err();
+    // Seen closing (at once, as a rule), or silent to the end: never connected.
+    assert!(
+        matches!(
+            err,
+            ConnectError::ClosedBeforeHttp2 { .. }
+                | ConnectError::TimedOut {
+                    stage: ConnectStage::Http2,
+                    ..
+                }
+        ),
+        "{err:?}"
+    );
+    closer.abort();
+}
+
 /// A listener whose accept queue is full: the kernel drops further SYNs, so a connect
 /// stays pending (for about two minutes without a connect timeout).
 async fn full_backlog() -> (SocketAddr, Vec<TcpStream>, tokio::net::TcpListener) {

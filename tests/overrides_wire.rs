@@ -119,7 +119,8 @@ async fn override_rules_on_the_wire() {
                 } else {
                     "negotiation_vote"
                 };
-                assert_eq!(w["profile"], profile);
+                // Inside the call's (enabled) span, which names the profile once.
+                assert_eq!(w["span.profile"], profile);
             }
         }
     }

@@ -631,7 +631,7 @@ async fn a_workflow_call_goes_out_with_workflow_submit() {
     assert_eq!(
         (
             w["level"].as_str(),
-            w["profile"].as_str(),
+            w["span.profile"].as_str(),
             w["bound"].as_str(),
             w["requested_ms"].as_str(),
             w["effective_ms"].as_str()

@@ -135,7 +135,7 @@ async fn gap_timeout_keeps_the_messages_received_before_it() {
     assert_eq!(warned.len(), 1);
     assert_eq!(warned[0]["phase"], "gap");
     assert_eq!(warned[0]["configured_timeout_ms"], "1000");
-    assert_eq!(warned[0]["method"], "CallStream");
+    assert_eq!(warned[0]["span.method"], "CallStream");
 }
 
 #[tokio::test]

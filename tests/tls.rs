@@ -85,17 +85,31 @@ mod without_tls {
             matches!(err, ConnectError::TlsUnavailable { .. }),
             "{err:?}"
         );
+        // One message names both kinds of feature, and the way for a private CA.
         assert_eq!(
             err.to_string(),
             format!(
                 "SW4RM endpoint {https}/: https:// needs TLS, and this build of \
-                 sw4rm-timeouts cannot provide it: enable the feature `tls-ring` or \
-                 `tls-aws-lc` (the endpoint is never reached in plaintext)"
+                 sw4rm-timeouts cannot provide it: enable a crypto provider (the feature \
+                 `tls-ring` or `tls-aws-lc`) and trust roots (`tls-native-roots` for the \
+                 platform's, or `tls-webpki-roots` for Mozilla's); for a server with a \
+                 private CA, a provider and `Sw4rm::builder(endpoint)` with your own \
+                 `ClientTlsConfig` (CA and domain name) instead of roots (the endpoint is \
+                 never reached in plaintext)"
             )
         );
-        let endpoint = Endpoint::from_shared(https).unwrap();
+        // Through the builder the caller brings the CA: only a provider is missing.
+        let endpoint = Endpoint::from_shared(https.clone()).unwrap();
         let lazy = Sw4rm::builder(endpoint).connect_lazy().unwrap_err();
         assert!(matches!(lazy, ConnectError::TlsUnavailable { .. }));
+        assert_eq!(
+            lazy.to_string(),
+            format!(
+                "SW4RM endpoint {https}/: https:// needs TLS, and this build of \
+                 sw4rm-timeouts cannot provide it: enable a crypto provider, the feature \
+                 `tls-ring` or `tls-aws-lc` (the endpoint is never reached in plaintext)"
+            )
+        );
         assert_eq!(server.calls().len(), 0);
     }
 }
@@ -252,6 +266,125 @@ mod with_tls {
             );
         }
         held.abort();
+    }
+
+    /// `https://` to a plaintext server: the message says so, and what to use instead,
+    /// for an eager connect and for a lazy call alike (rustls' own words, "received
+    /// corrupt message of type InvalidContentType", read like data corruption).
+    #[tokio::test]
+    async fn https_to_a_plaintext_server_names_the_mistake() {
+        let server = TestServer::start().await.unwrap();
+        let addr = server.addr();
+        let tls = ClientTlsConfig::new().with_enabled_roots();
+        let endpoint = Endpoint::from_shared(format!("https://{addr}"))
+            .unwrap()
+            .tls_config(tls)
+            .unwrap();
+        let hint = format!(
+            "(the server answered in plaintext, not TLS: it does not serve TLS on this \
+             port; use http://{addr}/ or the server's TLS port)"
+        );
+        let err = Sw4rm::builder(endpoint.clone())
+            .connect()
+            .await
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.starts_with(&format!(
+                "cannot connect to the SW4RM endpoint https://{addr}/: "
+            )) && text.ends_with(&hint),
+            "{text}"
+        );
+        let lazy = Sw4rm::builder(endpoint).connect_lazy().unwrap();
+        let status = heartbeat(&lazy).await.unwrap_err();
+        assert_eq!(status.code(), tonic::Code::Unavailable);
+        assert!(status.message().ends_with(&hint), "{}", status.message());
+        assert_eq!(server.calls().len(), 0);
+    }
+
+    /// The usual `openssl req -x509` certificate is its own CA (CA:TRUE) and cannot
+    /// serve: rustls says `CaUsedAsEndEntity`; the message explains it.
+    #[tokio::test]
+    async fn a_ca_certificate_serving_as_its_own_leaf_is_explained() {
+        use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+        let mut params = CertificateParams::new(vec!["127.0.0.1".to_owned()]).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let key = KeyPair::generate().unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        let server = TestServer::start_tls_with(cert.pem(), key.serialize_pem())
+            .await
+            .unwrap();
+        let tls = ClientTlsConfig::new().ca_certificate(
+            sw4rm_timeouts::tonic::transport::Certificate::from_pem(cert.pem()),
+        );
+        let endpoint = Endpoint::from_shared(server.url())
+            .unwrap()
+            .tls_config(tls)
+            .unwrap();
+        let err = Sw4rm::builder(endpoint).connect().await.unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("CaUsedAsEndEntity"), "{text}");
+        assert!(
+            text.contains(
+                "(the server presents a CA certificate (basicConstraints CA:TRUE) as its own, \
+                 as `openssl req -x509` makes by default: a certificate that is its own CA \
+                 cannot serve TLS; make a CA, sign a server certificate with it, give the \
+                 server that certificate and the client the CA (the README's TLS section \
+                 shows how))"
+            ),
+            "{text}"
+        );
+    }
+
+    /// A server on the caller's own certificate and key (here one signed by the
+    /// embedded server's CA) serves calls over TLS.
+    #[tokio::test]
+    async fn the_test_server_serves_tls_on_the_callers_own_certificate() {
+        let made = TestServer::start_tls().await.unwrap();
+        let made_tls = made.tls().unwrap();
+        let (cert, key) = made_tls.server_identity_pem();
+        let server = TestServer::start_tls_with(cert, key).await.unwrap();
+        assert!(server.tls().is_none());
+        let endpoint = Endpoint::from_shared(server.url())
+            .unwrap()
+            .tls_config(made_tls.client_tls_config())
+            .unwrap();
+        let sw4rm = Sw4rm::builder(endpoint).connect().await.unwrap();
+        heartbeat(&sw4rm).await.unwrap();
+        assert_eq!(server.calls().len(), 1);
+        assert_eq!(made.calls().len(), 0);
+    }
+
+    /// `http://` to a TLS server: the connect fails, saying the server speaks TLS
+    /// (before, it succeeded and the first call failed as "operation was canceled").
+    #[tokio::test]
+    async fn http_to_a_tls_server_names_the_mistake() {
+        let server = TestServer::start_tls().await.unwrap();
+        let http = format!("http://{}", server.addr());
+        let err = Sw4rm::builder(Endpoint::from_shared(http.clone()).unwrap())
+            .connect()
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, ConnectError::ServerSpeaksTls { .. }),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "cannot connect to the SW4RM endpoint {http}/: the server speaks TLS on this \
+                 port, and the endpoint is http:// (plaintext): use https:// with a TLS \
+                 configuration"
+            )
+        );
+        let err = Sw4rm::connect_with(http, TimeoutProfileLayer::standard())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, ConnectError::ServerSpeaksTls { .. }),
+            "{err:?}"
+        );
+        assert_eq!(server.calls().len(), 0);
     }
 
     /// An `https` endpoint of the caller's without a TLS configuration: refused, and

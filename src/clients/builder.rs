@@ -3,12 +3,14 @@
 //! HTTP/2 settings of [`cancel_safe`].
 
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tonic::transport::Endpoint;
 
 use super::error::ConnectError;
 use super::scheme::{transport, TlsBuild, TlsConfigBy};
+use super::sniff::{FirstWords, Heard};
 use super::stage::{is_timeout, MarkingConnector, StageMark};
 use super::Sw4rm;
 use crate::timeout::TimeoutProfileLayer;
@@ -201,34 +203,53 @@ impl Sw4rmBuilder {
             .naming_endpoint(endpoint.uri().to_string())
     }
 
-    /// Connects now; fails if the connection is not set up (TCP, TLS, HTTP/2) within
-    /// the connect timeout, naming the endpoint and the stage that did not finish.
+    /// The connector for `endpoint`: tonic's TCP connector, marking how far a connect
+    /// got and what a plaintext server said first (`heard`).
+    fn connector(&self, endpoint: &Endpoint, mark: StageMark) -> (MarkingConnector, Arc<Heard>) {
+        let heard = Arc::new(Heard::default());
+        let mut connector = MarkingConnector::new(endpoint, mark, heard.clone());
+        connector.local_address(self.local_address);
+        (connector, heard)
+    }
+
+    /// Connects now; fails if the connection is not set up (TCP, TLS, HTTP/2: the
+    /// server has spoken) within the connect timeout, naming the endpoint and the stage
+    /// that did not finish; or if a plaintext endpoint's server speaks TLS.
     pub async fn connect(self) -> Result<Sw4rm, ConnectError> {
         let endpoint = self.endpoint()?;
+        let name = || endpoint.uri().to_string();
         let mark = StageMark::default();
-        let mut connector = MarkingConnector::new(&endpoint, mark.clone());
-        connector.local_address(self.local_address);
-        let connecting = endpoint.connect_with_connector(connector);
+        let (connector, heard) = self.connector(&endpoint, mark.clone());
         let timeout = endpoint.get_connect_timeout();
         let timed_out = |stage| ConnectError::TimedOut {
-            endpoint: endpoint.uri().to_string(),
+            endpoint: name(),
             stage,
             timeout: timeout.unwrap_or_default(),
         };
-        let connected = match timeout {
-            Some(t) => match tokio::time::timeout(t, connecting).await {
-                Ok(connected) => connected,
+        let set_up = async {
+            let channel = endpoint.connect_with_connector(connector).await?;
+            // The server's first words: its SETTINGS, or a TLS alert on a plaintext
+            // connection, or nothing at all (a peer that is no HTTP/2 server).
+            Ok((channel, heard.first_words().await))
+        };
+        let done: Result<_, tonic::transport::Error> = match timeout {
+            Some(t) => match tokio::time::timeout(t, set_up).await {
+                Ok(done) => done,
                 Err(_) => return Err(timed_out(mark.get())),
             },
-            None => connecting.await,
+            None => set_up.await,
         };
-        match connected {
-            Ok(channel) => Ok(Sw4rm::with_layer(channel, self.layer_for(&endpoint))),
+        match done {
+            Ok((channel, FirstWords::Http2)) => {
+                Ok(Sw4rm::with_layer(channel, self.layer_for(&endpoint)))
+            }
+            Ok((_, FirstWords::Tls)) => Err(ConnectError::ServerSpeaksTls { endpoint: name() }),
+            Ok((_, _)) => Err(ConnectError::ClosedBeforeHttp2 { endpoint: name() }),
             // A connect timer below this one (TCP's, or tonic's over TCP and TLS) fired
             // first at the same instant.
             Err(error) if timeout.is_some() && is_timeout(&error) => Err(timed_out(mark.get())),
             Err(error) => Err(ConnectError::Unreachable {
-                endpoint: endpoint.uri().to_string(),
+                endpoint: name(),
                 error,
             }),
         }
@@ -241,7 +262,8 @@ impl Sw4rmBuilder {
     /// [`ConnectError::TlsUnavailable`]).
     pub fn connect_lazy(self) -> Result<Sw4rm, ConnectError> {
         let endpoint = self.endpoint()?;
-        let channel = endpoint.connect_lazy();
+        let (connector, _) = self.connector(&endpoint, StageMark::default());
+        let channel = endpoint.connect_with_connector_lazy(connector);
         Ok(Sw4rm::with_layer(channel, self.layer_for(&endpoint)))
     }
 }

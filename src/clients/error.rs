@@ -3,10 +3,12 @@
 
 use std::fmt;
 
-use super::scheme::{SchemeError, PROVIDER_FEATURES, ROOTS_FEATURES};
+use super::scheme::{
+    SchemeError, TlsConfigBy, PROVIDER_AND_ROOTS_FEATURES, PROVIDER_FEATURES, ROOTS_FEATURES,
+};
 use super::stage::ConnectStage;
 use crate::config::ConfigError;
-use crate::wire::status::root_cause;
+use crate::wire::status::{root_cause, tls_hint, SERVER_SPEAKS_TLS};
 
 /// Why connecting failed.
 ///
@@ -53,7 +55,7 @@ pub enum ConnectError {
     TlsUnavailable {
         /// The endpoint's URI.
         endpoint: String,
-        /// The crate features that would make it work.
+        /// What would make it work: the crate features, by kind.
         features: &'static str,
     },
     /// The connection was not set up within the connect timeout: `stage` did not
@@ -66,6 +68,17 @@ pub enum ConnectError {
         stage: ConnectStage,
         /// The connect timeout that ran out.
         timeout: std::time::Duration,
+    },
+    /// An `http://` (plaintext) endpoint whose server speaks TLS: use `https://`.
+    ServerSpeaksTls {
+        /// The endpoint's URI.
+        endpoint: String,
+    },
+    /// The peer accepted the connection and closed it before speaking HTTP/2 (not a
+    /// gRPC server, or one that refused this client).
+    ClosedBeforeHttp2 {
+        /// The endpoint's URI.
+        endpoint: String,
     },
     /// The endpoint could not be reached.
     Unreachable {
@@ -92,7 +105,8 @@ impl ConnectError {
             SchemeError::Unsupported(scheme) => {
                 return ConnectError::UnsupportedScheme { endpoint, scheme }
             }
-            SchemeError::NoProvider => PROVIDER_FEATURES,
+            SchemeError::NoProvider(TlsConfigBy::Caller) => PROVIDER_FEATURES,
+            SchemeError::NoProvider(TlsConfigBy::Sdk) => PROVIDER_AND_ROOTS_FEATURES,
             SchemeError::NoRoots => ROOTS_FEATURES,
         };
         ConnectError::TlsUnavailable { endpoint, features }
@@ -123,7 +137,7 @@ impl fmt::Display for ConnectError {
             ConnectError::TlsUnavailable { endpoint, features } => write!(
                 f,
                 "SW4RM endpoint {endpoint}: https:// needs TLS, and this build of \
-                 sw4rm-timeouts cannot provide it: enable the feature {features} \
+                 sw4rm-timeouts cannot provide it: enable {features} \
                  (the endpoint is never reached in plaintext)"
             ),
             ConnectError::TimedOut {
@@ -137,6 +151,16 @@ impl fmt::Display for ConnectError {
                 timeout.as_millis(),
                 stage.hint()
             ),
+            ConnectError::ServerSpeaksTls { endpoint } => write!(
+                f,
+                "cannot connect to the SW4RM endpoint {endpoint}: {SERVER_SPEAKS_TLS}"
+            ),
+            ConnectError::ClosedBeforeHttp2 { endpoint } => write!(
+                f,
+                "cannot connect to the SW4RM endpoint {endpoint}: the peer accepted the \
+                 connection and closed it before speaking HTTP/2: is it a gRPC server, on \
+                 this port?"
+            ),
             ConnectError::Unreachable { endpoint, error } => {
                 let cause = root_cause(error).to_string();
                 write!(
@@ -149,6 +173,9 @@ impl fmt::Display for ConnectError {
                          `.tls_config(ClientTlsConfig::new().with_enabled_roots())`, \
                          or your own CA and domain name)",
                     )?;
+                }
+                if let Some(hint) = tls_hint(&cause, endpoint) {
+                    write!(f, " ({hint})")?;
                 }
                 Ok(())
             }

@@ -6,6 +6,7 @@
 mod builder;
 mod error;
 mod scheme;
+mod sniff;
 mod stage;
 
 use tonic::transport::{Channel, Endpoint};

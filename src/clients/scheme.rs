@@ -43,16 +43,29 @@ pub(crate) enum Transport {
 pub(crate) enum SchemeError {
     /// Neither `http` nor `https` (or no scheme at all: the empty string).
     Unsupported(String),
-    /// `https` in a build without a TLS crypto provider.
-    NoProvider,
+    /// `https` in a build without a TLS crypto provider (`by` whom TLS would be
+    /// configured: the SDK needs roots too).
+    NoProvider(TlsConfigBy),
     /// `https` through `Sw4rm::connect` in a build without trust roots.
     NoRoots,
 }
 
-/// The features that give a build a TLS crypto provider.
-pub(crate) const PROVIDER_FEATURES: &str = "`tls-ring` or `tls-aws-lc`";
-/// The features that give a build trust roots.
-pub(crate) const ROOTS_FEATURES: &str = "`tls-native-roots` or `tls-webpki-roots`";
+/// What a build without a TLS provider needs, for an endpoint the caller configures
+/// TLS for (`Sw4rm::builder`): a provider only.
+pub(crate) const PROVIDER_FEATURES: &str =
+    "a crypto provider, the feature `tls-ring` or `tls-aws-lc`";
+/// What `Sw4rm::connect("https://…")` needs in a build without a provider: both kinds
+/// of feature, or the way that needs no roots.
+pub(crate) const PROVIDER_AND_ROOTS_FEATURES: &str = "a crypto provider (the feature \
+    `tls-ring` or `tls-aws-lc`) and trust roots (`tls-native-roots` for the platform's, or \
+    `tls-webpki-roots` for Mozilla's); for a server with a private CA, a provider and \
+    `Sw4rm::builder(endpoint)` with your own `ClientTlsConfig` (CA and domain name) \
+    instead of roots";
+/// What `Sw4rm::connect("https://…")` needs in a build with a provider but no roots.
+pub(crate) const ROOTS_FEATURES: &str = "trust roots, the feature `tls-native-roots` (the \
+    platform's) or `tls-webpki-roots` (Mozilla's); for a server with a private CA, use \
+    `Sw4rm::builder(endpoint)` with your own `ClientTlsConfig` (CA and domain name) \
+    instead";
 
 /// The transport `scheme` asks for, in a build with `tls`, when `by` configures TLS.
 pub(crate) fn transport(
@@ -67,8 +80,8 @@ pub(crate) fn transport(
                 TlsBuild {
                     provider: false, ..
                 },
-                _,
-            ) => Err(SchemeError::NoProvider),
+                by,
+            ) => Err(SchemeError::NoProvider(by)),
             (TlsBuild { roots: false, .. }, TlsConfigBy::Sdk) => Err(SchemeError::NoRoots),
             _ => Ok(Transport::Tls),
         },
@@ -110,8 +123,8 @@ mod tests {
             (Some("HTTP"), NONE, Caller, Ok(Plaintext)),
             (Some("http"), FULL, Sdk, Ok(Plaintext)),
             // https is TLS or nothing.
-            (Some("https"), NONE, Sdk, Err(NoProvider)),
-            (Some("https"), NONE, Caller, Err(NoProvider)),
+            (Some("https"), NONE, Sdk, Err(NoProvider(Sdk))),
+            (Some("https"), NONE, Caller, Err(NoProvider(Caller))),
             (Some("https"), PROVIDER, Sdk, Err(NoRoots)),
             // The caller's own TLS configuration brings its own roots.
             (Some("https"), PROVIDER, Caller, Ok(Tls)),

@@ -17,6 +17,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioIo;
+
+use super::sniff::{Heard, Sniffed};
 use tonic::transport::Endpoint;
 use tower_service::Service;
 
@@ -106,13 +109,15 @@ pub(crate) struct MarkingConnector {
     inner: HttpConnector,
     mark: StageMark,
     after_tcp: ConnectStage,
+    /// What each connection's server said first (`sniff.rs`).
+    heard: Arc<Heard>,
 }
 
 impl MarkingConnector {
     /// The connector for `endpoint`, marking `mark`. Its TCP settings are the
     /// endpoint's (no-delay, keep-alive, the connect timeout); tonic cannot read back
     /// a local address, which [`local_address`](Self::local_address) sets.
-    pub(crate) fn new(endpoint: &Endpoint, mark: StageMark) -> Self {
+    pub(crate) fn new(endpoint: &Endpoint, mark: StageMark, heard: Arc<Heard>) -> Self {
         let mut inner = HttpConnector::new();
         inner.enforce_http(false);
         inner.set_nodelay(endpoint.get_tcp_nodelay());
@@ -132,6 +137,7 @@ impl MarkingConnector {
             } else {
                 ConnectStage::Http2
             },
+            heard,
         }
     }
 
@@ -143,8 +149,12 @@ impl MarkingConnector {
 
 type Connecting<T> = Pin<Box<dyn Future<Output = Result<T, BoxError>> + Send>>;
 
+/// A connection as the connector hands it to tonic: TCP, its first bytes looked at
+/// when it carries plaintext HTTP/2 (`sniff.rs`).
+pub(crate) type Stream = TokioIo<Sniffed<tokio::net::TcpStream>>;
+
 impl Service<http::Uri> for MarkingConnector {
-    type Response = <HttpConnector as Service<http::Uri>>::Response;
+    type Response = Stream;
     type Error = BoxError;
     type Future = Connecting<Self::Response>;
 
@@ -156,10 +166,16 @@ impl Service<http::Uri> for MarkingConnector {
         // A reconnect starts from TCP again.
         self.mark.set(ConnectStage::Tcp);
         let (connecting, mark, after) = (self.inner.call(uri), self.mark.clone(), self.after_tcp);
+        let heard = self.heard.clone();
         Box::pin(async move {
             let io = connecting.await?;
             mark.set(after);
-            Ok(io)
+            let mut sniffed = Sniffed::new(io.into_inner(), heard);
+            if after != ConnectStage::Http2 {
+                // Below TLS the server's first bytes are TLS, as they should be.
+                sniffed.stop();
+            }
+            Ok(TokioIo::new(sniffed))
         })
     }
 }
@@ -196,7 +212,7 @@ mod tests {
             ("HTTPS://127.0.0.1:1", ConnectStage::Tls),
         ] {
             let endpoint = Endpoint::from_shared(url).unwrap();
-            let connector = MarkingConnector::new(&endpoint, StageMark::default());
+            let connector = MarkingConnector::new(&endpoint, StageMark::default(), Arc::default());
             assert_eq!(connector.after_tcp, after, "{url}");
         }
     }

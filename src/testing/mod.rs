@@ -79,6 +79,8 @@ pub struct TestServer {
     shutdown: Option<oneshot::Sender<()>>,
     #[cfg(any(feature = "tls-ring", feature = "tls-aws-lc"))]
     tls: Option<TestTls>,
+    /// Serves TLS (with certificates it made, in `tls`, or the caller's own).
+    https: bool,
 }
 
 /// The server's connections: accepted with `TCP_NODELAY`, as tonic's own listener and
@@ -100,6 +102,7 @@ impl TestServer {
             shutdown: Some(shutdown),
             #[cfg(any(feature = "tls-ring", feature = "tls-aws-lc"))]
             tls: None,
+            https: false,
         })
     }
 
@@ -132,10 +135,49 @@ impl TestServer {
             state,
             shutdown: Some(shutdown),
             tls: Some(tls),
+            https: true,
         })
     }
 
-    /// The certificates of a TLS server (`None` for a plaintext one).
+    /// Starts the server with TLS on your own certificate (chain) and private key,
+    /// both PEM: the one your deployment's private CA signs, say, to test that your
+    /// agent trusts it. Your test holds the CA, so [`TestServer::tls`] is `None`. The
+    /// URL is `https://127.0.0.1:PORT`; a certificate for another name needs the
+    /// client's `ClientTlsConfig::domain_name`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use sw4rm_timeouts::testing::TestServer;
+    /// // Here the embedded server's own CA stands in for yours.
+    /// let made = TestServer::start_tls().await?;
+    /// let (cert, key) = made.tls().unwrap().server_identity_pem();
+    /// let server = TestServer::start_tls_with(cert, key).await?;
+    /// assert!(server.url().starts_with("https://") && server.tls().is_none());
+    /// # Ok(()) }
+    /// ```
+    #[cfg(any(feature = "tls-ring", feature = "tls-aws-lc"))]
+    #[cfg_attr(docsrs, doc(cfg(any(feature = "tls-ring", feature = "tls-aws-lc"))))]
+    pub async fn start_tls_with(
+        cert_pem: impl AsRef<[u8]>,
+        key_pem: impl AsRef<[u8]>,
+    ) -> std::io::Result<TestServer> {
+        let identity = tonic::transport::Identity::from_pem(cert_pem, key_pem);
+        let config = tonic::transport::ServerTlsConfig::new().identity(identity);
+        let server = tonic::transport::Server::builder()
+            .tls_config(config)
+            .map_err(std::io::Error::other)?;
+        let (addr, state, shutdown) = TestServer::serve(server).await?;
+        Ok(TestServer {
+            addr,
+            state,
+            shutdown: Some(shutdown),
+            tls: None,
+            https: true,
+        })
+    }
+
+    /// The certificates of a TLS server it made itself (`None` for a plaintext one,
+    /// or one started with your own certificate).
     #[cfg(any(feature = "tls-ring", feature = "tls-aws-lc"))]
     #[cfg_attr(docsrs, doc(cfg(any(feature = "tls-ring", feature = "tls-aws-lc"))))]
     pub fn tls(&self) -> Option<&TestTls> {
@@ -203,11 +245,10 @@ impl TestServer {
 
     /// `http://127.0.0.1:PORT`, or `https://127.0.0.1:PORT` for a TLS server.
     pub fn url(&self) -> String {
-        #[cfg(any(feature = "tls-ring", feature = "tls-aws-lc"))]
-        if self.tls.is_some() {
-            return format!("https://{}", self.addr);
+        match self.https {
+            true => format!("https://{}", self.addr),
+            false => format!("http://{}", self.addr),
         }
-        format!("http://{}", self.addr)
     }
 
     /// Scripts an RPC, named by its path (`/sw4rm.registry.RegistryService/Heartbeat`)

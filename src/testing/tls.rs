@@ -80,6 +80,11 @@ impl TestTls {
         (&self.client.0, &self.client.1)
     }
 
+    /// The server's own identity (certificate PEM, private key PEM), signed by the CA.
+    pub fn server_identity_pem(&self) -> (&str, &str) {
+        (&self.server.0, &self.server.1)
+    }
+
     /// Whether the server requires a client identity (mutual TLS).
     pub fn is_mutual(&self) -> bool {
         self.mutual

@@ -102,13 +102,45 @@ pub(crate) fn unreachable(err: Error, endpoint: Option<&str>) -> Result<Status, 
         .last()
         .map(ToString::to_string)
         .unwrap_or_default();
+    let hint = tls_hint(&cause, endpoint.unwrap_or_default())
+        .map(|h| format!(" ({h})"))
+        .unwrap_or_default();
     let mut status = Status::unavailable(match endpoint {
-        Some(endpoint) => format!("cannot connect to the SW4RM endpoint {endpoint}: {cause}"),
-        None => format!("cannot connect to the SW4RM endpoint: {cause}"),
+        Some(endpoint) => format!("cannot connect to the SW4RM endpoint {endpoint}: {cause}{hint}"),
+        None => format!("cannot connect to the SW4RM endpoint: {cause}{hint}"),
     });
     status.set_source(err.into());
     Ok(status)
 }
+
+/// What a TLS failure most likely means, in words that name the mistake (the cause as
+/// rustls words it says something else).
+pub(crate) fn tls_hint(cause: &str, endpoint: &str) -> Option<String> {
+    if cause.contains("InvalidContentType") {
+        let plain = endpoint
+            .strip_prefix("https://")
+            .map_or_else(|| endpoint.to_owned(), |rest| format!("http://{rest}"));
+        return Some(format!(
+            "the server answered in plaintext, not TLS: it does not serve TLS on this \
+             port; use {plain} or the server's TLS port"
+        ));
+    }
+    if cause.contains("CaUsedAsEndEntity") {
+        return Some(
+            "the server presents a CA certificate (basicConstraints CA:TRUE) as its own, \
+             as `openssl req -x509` makes by default: a certificate that is its own CA \
+             cannot serve TLS; make a CA, sign a server certificate with it, give the \
+             server that certificate and the client the CA (the README's TLS section \
+             shows how)"
+                .to_owned(),
+        );
+    }
+    None
+}
+
+/// What a plaintext connection whose server answered in TLS is told.
+pub(crate) const SERVER_SPEAKS_TLS: &str = "the server speaks TLS on this port, and the \
+    endpoint is http:// (plaintext): use https:// with a TLS configuration";
 
 /// gRPC's mapping of an HTTP/2 `RST_STREAM` reason to a status code (gRPC's
 /// PROTOCOL-HTTP2, as tonic's client applies it): reasons the mapping does not name
