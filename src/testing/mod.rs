@@ -41,6 +41,7 @@ use tonic::transport::server::TcpIncoming;
 
 pub use in_memory::{generated_request, InMemory};
 pub use script::{CallRecord, Outcome, Script, StreamScript};
+pub use state::DEFAULT_KEPT_CALLS;
 #[cfg(any(feature = "tls-ring", feature = "tls-aws-lc"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "tls-ring", feature = "tls-aws-lc"))))]
 pub use tls::TestTls;
@@ -277,22 +278,64 @@ impl TestServer {
         Ok(())
     }
 
-    /// Every call so far, in arrival order.
+    /// The kept calls (the last [`DEFAULT_KEPT_CALLS`], or as many as
+    /// [`TestServer::keep_calls`] says), in arrival order: a copy. A call's `id` counts
+    /// every call, so `calls()[i].id == i` only while nothing was dropped or taken.
     pub fn calls(&self) -> Vec<CallRecord> {
         self.state.calls()
     }
 
-    /// The calls to one RPC (path or method name, as for [`TestServer::script`]; none
-    /// for a name that is no RPC of the server, or several).
-    pub fn calls_to(&self, rpc: &str) -> Vec<CallRecord> {
-        let path = resolve_rpc(rpc).ok();
-        self.calls()
-            .into_iter()
-            .filter(|c| Some(c.path) == path)
-            .collect()
+    /// The kept calls, taken: the log is empty afterwards (ids go on counting). For a
+    /// long test that looks at its calls in batches without keeping them.
+    pub fn take_calls(&self) -> Vec<CallRecord> {
+        self.state.take_calls()
     }
 
-    /// Waits (up to `limit`) until `done` holds for the call records; returns whether it did.
+    /// Forgets the kept calls (ids go on counting).
+    pub fn clear_calls(&self) {
+        self.state.clear_calls()
+    }
+
+    /// Keeps the last `n` call records from now on (default [`DEFAULT_KEPT_CALLS`]);
+    /// older ones are dropped, at once if there are more. A server under a long load
+    /// then holds a bounded log whatever the number of calls.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use sw4rm_timeouts::proto::sw4rm::registry::HeartbeatRequest;
+    /// use sw4rm_timeouts::testing::TestServer;
+    /// use sw4rm_timeouts::{Sw4rm, TimeoutProfileLayer};
+    /// let server = TestServer::start().await?;
+    /// server.keep_calls(2);
+    /// let sw4rm = Sw4rm::connect_with(server.url(), TimeoutProfileLayer::standard()).await?;
+    /// for _ in 0..3 {
+    ///     sw4rm.registry().heartbeat(HeartbeatRequest::default()).await?;
+    /// }
+    /// let ids: Vec<usize> = server.calls().iter().map(|c| c.id).collect();
+    /// assert_eq!(ids, [1, 2]);
+    /// # Ok(()) }
+    /// ```
+    pub fn keep_calls(&self, n: usize) {
+        self.state.keep_calls(n)
+    }
+
+    /// The kept calls to one RPC (path or method name, as for
+    /// [`TestServer::script`]; none for a name that is no RPC of the server, or
+    /// several).
+    pub fn calls_to(&self, rpc: &str) -> Vec<CallRecord> {
+        let path = resolve_rpc(rpc).ok();
+        self.state.with_calls(|_, calls| {
+            calls
+                .iter()
+                .filter(|c| Some(c.path) == path)
+                .cloned()
+                .collect()
+        })
+    }
+
+    /// Waits (up to `limit`) until `done` holds for the kept call records; returns
+    /// whether it did. `done` runs under the log's lock and sees the records in place:
+    /// nothing is copied, however long the log.
     pub async fn wait_until(
         &self,
         limit: Duration,
@@ -301,21 +344,33 @@ impl TestServer {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
             let changed = self.state.changed.notified();
-            if done(&self.calls()) {
+            if self.state.with_calls(|_, calls| done(calls)) {
                 return true;
             }
             if tokio::time::timeout_at(deadline, changed).await.is_err() {
-                return done(&self.calls());
+                return self.state.with_calls(|_, calls| done(calls));
             }
         }
     }
 
-    /// Waits (up to `limit`) until call `id` has ended; returns its record.
+    /// Waits (up to `limit`) until call `id` has ended; returns its record (`None`
+    /// when it no longer is kept, or never came).
     pub async fn wait_for_end(&self, id: usize, limit: Duration) -> Option<CallRecord> {
-        let ended =
-            |calls: &[CallRecord]| calls.get(id).is_some_and(|c| c.outcome != Outcome::Running);
-        self.wait_until(limit, ended).await;
-        self.calls().get(id).cloned()
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let changed = self.state.changed.notified();
+            let ended = self.state.with_calls(|log, _| {
+                log.get(id)
+                    .filter(|c| c.outcome != Outcome::Running)
+                    .cloned()
+            });
+            if ended.is_some() {
+                return ended;
+            }
+            if tokio::time::timeout_at(deadline, changed).await.is_err() {
+                return self.state.with_calls(|log, _| log.get(id).cloned());
+            }
+        }
     }
 }
 

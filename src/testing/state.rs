@@ -1,6 +1,6 @@
 //! Shared state of the embedded server: scripts in, call records out.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -20,12 +20,60 @@ pub(crate) struct State {
     pending: Mutex<HashSet<(String, i64)>>,
 }
 
-/// Every call, and each RPC's call ids in order (so that counting an RPC's calls
-/// since its script was set is a binary search, not a scan of every call).
-#[derive(Debug, Default)]
-struct Calls {
-    all: Vec<CallRecord>,
-    by_path: HashMap<&'static str, Vec<usize>>,
+/// How many call records a server keeps by default: the last 10,000 (a few MB: each
+/// record is about 200 bytes and its request's bytes).
+pub const DEFAULT_KEPT_CALLS: usize = 10_000;
+
+/// The last calls (at most `keep`, the oldest dropped first), and how many calls each
+/// RPC has had, so that a call knows which of its RPC's calls it is without an index
+/// that grows with every call.
+#[derive(Debug)]
+pub(crate) struct Calls {
+    pub(crate) kept: VecDeque<CallRecord>,
+    /// The id of `kept[0]` (ids count every call, kept or not).
+    first: usize,
+    next: usize,
+    by_path: HashMap<&'static str, usize>,
+    keep: usize,
+}
+
+impl Default for Calls {
+    fn default() -> Self {
+        Calls {
+            kept: VecDeque::new(),
+            first: 0,
+            next: 0,
+            by_path: HashMap::new(),
+            keep: DEFAULT_KEPT_CALLS,
+        }
+    }
+}
+
+impl Calls {
+    /// The record of call `id`, while it is kept.
+    fn get_mut(&mut self, id: usize) -> Option<&mut CallRecord> {
+        let i = id.checked_sub(self.first)?;
+        self.kept.get_mut(i)
+    }
+
+    /// The record of call `id`, while it is kept.
+    pub(crate) fn get(&self, id: usize) -> Option<&CallRecord> {
+        self.kept.get(id.checked_sub(self.first)?)
+    }
+
+    /// Drops the oldest records beyond `keep`.
+    fn trim(&mut self) {
+        while self.kept.len() > self.keep {
+            self.kept.pop_front();
+            self.first += 1;
+        }
+    }
+
+    /// Lets go of every kept record (ids go on counting).
+    fn forget(&mut self) -> VecDeque<CallRecord> {
+        self.first = self.next;
+        std::mem::take(&mut self.kept)
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -35,18 +83,44 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl State {
     pub(crate) fn set_script(&self, path: &'static str, script: Script) {
-        let since = lock(&self.calls).all.len();
+        let since = lock(&self.calls).by_path.get(path).copied().unwrap_or(0);
         lock(&self.scripts).insert(path, (script, since));
     }
 
-    /// The RPC's script, and the id from which its calls count (those made after it
-    /// was set).
+    /// The RPC's script, and how many of the RPC's calls came before it was set (the
+    /// calls after it count from there).
     pub(crate) fn script(&self, path: &str) -> (Script, usize) {
         lock(&self.scripts).get(path).cloned().unwrap_or_default()
     }
 
     pub(crate) fn calls(&self) -> Vec<CallRecord> {
-        lock(&self.calls).all.clone()
+        lock(&self.calls).kept.iter().cloned().collect()
+    }
+
+    /// The kept records, taken away.
+    pub(crate) fn take_calls(&self) -> Vec<CallRecord> {
+        lock(&self.calls).forget().into()
+    }
+
+    /// Forgets the kept records.
+    pub(crate) fn clear_calls(&self) {
+        lock(&self.calls).forget();
+    }
+
+    /// Keeps the last `n` records from now on (the oldest beyond that dropped now).
+    pub(crate) fn keep_calls(&self, n: usize) {
+        let mut calls = lock(&self.calls);
+        calls.keep = n;
+        calls.trim();
+        calls.kept.shrink_to(n);
+    }
+
+    /// Runs `f` over the kept records under the log's lock, copying nothing.
+    pub(crate) fn with_calls<R>(&self, f: impl FnOnce(&Calls, &[CallRecord]) -> R) -> R {
+        let mut calls = lock(&self.calls);
+        calls.kept.make_contiguous();
+        let calls = &*calls;
+        f(calls, calls.kept.as_slices().0)
     }
 
     /// A `seq` no inbound message of this server had (from 1).
@@ -92,11 +166,14 @@ impl State {
                 !k.starts_with("grpc-") && k != "te" && k != "content-type" && k != "user-agent"
             })
             .collect();
-        let id = {
+        let (id, nth_of_path) = {
             let mut calls = lock(&self.calls);
-            let id = calls.all.len();
-            calls.by_path.entry(path).or_default().push(id);
-            calls.all.push(CallRecord {
+            let id = calls.next;
+            calls.next += 1;
+            let of_path = calls.by_path.entry(path).or_default();
+            let nth_of_path = *of_path;
+            *of_path += 1;
+            calls.kept.push_back(CallRecord {
                 id,
                 path,
                 grpc_timeout,
@@ -107,12 +184,14 @@ impl State {
                 request: request.get_ref().encode_to_vec().into(),
                 previous_attempts,
             });
-            id
+            calls.trim();
+            (id, nth_of_path)
         };
         self.changed.notify_waiters();
         CallGuard {
             state: self.clone(),
             id,
+            nth_of_path,
             finished: false,
         }
     }
@@ -123,34 +202,27 @@ impl State {
 pub(crate) struct CallGuard {
     state: Arc<State>,
     id: usize,
+    /// How many calls of the same RPC came before this one.
+    nth_of_path: usize,
     finished: bool,
 }
 
 impl CallGuard {
     fn set(&self, outcome: Outcome) {
-        if let Some(c) = lock(&self.state.calls).all.get_mut(self.id) {
+        if let Some(c) = lock(&self.state.calls).get_mut(self.id) {
             c.outcome = outcome;
         }
         self.state.changed.notify_waiters();
     }
 
-    /// How many calls of the same RPC came before this one, counting from call `since`
-    /// (when its script was set).
+    /// How many calls of the same RPC came before this one, counting from the RPC's
+    /// call `since` (when its script was set).
     pub(crate) fn nth_of_path(&self, since: usize) -> usize {
-        let calls = lock(&self.state.calls);
-        let Some(ids) = calls
-            .all
-            .get(self.id)
-            .and_then(|c| calls.by_path.get(c.path))
-        else {
-            return 0;
-        };
-        let before = |bound: usize| ids.partition_point(|&id| id < bound);
-        before(self.id).saturating_sub(before(since))
+        self.nth_of_path.saturating_sub(since)
     }
 
     pub(crate) fn sent_message(&self) {
-        if let Some(c) = lock(&self.state.calls).all.get_mut(self.id) {
+        if let Some(c) = lock(&self.state.calls).get_mut(self.id) {
             c.messages_sent += 1;
         }
     }

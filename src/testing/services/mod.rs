@@ -1,9 +1,11 @@
 //! The embedded server's service implementations: every SW4RM service, answering
-//! with default (or scripted) messages after the scripted latency, and recording every
+//! with success (`success.rs`: the default message, its `ok`/`accepted`/… field set) or
+//! scripted messages after the scripted latency, and recording every
 //! call. Reading order: this file (the shared handlers), `core.rs` (the five services
 //! of SW4-002's table), `upstream.rs` (the other eleven upstream services).
 
 mod core;
+mod success;
 mod upstream;
 
 use std::sync::Arc;
@@ -29,7 +31,7 @@ impl Embedded {
         req: Request<Req>,
         path: &'static str,
     ) -> Result<Response<Resp>, Status> {
-        self.unary_with(req, path, |_| Resp::default()).await
+        self.unary_with(req, path, |_| success::success(path)).await
     }
 
     /// A unary handler whose unscripted answer `answer` makes from the request.
