@@ -333,17 +333,7 @@ async fn a_connection_closed_mid_call_fails_at_once() {
 
 #[tokio::test]
 async fn a_tcp_peer_that_never_speaks_http2() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let held = tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((mut socket, _)) = listener.accept().await {
-            // Read what the client sends, never write a byte.
-            let mut buf = [0u8; 1024];
-            let _ = socket.read(&mut buf).await;
-            held.push(socket);
-        }
-    });
+    let (addr, held) = common::silent_tcp_peer().await;
     let sw4rm = lazy(addr, fast());
     let start = Instant::now();
     let d = timeout_details(&heartbeat(&sw4rm).await.unwrap_err());
@@ -358,16 +348,7 @@ async fn a_tcp_peer_that_never_speaks_http2() {
 /// (`a_tcp_peer_that_never_speaks_http2`).
 #[tokio::test]
 async fn connecting_to_a_peer_that_is_no_http2_server() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let held = tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((mut socket, _)) = listener.accept().await {
-            let mut buf = [0u8; 1024];
-            let _ = socket.read(&mut buf).await;
-            held.push(socket);
-        }
-    });
+    let (addr, held) = common::silent_tcp_peer().await;
     let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{addr}")).unwrap();
     let start = Instant::now();
     let err = Sw4rm::builder(endpoint)

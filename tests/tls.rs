@@ -117,31 +117,14 @@ mod without_tls {
 #[cfg(any(feature = "tls-ring", feature = "tls-aws-lc"))]
 mod with_tls {
     use super::*;
-    use std::net::SocketAddr;
     use std::time::Duration;
     use sw4rm_timeouts::tonic::transport::ClientTlsConfig;
 
     use sw4rm_timeouts::ConnectStage;
-    use tokio::io::AsyncReadExt;
     use tokio::time::Instant;
 
     fn ms(v: u64) -> Duration {
         Duration::from_millis(v)
-    }
-
-    /// A TCP peer that accepts, reads what it is sent and never writes a byte.
-    async fn silent_tcp_peer() -> (SocketAddr, tokio::task::JoinHandle<()>) {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let held = tokio::spawn(async move {
-            let mut held = Vec::new();
-            while let Ok((mut socket, _)) = listener.accept().await {
-                let mut buf = [0u8; 4096];
-                let _ = socket.read(&mut buf).await;
-                held.push(socket);
-            }
-        });
-        (addr, held)
     }
 
     /// The caller's own `Endpoint` with the server's CA: the handshake works and the
@@ -228,7 +211,7 @@ mod with_tls {
     /// stage that did not finish.
     #[tokio::test]
     async fn a_peer_that_never_answers_the_tls_handshake_cannot_hang_connect() {
-        let (addr, held) = silent_tcp_peer().await;
+        let (addr, held) = common::silent_tcp_peer().await;
         let server = TestServer::start_tls().await.unwrap();
         let tls = server.tls().unwrap().client_tls_config();
         let url = format!("https://{addr}");

@@ -127,15 +127,25 @@ impl TestServer {
     #[cfg(any(feature = "tls-ring", feature = "tls-aws-lc"))]
     async fn start_with_tls(mutual: bool) -> std::io::Result<TestServer> {
         let tls = TestTls::generate(mutual).map_err(std::io::Error::other)?;
+        TestServer::start_on_tls(tls.server_tls_config(), Some(tls)).await
+    }
+
+    /// Serves TLS with `config`; `made` holds the certificates when the server made
+    /// them.
+    #[cfg(any(feature = "tls-ring", feature = "tls-aws-lc"))]
+    async fn start_on_tls(
+        config: tonic::transport::ServerTlsConfig,
+        made: Option<TestTls>,
+    ) -> std::io::Result<TestServer> {
         let server = tonic::transport::Server::builder()
-            .tls_config(tls.server_tls_config())
+            .tls_config(config)
             .map_err(std::io::Error::other)?;
         let (addr, state, shutdown) = TestServer::serve(server).await?;
         Ok(TestServer {
             addr,
             state,
             shutdown: Some(shutdown),
-            tls: Some(tls),
+            tls: made,
             https: true,
         })
     }
@@ -164,17 +174,7 @@ impl TestServer {
     ) -> std::io::Result<TestServer> {
         let identity = tonic::transport::Identity::from_pem(cert_pem, key_pem);
         let config = tonic::transport::ServerTlsConfig::new().identity(identity);
-        let server = tonic::transport::Server::builder()
-            .tls_config(config)
-            .map_err(std::io::Error::other)?;
-        let (addr, state, shutdown) = TestServer::serve(server).await?;
-        Ok(TestServer {
-            addr,
-            state,
-            shutdown: Some(shutdown),
-            tls: None,
-            https: true,
-        })
+        TestServer::start_on_tls(config, None).await
     }
 
     /// The certificates of a TLS server it made itself (`None` for a plaintext one,

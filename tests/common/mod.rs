@@ -395,3 +395,20 @@ pub fn capture_events() -> (Events, CaptureGuard) {
     SINK.with(|s| *s.borrow_mut() = Some(events.clone()));
     (events, CaptureGuard)
 }
+
+/// A TCP peer on loopback that accepts, reads what it is sent and never writes a byte
+/// (abort the handle to stop it).
+pub async fn silent_tcp_peer() -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
+    use tokio::io::AsyncReadExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let held = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let mut buf = [0u8; 4096];
+            let _ = socket.read(&mut buf).await;
+            held.push(socket);
+        }
+    });
+    (addr, held)
+}
