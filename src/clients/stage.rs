@@ -2,10 +2,11 @@
 //! marks when TCP is up, so a connect that runs out of time can say which stage did
 //! not finish (TCP, TLS, HTTP/2) instead of only that time ran out.
 //!
-//! tonic's TLS wraps whatever connector it is given, and its HTTP/2 handshake does not
-//! wait for the peer (the client sends its preface and is ready), so once TCP is up a
-//! set-up that stalls on an `https://` endpoint stalls in the TLS handshake, and on an
-//! `http://` one in the HTTP/2 set-up (the connection's first write).
+//! tonic's TLS wraps whatever connector it is given, so once TCP is up a set-up that
+//! stalls on an `https://` endpoint stalls in the TLS handshake. tonic's HTTP/2
+//! handshake does not wait for the peer (the client sends its preface and is ready);
+//! an eager connect then waits for the server's first words (`sniff.rs`), so a stall
+//! there is in the HTTP/2 set-up.
 //!
 //! [`Sw4rm`]: super::Sw4rm
 
