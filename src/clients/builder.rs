@@ -184,10 +184,7 @@ impl Sw4rmBuilder {
         transport(uri.scheme_str(), TlsBuild::COMPILED, self.tls_by)
             .map_err(|e| ConnectError::scheme(uri.to_string(), e))?;
         let (streams, memory) = self.reset_streams;
-        let mut endpoint = remember_resets(self.endpoint.clone(), streams, memory);
-        if let Some(address) = self.local_address {
-            endpoint = endpoint.local_address(Some(address));
-        }
+        let endpoint = remember_resets(self.endpoint.clone(), streams, memory);
         Ok(
             match connect_timeout(self.connect_timeout, endpoint.get_connect_timeout()) {
                 Some(t) => endpoint.connect_timeout(t),

@@ -180,14 +180,12 @@ impl CallRecord {
             Ok(status) => status.into(),
             Err(err) => err,
         };
-        match self.attempts_after_the_first() {
-            Some(_) => {
-                let mut status = Status::from_error(err);
-                self.mark_attempts(&mut status);
-                status.into()
-            }
-            None => err,
+        if self.attempts_after_the_first().is_none() {
+            return err;
         }
+        let mut status = Status::from_error(err);
+        self.mark_attempts(&mut status);
+        status.into()
     }
 
     /// The attempts sent, when more than one.
