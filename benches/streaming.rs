@@ -51,6 +51,7 @@ fn bench(c: &mut Criterion) {
         initial_timeout_ms: 5_000,
         message_gap_timeout_ms: 1_000,
         total_timeout_ms: 600_000,
+        idle_timeout_ms: 0,
     };
     let profiles = ProfileSet::builder()
         .without_global()

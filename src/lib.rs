@@ -156,15 +156,17 @@ pub use policy::profile::{
     names, ProfileError, ProfileField, ProfileRule, ProfileViolation, TimeoutProfile,
     TimeoutProfileBuilder, STANDARD_PROFILES, UNIVERSAL_PROFILE,
 };
+pub use policy::progress::{Heard, ProgressMessage, ProgressRule};
 pub use policy::retry::{RetryPolicy, RetryPolicyBuilder, RetryPolicyError};
 pub use policy::source::Source;
 pub use policy::streaming::StreamingTimeoutPolicy;
 pub use scope::{EnvelopeError, OperationBudget};
 pub use timeout::{
-    BoxError, CallBudgetEnvelope, CallHedging, CallRetry, CallStreamingPolicy, CallTimeout,
-    RetryBudget, TimeoutProfileLayer, TimeoutProfileService, ATTEMPTS_HEADER,
+    BoxError, CallBudgetEnvelope, CallHedging, CallProgress, CallRetry, CallStreamingPolicy,
+    CallTimeout, RetryBudget, TimeoutProfileLayer, TimeoutProfileService, ATTEMPTS_HEADER,
 };
 pub use wire::details::{DetectedBy, TimeoutDetails, TIMEOUT_DOMAIN, TIMEOUT_REASON};
+pub use wire::long_work::LongWork;
 
 /// The closest of `candidates` to `word` when it is close enough to be a typo: the
 /// "did you mean" of configuration errors, for the crate's own `sw4rm-timeouts`

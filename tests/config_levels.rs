@@ -47,7 +47,8 @@ fn example_file_loads_with_every_key() {
             StreamingTimeoutPolicy {
                 initial_timeout_ms: 10_000,
                 message_gap_timeout_ms: 5_000,
-                total_timeout_ms: 600_000
+                total_timeout_ms: 600_000,
+                idle_timeout_ms: 0,
             }
         );
         assert_eq!(tool.source_of(ProfileField::Default), &Source::Standard);
@@ -79,7 +80,7 @@ fn example_file_loads_with_every_key() {
 #[test]
 fn precedence_per_field() {
     // (field, standard, global, client); values chosen so every mix stays valid.
-    let fields: [(&str, u32, u32, u32); 7] = [
+    let fields: [(&str, u32, u32, u32); 8] = [
         ("default_timeout_ms", 5_000, 6_000, 7_000),
         ("min_timeout_ms", 1_000, 1_500, 2_000),
         ("max_timeout_ms", 30_000, 25_000, 20_000),
@@ -87,6 +88,7 @@ fn precedence_per_field() {
         ("streaming.initial_timeout_ms", 0, 100, 200),
         ("streaming.message_gap_timeout_ms", 0, 50, 60),
         ("streaming.total_timeout_ms", 0, 1_000, 2_000),
+        ("streaming.idle_timeout_ms", 0, 500, 700),
     ];
     for (field, standard, global, client) in fields {
         for (use_global, use_client) in [(false, false), (true, false), (false, true), (true, true)]
@@ -119,9 +121,10 @@ fn precedence_per_field() {
                                 "streaming.message_gap_timeout_ms" => {
                                     p.message_gap_timeout_ms = client
                                 }
+                                "streaming.idle_timeout_ms" => p.idle_timeout_ms = client,
                                 _ => p.total_timeout_ms = client,
                             }
-                            // streaming() sets all three; keep the others at their lower level.
+                            // streaming() sets all four; keep the others at their lower level.
                             let set = builder.clone().build().unwrap();
                             let base = set.resolved("heartbeat").unwrap().streaming();
                             let merged = StreamingTimeoutPolicy {
@@ -140,6 +143,11 @@ fn precedence_per_field() {
                                 } else {
                                     base.total_timeout_ms
                                 },
+                                idle_timeout_ms: if p.idle_timeout_ms != 0 {
+                                    p.idle_timeout_ms
+                                } else {
+                                    base.idle_timeout_ms
+                                },
                             };
                             builder.streaming("heartbeat", merged)
                         }
@@ -156,6 +164,7 @@ fn precedence_per_field() {
                     "allow_infinite" => u32::from(hb.profile().allow_infinite),
                     "streaming.initial_timeout_ms" => hb.streaming().initial_timeout_ms,
                     "streaming.message_gap_timeout_ms" => hb.streaming().message_gap_timeout_ms,
+                    "streaming.idle_timeout_ms" => hb.streaming().idle_timeout_ms,
                     _ => hb.streaming().total_timeout_ms,
                 };
                 let (want, want_source) = match (use_global, use_client) {

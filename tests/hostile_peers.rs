@@ -258,6 +258,7 @@ async fn a_byte_trickle_does_not_keep_a_stream_alive() {
                 initial_timeout_ms: 5_000,
                 message_gap_timeout_ms: 300,
                 total_timeout_ms: 0,
+                idle_timeout_ms: 0,
             },
         )
         .build()

@@ -214,6 +214,7 @@ fn streaming(initial: u32, gap: u32, total: u32) -> ProfileSet {
         initial_timeout_ms: initial,
         message_gap_timeout_ms: gap,
         total_timeout_ms: total,
+        idle_timeout_ms: 0,
     };
     ProfileSet::builder()
         .without_global()
@@ -317,6 +318,7 @@ async fn gap_above_total_is_clamped_with_a_warning() {
             message_gap_timeout_ms: gap_ms,
             // Within tool_call's bounds (1 s to 1 h), so only the gap is clamped.
             total_timeout_ms: 1_500,
+            idle_timeout_ms: 0,
         };
         req.extensions_mut()
             .insert(sw4rm_timeouts::CallStreamingPolicy(p));
@@ -482,6 +484,7 @@ async fn a_custom_streaming_route_gets_the_stream_timers() {
                 initial_timeout_ms: 2_000,
                 message_gap_timeout_ms: 500,
                 total_timeout_ms: 0,
+                idle_timeout_ms: 0,
             },
         )
         .build()
@@ -525,6 +528,7 @@ async fn a_byte_trickle_is_not_progress() {
                 initial_timeout_ms: 500,
                 message_gap_timeout_ms: 500,
                 total_timeout_ms: 0,
+                idle_timeout_ms: 0,
             },
         )
         .build()
@@ -603,6 +607,7 @@ async fn extreme_values_never_panic() {
                 initial_timeout_ms: max,
                 message_gap_timeout_ms: max,
                 total_timeout_ms: max,
+                idle_timeout_ms: 0,
             },
         )
         .route(HEARTBEAT, "huge")

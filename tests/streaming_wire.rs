@@ -24,6 +24,7 @@ fn policy(initial: u32, gap: u32, total: u32) -> StreamingTimeoutPolicy {
         initial_timeout_ms: initial,
         message_gap_timeout_ms: gap,
         total_timeout_ms: total,
+        idle_timeout_ms: 0,
     }
 }
 

@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use super::progress::ProgressRule;
 use super::source::Source;
 
 /// One limit on a call: how long after the start, and who set it.
@@ -53,20 +54,30 @@ pub enum Phase {
     Initial,
     /// No message arrived within `message_gap_timeout_ms` of the previous one.
     Gap,
-    /// The whole call exceeded its deadline (unary calls, or a stream's total cap).
+    /// The whole call exceeded its deadline (unary calls, or a stream's total: the
+    /// wall-clock cap of long work).
     Total,
+    /// No *progress* within `idle_timeout_ms` (the idle limit of long work): since the
+    /// last message that was progress, or since the start when none was.
+    Idle,
     /// A retried call's attempt reached its attempt timeout and no further attempt
     /// fitted (SW4-002 §5.2).
     Attempt,
 }
 
 impl Phase {
-    /// `initial`, `gap` or `total`.
+    /// `initial`, `gap`, `total`, `idle` or `attempt`.
+    ///
+    /// ```
+    /// use sw4rm_timeouts::Phase;
+    /// assert_eq!(Phase::Idle.as_str(), "idle");
+    /// ```
     pub fn as_str(self) -> &'static str {
         match self {
             Phase::Initial => "initial",
             Phase::Gap => "gap",
             Phase::Total => "total",
+            Phase::Idle => "idle",
             Phase::Attempt => "attempt",
         }
     }
@@ -76,6 +87,7 @@ impl Phase {
             "initial" => Some(Phase::Initial),
             "gap" => Some(Phase::Gap),
             "total" => Some(Phase::Total),
+            "idle" => Some(Phase::Idle),
             "attempt" => Some(Phase::Attempt),
             _ => None,
         }
@@ -87,18 +99,22 @@ impl Phase {
 pub(crate) struct Timers {
     /// The whole call: the unary deadline, or a stream's total cap.
     pub(crate) total: Option<Cap>,
-    /// A stream's idle timers, boxed: every call's record holds its timers, and only
-    /// a stream that has an idle timer pays for their size (64 bytes).
-    idle: Option<Box<Idle>>,
+    /// A stream's watch timers, boxed: every call's record holds its timers, and only
+    /// a stream that has one pays for their size.
+    idle: Option<Box<Watch>>,
 }
 
-/// A stream's idle timers.
+/// A stream's timers that watch what arrives.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-struct Idle {
+struct Watch {
     /// From the start until the first complete message.
     initial: Option<Cap>,
     /// Longest silence between complete messages.
     gap: Option<Cap>,
+    /// Longest time without progress (the idle limit of long work).
+    progress: Option<Cap>,
+    /// Which messages are progress (`None`: every message).
+    rule: Option<ProgressRule>,
 }
 
 /// What a call has received so far, for choosing its next timer.
@@ -108,6 +124,12 @@ pub(crate) struct Progress {
     pub(crate) messages: u64,
     /// When the last complete message arrived (offset from the start).
     pub(crate) last_message: Option<Duration>,
+    /// When the last message that was progress arrived (offset from the start).
+    pub(crate) last_progress: Option<Duration>,
+    /// Messages that were progress.
+    pub(crate) progress: u64,
+    /// The last progress marker, where the messages have one.
+    pub(crate) marker: Option<u64>,
 }
 
 /// When a timer fires and why: `at` is an offset from the call's start where the pure
@@ -141,8 +163,46 @@ impl Timers {
     /// A stream's timers: `initial` from the start until the first complete message,
     /// `gap` the longest silence between complete messages, `total` the whole call.
     pub(crate) fn stream(initial: Option<Cap>, gap: Option<Cap>, total: Option<Cap>) -> Self {
-        let idle = (initial.is_some() || gap.is_some()).then(|| Box::new(Idle { initial, gap }));
+        let idle = (initial.is_some() || gap.is_some()).then(|| {
+            Box::new(Watch {
+                initial,
+                gap,
+                ..Watch::default()
+            })
+        });
         Timers { total, idle }
+    }
+
+    /// The same timers with the idle limit of long work: the longest time without
+    /// progress (from the start until the first progress).
+    pub(crate) fn with_idle(mut self, limit: Option<Cap>) -> Self {
+        if let Some(limit) = limit {
+            self.idle.get_or_insert_with(Box::default).progress = Some(limit);
+        }
+        self
+    }
+
+    /// The same timers reading progress with `rule` (a stream only).
+    pub(crate) fn with_progress_rule(mut self, rule: Option<ProgressRule>) -> Self {
+        if let Some(rule) = rule {
+            self.idle.get_or_insert_with(Box::default).rule = Some(rule);
+        }
+        self
+    }
+
+    /// Which messages are progress (`None`: every message).
+    pub(crate) fn progress_rule(&self) -> Option<&ProgressRule> {
+        self.idle.as_ref()?.rule.as_ref()
+    }
+
+    /// The stream's idle limit (progress).
+    pub(crate) fn idle_limit(&self) -> Option<&Cap> {
+        self.idle.as_ref()?.progress.as_ref()
+    }
+
+    /// The stream's idle limit, to lower it.
+    pub(crate) fn idle_limit_mut(&mut self) -> Option<&mut Cap> {
+        self.idle.as_mut()?.progress.as_mut()
     }
 
     /// The stream's initial timer.
@@ -160,8 +220,10 @@ impl Timers {
         self.idle.as_mut()?.gap.as_mut()
     }
 
-    /// The timer that fires first given the progress so far: the total cap, and the
-    /// initial timer before the first message or the gap timer after it.
+    /// The timer that fires first given the progress so far: the total cap, the
+    /// initial timer before the first message or the gap timer after it, and the idle
+    /// limit from the last progress (or the start). On a tie the earlier in that list
+    /// names the timeout.
     pub(crate) fn next(&self, progress: Progress) -> Option<Due> {
         let total = self.total.as_ref().map(|cap| Due {
             at: cap.limit(),
@@ -177,11 +239,17 @@ impl Timers {
                 phase: Phase::Gap,
             }),
         };
-        match (total, watch) {
-            (Some(t), Some(w)) if w.at < t.at => Some(w),
-            (Some(t), _) => Some(t),
-            (None, w) => w,
-        }
+        let idle = self.idle_limit().map(|cap| Due {
+            at: progress
+                .last_progress
+                .unwrap_or_default()
+                .saturating_add(cap.limit()),
+            phase: Phase::Idle,
+        });
+        [total, watch, idle]
+            .into_iter()
+            .flatten()
+            .reduce(|first, next| if next.at < first.at { next } else { first })
     }
 }
 
@@ -267,6 +335,7 @@ mod tests {
             let progress = Progress {
                 messages: row.messages,
                 last_message: row.last_ms.map(Duration::from_millis),
+                ..Progress::default()
             };
             let got = t.next(progress).map(|d| (d.at.as_millis() as u64, d.phase));
             assert_eq!(got, row.want, "{progress:?}");
@@ -280,11 +349,82 @@ mod tests {
         let progress = Progress {
             messages: 2,
             last_message: Some(Duration::from_millis(40)),
+            ..Progress::default()
         };
         assert_eq!(
             gap_only.next(progress).unwrap().at,
             Duration::from_millis(140)
         );
         assert_eq!(gap_only.next(Progress::default()), None);
+    }
+
+    /// The idle limit of long work: keep-alive messages (messages that are not
+    /// progress) move the gap timer but not the idle limit; progress moves it; the
+    /// cap never moves; an idle limit and no progress at all runs from the start.
+    #[test]
+    fn idle_limit_table() {
+        let ms = Duration::from_millis;
+        let t = Timers::stream(None, cap(400, Source::Client), cap(10_000, Source::PerCall))
+            .with_idle(cap(1_000, Source::Client));
+        struct Row {
+            name: &'static str,
+            messages: u64,
+            last_message: Option<u64>,
+            last_progress: Option<u64>,
+            want: (u64, Phase),
+        }
+        let rows = [
+            Row {
+                name: "nothing yet: the idle limit runs from the start",
+                messages: 0,
+                last_message: None,
+                last_progress: None,
+                want: (1_000, Phase::Idle),
+            },
+            Row {
+                name: "keep-alives only: the gap timer moves, the idle limit does not",
+                messages: 5,
+                last_message: Some(900),
+                last_progress: None,
+                want: (1_000, Phase::Idle),
+            },
+            Row {
+                name: "progress at 800 ms moves the idle limit to 1800 ms",
+                messages: 5,
+                last_message: Some(1_300),
+                last_progress: Some(800),
+                want: (1_700, Phase::Gap),
+            },
+            Row {
+                name: "progress then keep-alives: idle from the progress",
+                messages: 9,
+                last_message: Some(2_700),
+                last_progress: Some(2_000),
+                want: (3_000, Phase::Idle),
+            },
+            Row {
+                name: "progress late in the stream: the cap never moves",
+                messages: 90,
+                last_message: Some(9_700),
+                last_progress: Some(9_700),
+                want: (10_000, Phase::Total),
+            },
+        ];
+        for row in rows {
+            let progress = Progress {
+                messages: row.messages,
+                last_message: row.last_message.map(ms),
+                last_progress: row.last_progress.map(ms),
+                ..Progress::default()
+            };
+            let got = t.next(progress).map(|d| (d.at.as_millis() as u64, d.phase));
+            assert_eq!(got, Some(row.want), "{}", row.name);
+        }
+        assert_eq!(t.idle_limit().map(Cap::limit), Some(ms(1_000)));
+        // An idle limit alone makes a stream's watch; none leaves a unary call bare.
+        assert!(Timers::unary(None).with_idle(None).idle_limit().is_none());
+        let only = Timers::unary(None).with_idle(cap(50, Source::PerCall));
+        let due = only.next(Progress::default()).unwrap();
+        assert_eq!((due.at, due.phase), (ms(50), Phase::Idle));
     }
 }

@@ -4,7 +4,8 @@
 //! Reading order: `profile.rs` (the SW4-002 §1 table; `profile_error.rs` what can be
 //! wrong with a profile) → `route.rs` (request path → profile; `standard_routes.rs` the
 //! table of every SW4RM RPC) → `resolve.rs` (per-call > message > profile default,
-//! clamped by §2.2) → `streaming.rs` (§4.1 timers) → `deadline.rs` (the smallest cap
+//! clamped by §2.2) → `streaming.rs` (§4.1 timers; `progress.rs` which
+//! messages are progress for the idle limit of long work) → `deadline.rs` (the smallest cap
 //! wins; the timer description shared by the response future and body). `retry.rs`
 //! decides retries (SW4-002 §5.2) under a `retry_policy.rs`, `hedge.rs` hedges (gRPC
 //! A6); `inherit.rs` caps calls by an inherited deadline or an operation budget;
@@ -19,6 +20,7 @@ pub(crate) mod inherit;
 pub(crate) mod message;
 pub(crate) mod profile;
 mod profile_error;
+pub(crate) mod progress;
 pub(crate) mod resolve;
 pub(crate) mod retry;
 mod retry_policy;

@@ -22,6 +22,8 @@ pub enum ProfileField {
     StreamGap,
     /// `streaming.total_timeout_ms`.
     StreamTotal,
+    /// `streaming.idle_timeout_ms` (the idle limit of long work; 0 = none).
+    StreamIdle,
     /// `retry.max_attempts` (a count, 1 to 5).
     RetryMaxAttempts,
     /// `retry.initial_backoff_ms`.
@@ -54,6 +56,7 @@ impl ProfileField {
         ProfileField::StreamInitial,
         ProfileField::StreamGap,
         ProfileField::StreamTotal,
+        ProfileField::StreamIdle,
         ProfileField::RetryMaxAttempts,
         ProfileField::RetryInitialBackoff,
         ProfileField::RetryMaxBackoff,
@@ -67,7 +70,7 @@ impl ProfileField {
     ];
 
     /// The number of fields.
-    pub(crate) const COUNT: usize = 17;
+    pub(crate) const COUNT: usize = 18;
 
     /// The retry fields, in [`crate::RetryPolicy`] field order.
     pub(crate) const RETRY: [ProfileField; 5] = [
@@ -103,6 +106,7 @@ impl ProfileField {
             ProfileField::StreamInitial => "streaming.initial_timeout_ms",
             ProfileField::StreamGap => "streaming.message_gap_timeout_ms",
             ProfileField::StreamTotal => "streaming.total_timeout_ms",
+            ProfileField::StreamIdle => "streaming.idle_timeout_ms",
             ProfileField::RetryMaxAttempts => "retry.max_attempts",
             ProfileField::RetryInitialBackoff => "retry.initial_backoff_ms",
             ProfileField::RetryMaxBackoff => "retry.max_backoff_ms",

@@ -1,4 +1,4 @@
-//! SW4-002 §4.1 streaming timeouts: the policy type and how a call's three timers are
+//! SW4-002 §4.1 streaming timeouts: the policy type and how a call's timers are
 //! derived from it, each naming where its value came from.
 
 use std::time::Duration;
@@ -16,6 +16,12 @@ use super::source::Source;
 ///   long-lived route.
 /// * `total_timeout_ms`: cap on the whole stream, never reset; 0 = unlimited. Only this
 ///   value is sent as `grpc-timeout`, so a healthy long stream is not cut by the server.
+/// * `idle_timeout_ms`: the **idle limit** of long work: longest time without
+///   *progress*, reset only by messages that are progress (every message, unless a
+///   [`crate::ProgressRule`] says which are); keep-alive messages reset the gap timer
+///   but not this one. 0 = off (it never falls back to the profile's timeout). Above a
+///   non-zero total it is clamped to the total, with a warning (an idle limit above the
+///   cap could never fire).
 ///
 /// On a **long-lived** route (`RouterService/StreamIncoming`, an agent's inbox, and any
 /// route configured `long_lived`), a stream that may stay idle for hours, 0 means **no
@@ -25,7 +31,7 @@ use super::source::Source;
 ///
 /// ```
 /// use sw4rm_timeouts::StreamingTimeoutPolicy;
-/// let p = StreamingTimeoutPolicy { initial_timeout_ms: 2_000, message_gap_timeout_ms: 500, total_timeout_ms: 0 };
+/// let p = StreamingTimeoutPolicy { initial_timeout_ms: 2_000, message_gap_timeout_ms: 500, ..Default::default() };
 /// assert!(p.violation().is_none());
 /// let bad = StreamingTimeoutPolicy { message_gap_timeout_ms: 5_000, total_timeout_ms: 1_000, ..p };
 /// assert_eq!(bad.violation().unwrap().value, 5_000);
@@ -36,8 +42,10 @@ pub struct StreamingTimeoutPolicy {
     pub initial_timeout_ms: u32,
     /// Max gap between messages (0 = profile timeout; none on a long-lived route).
     pub message_gap_timeout_ms: u32,
-    /// Total stream duration (0 = unlimited).
+    /// Total stream duration (0 = unlimited): the hard cap.
     pub total_timeout_ms: u32,
+    /// Longest time without progress (0 = no idle limit).
+    pub idle_timeout_ms: u32,
 }
 
 impl StreamingTimeoutPolicy {
@@ -54,28 +62,49 @@ impl StreamingTimeoutPolicy {
             },
         )
     }
+
+    /// The idle limit lowered to the total when both are set and the idle limit is
+    /// larger (it could never fire): `Some(original idle)` when it was lowered.
+    ///
+    /// ```
+    /// use sw4rm_timeouts::StreamingTimeoutPolicy;
+    /// let mut p = StreamingTimeoutPolicy { idle_timeout_ms: 5_000, total_timeout_ms: 1_000, ..Default::default() };
+    /// assert_eq!(p.clamp_idle(), Some(5_000));
+    /// assert_eq!(p.idle_timeout_ms, 1_000);
+    /// assert_eq!(p.clamp_idle(), None);
+    /// ```
+    pub fn clamp_idle(&mut self) -> Option<u32> {
+        let (idle, total) = (self.idle_timeout_ms, self.total_timeout_ms);
+        (total > 0 && idle > total).then(|| {
+            self.idle_timeout_ms = total;
+            idle
+        })
+    }
 }
 
 /// A profile's streaming policy with the source of each of its three fields.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct SourcedPolicy<'a> {
     pub(crate) policy: StreamingTimeoutPolicy,
-    /// Sources of the initial, gap and total fields.
-    pub(crate) sources: [&'a Source; 3],
+    /// Sources of the initial, gap, total and idle fields.
+    pub(crate) sources: [&'a Source; 4],
 }
 
-/// The timers of a streaming call and whether the gap had to be lowered to the total.
+/// The timers of a streaming call and what had to be lowered to the total.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct StreamTimers {
     pub(crate) timers: Timers,
     /// Set when the gap was lowered to the total (logged as a warning).
     pub(crate) gap_clamped: bool,
+    /// The idle limit as asked, when it was lowered to the total (logged as a
+    /// warning naming both values and their sources).
+    pub(crate) idle_clamped: Option<Cap>,
 }
 
 /// The timers of a streaming call. Non-zero fields of the per-call policy replace the
 /// profile's; a zero initial or gap falls back to the call's `effective` deadline
-/// (except on a `long_lived` route: none then), a zero total means unlimited; the gap
-/// is clamped to the total.
+/// (except on a `long_lived` route: none then), a zero total means unlimited, a zero
+/// idle limit means none; the gap and the idle limit are clamped to the total.
 pub(crate) fn stream_timers(
     effective: Option<&Cap>,
     profile: SourcedPolicy<'_>,
@@ -91,7 +120,7 @@ pub(crate) fn stream_timers(
             (v, _) => Some(Cap::new(ms(v), Source::PerCall)),
         }
     };
-    let [initial_src, gap_src, total_src] = profile.sources;
+    let [initial_src, gap_src, total_src, idle_src] = profile.sources;
     let p = profile.policy;
     let initial = pick(call.initial_timeout_ms, p.initial_timeout_ms, initial_src)
         .or_else(|| effective.cloned());
@@ -102,6 +131,7 @@ pub(crate) fn stream_timers(
     )
     .or_else(|| effective.cloned());
     let total = pick(call.total_timeout_ms, p.total_timeout_ms, total_src);
+    let mut idle = pick(call.idle_timeout_ms, p.idle_timeout_ms, idle_src);
     let mut gap_clamped = false;
     if let (Some(g), Some(t)) = (&gap, &total) {
         if g.limit() > t.limit() {
@@ -109,10 +139,26 @@ pub(crate) fn stream_timers(
             gap_clamped = true;
         }
     }
+    let idle_clamped = lower_to(idle.as_mut(), total.as_ref());
     StreamTimers {
-        timers: Timers::stream(initial, gap, total),
+        timers: Timers::stream(initial, gap, total).with_idle(idle),
         gap_clamped,
+        idle_clamped,
     }
+}
+
+/// Lowers `idle` to `total` when both are set and it is larger; the cap as it was
+/// asked when it was lowered. The lowered cap keeps its own source: the value is the
+/// total's, the setting the idle limit's.
+pub(crate) fn lower_to(idle: Option<&mut Cap>, total: Option<&Cap>) -> Option<Cap> {
+    let (Some(i), Some(t)) = (idle, total) else {
+        return None;
+    };
+    (i.limit() > t.limit()).then(|| {
+        let asked = i.clone();
+        *i = Cap::new(t.limit(), i.source.clone());
+        asked
+    })
 }
 
 /// Whole milliseconds, saturating (for logs and details).
@@ -137,6 +183,7 @@ mod tests {
             initial_timeout_ms: i,
             message_gap_timeout_ms: g,
             total_timeout_ms: t,
+            idle_timeout_ms: 0,
         }
     }
 
@@ -145,7 +192,7 @@ mod tests {
     #[test]
     fn long_lived_streams_only_run_the_timers_set_for_them() {
         let file = Source::Env("SW4RM_X".into());
-        let sources = [&file, &file, &file];
+        let sources = [&file, &file, &file, &file];
         let effective = cap(10_000, Source::Standard);
         struct Row {
             profile: StreamingTimeoutPolicy,
@@ -190,7 +237,7 @@ mod tests {
     #[test]
     fn streaming_timers_table() {
         let file = Source::Env("SW4RM_X".into());
-        let sources = [&file, &file, &file];
+        let sources = [&file, &file, &file, &file];
         struct Row {
             effective: Option<Cap>,
             profile: StreamingTimeoutPolicy,
@@ -264,7 +311,8 @@ mod tests {
                 got,
                 StreamTimers {
                     timers: row.want,
-                    gap_clamped: row.gap_clamped
+                    gap_clamped: row.gap_clamped,
+                    idle_clamped: None,
                 },
                 "{:?} {:?}",
                 row.profile,

@@ -120,6 +120,7 @@ impl From<pb::StreamingTimeoutPolicy> for StreamingTimeoutPolicy {
             initial_timeout_ms: m.initial_timeout_ms,
             message_gap_timeout_ms: m.message_gap_timeout_ms,
             total_timeout_ms: m.total_timeout_ms,
+            idle_timeout_ms: m.idle_timeout_ms,
         }
     }
 }
@@ -130,6 +131,37 @@ impl From<StreamingTimeoutPolicy> for pb::StreamingTimeoutPolicy {
             initial_timeout_ms: p.initial_timeout_ms,
             message_gap_timeout_ms: p.message_gap_timeout_ms,
             total_timeout_ms: p.total_timeout_ms,
+            idle_timeout_ms: p.idle_timeout_ms,
+        }
+    }
+}
+
+impl crate::ProgressMessage for sw4rm::tool::ToolFrame {
+    /// A frame with data, a summary, or the final flag is progress, its `frame_no`
+    /// the marker; an empty frame that is not final is a keep-alive.
+    fn heard(&self) -> crate::Heard {
+        match self.data.is_empty() && self.summary.is_empty() && !self.r#final {
+            true => crate::Heard::KeepAlive,
+            false => crate::Heard::progress(Some(self.frame_no)),
+        }
+    }
+}
+
+impl crate::ProgressMessage for sw4rm::router::StreamItem {
+    /// An item carrying a message is progress, its `seq` the marker (a negative
+    /// `seq` has none); an item without one is a keep-alive.
+    ///
+    /// ```
+    /// use sw4rm_timeouts::{Heard, ProgressMessage};
+    /// use sw4rm_timeouts::proto::sw4rm::router::StreamItem;
+    /// assert_eq!(StreamItem { msg: None, seq: 3 }.heard(), Heard::KeepAlive);
+    /// let item = StreamItem { msg: Some(Default::default()), seq: 3 };
+    /// assert_eq!(item.heard(), Heard::progress(Some(3)));
+    /// ```
+    fn heard(&self) -> crate::Heard {
+        match self.msg {
+            None => crate::Heard::KeepAlive,
+            Some(_) => crate::Heard::progress(u64::try_from(self.seq).ok()),
         }
     }
 }
@@ -188,6 +220,7 @@ mod tests {
             initial_timeout_ms: 1,
             message_gap_timeout_ms: 2,
             total_timeout_ms: 3,
+            idle_timeout_ms: 4,
         };
         assert_eq!(
             StreamingTimeoutPolicy::from(pb::StreamingTimeoutPolicy::from(p)),

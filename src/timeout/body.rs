@@ -3,7 +3,9 @@
 //! Unary calls keep their single deadline until the body ends (tonic's own timer
 //! stops at the response headers). Streams get SW4-002 §4.1: the initial timer until
 //! the first complete message, the gap timer restarted by every complete message
-//! (bytes of an unfinished message are not progress), the total cap never reset.
+//! (bytes of an unfinished message are not progress), the total cap never reset, and
+//! the idle limit of long work restarted only by messages that are progress (every
+//! message, unless the call has a [`crate::ProgressRule`], read once per message).
 //! When one fires, the inner body is dropped (hyper resets the HTTP/2 stream), the
 //! caller receives `DEADLINE_EXCEEDED`, and then the end. Frames that arrived before
 //! are delivered first. The end event fires exactly once (in the call record).
@@ -18,6 +20,7 @@ use tokio::time::Instant;
 use super::record::CallRecord;
 use crate::attempts::timer::Timer;
 use crate::policy::deadline::Progress;
+use crate::policy::progress::Heard;
 use crate::wire::details::DetectedBy;
 use crate::wire::error::BoxError;
 use crate::wire::framing::MessageCounter;
@@ -44,6 +47,7 @@ pin_project! {
             call: CallRecord,
             messages: MessageCounter,
             last_message: Option<Instant>,
+            progress: Seen,
         },
         // The body ended, failed or timed out: the inner body (and with it the
         // HTTP/2 stream) and the timers are gone.
@@ -51,15 +55,29 @@ pin_project! {
     }
 }
 
+/// The progress a stream has made: messages that were progress, when the last one
+/// arrived, and its marker.
+#[derive(Clone, Copy, Debug, Default)]
+struct Seen {
+    count: u64,
+    last: Option<Instant>,
+    marker: Option<u64>,
+}
+
 impl<B> TimeoutBody<B> {
     pub(crate) fn new(inner: B, call: CallRecord) -> Self {
+        let messages = match call.progress_rule() {
+            Some(_) => MessageCounter::reading(),
+            None => MessageCounter::default(),
+        };
         TimeoutBody {
             state: State::Watched {
                 inner,
                 timer: Timer::new(),
                 call,
-                messages: MessageCounter::default(),
+                messages,
                 last_message: None,
+                progress: Seen::default(),
             },
         }
     }
@@ -81,10 +99,52 @@ impl<B> Default for TimeoutBody<B> {
     }
 }
 
-fn progress(call: &CallRecord, messages: &MessageCounter, last: Option<Instant>) -> Progress {
+fn progress(
+    call: &CallRecord,
+    messages: &MessageCounter,
+    last: Option<Instant>,
+    seen: &Seen,
+) -> Progress {
+    let since_start = |t: Instant| t.saturating_duration_since(call.start());
     Progress {
         messages: messages.complete,
-        last_message: last.map(|t| t.saturating_duration_since(call.start())),
+        last_message: last.map(since_start),
+        last_progress: seen.last.map(since_start),
+        progress: seen.count,
+        marker: seen.marker,
+    }
+}
+
+/// Feeds one data frame: counts its complete messages and reads each with the call's
+/// progress rule (every message is progress without one).
+fn feed(
+    call: &CallRecord,
+    data: &impl bytes::Buf,
+    messages: &mut MessageCounter,
+    last: &mut Option<Instant>,
+    seen: &mut Seen,
+) {
+    let rule = call.progress_rule();
+    let (mut moved, mut marker) = (0u64, None);
+    let complete = messages.feed_with(data, |m| {
+        let heard = match (rule, m.payload) {
+            (Some(rule), Some(payload)) if !m.compressed => rule.read(payload),
+            _ => Heard::progress(None),
+        };
+        if heard.is_progress() {
+            moved += 1;
+            marker = heard.marker().or(marker);
+        }
+    });
+    if complete == 0 {
+        return;
+    }
+    let now = Instant::now();
+    *last = Some(now);
+    if moved > 0 {
+        seen.count += moved;
+        seen.last = Some(now);
+        seen.marker = marker.or(seen.marker);
     }
 }
 
@@ -107,6 +167,7 @@ where
             call,
             messages,
             last_message,
+            progress: seen,
         } = state.as_mut().project()
         else {
             return Poll::Ready(None);
@@ -115,24 +176,22 @@ where
         let outcome = match inner.poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref() {
-                    if call.streaming() && messages.feed(data) > 0 {
-                        *last_message = Some(Instant::now());
+                    if call.streaming() {
+                        feed(call, data, messages, last_message, seen);
                     }
                     return Poll::Ready(Some(Ok(frame)));
                 }
                 let Some(trailers) = frame.trailers_ref() else {
                     return Poll::Ready(Some(Ok(frame)));
                 };
-                let now = progress(call, messages, *last_message);
+                let now = progress(call, messages, *last_message, seen);
                 // The status, read once: for the server's timeout and the call's end.
                 let code = code_of_headers(trailers);
                 if call.is_open()
                     && is_server_timeout_code(code, || call.next_due(now).map(|d| d.at))
                 {
                     let phase = call.server_phase(messages.complete);
-                    Some(Err(call
-                        .timed_out(phase, messages.complete, DetectedBy::Server)
-                        .into()))
+                    Some(Err(call.timed_out(phase, now, DetectedBy::Server).into()))
                 } else {
                     call.finish(|| code.unwrap_or(tonic::Code::Unknown));
                     timer.as_mut().clear();
@@ -150,13 +209,14 @@ where
             }
             Poll::Pending if !call.is_open() => return Poll::Pending,
             Poll::Pending => {
-                let Some(due) = call.next_due(progress(call, messages, *last_message)) else {
+                let now = progress(call, messages, *last_message, seen);
+                let Some(due) = call.next_due(now) else {
                     return Poll::Pending;
                 };
                 // Progress only moves the instant later: the timer re-arms lazily.
                 ready!(timer.poll_until(due.at, cx));
                 Some(Err(call
-                    .timed_out(due.phase, messages.complete, DetectedBy::Client)
+                    .timed_out(due.phase, now, DetectedBy::Client)
                     .into()))
             }
         };

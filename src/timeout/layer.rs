@@ -1,6 +1,8 @@
 //! [`TimeoutProfileLayer`]: wraps any gRPC client service (a tonic `Channel`, or
 //! anything under a generated client) in a [`TimeoutProfileService`].
 
+use crate::policy::progress::{ProgressRoutes, ProgressRule};
+use crate::policy::route::RoutePattern;
 use std::sync::Arc;
 
 use opentelemetry::metrics::MeterProvider;
@@ -52,6 +54,7 @@ impl TimeoutProfileLayer {
                     envelopes: true,
                     observe: false,
                     hedging: true,
+                    progress: ProgressRoutes::default(),
                 },
             )),
         }
@@ -206,6 +209,25 @@ impl TimeoutProfileLayer {
     /// ```
     pub fn without_budget_envelopes(self) -> Self {
         self.with_settings(|s| s.envelopes = false)
+    }
+
+    /// Reads the messages of the streams on `route` with `rule`: only those it calls
+    /// progress restart a stream's idle limit (`streaming.idle_timeout_ms`), and its
+    /// markers appear in a timeout's details. Without a rule every message is
+    /// progress; a [`crate::CallProgress`] on a call replaces the route's rule.
+    ///
+    /// ```
+    /// use sw4rm_timeouts::{route::RoutePattern, ProgressRule, TimeoutProfileLayer};
+    /// use sw4rm_timeouts::proto::sw4rm::tool::ToolFrame;
+    /// let layer = TimeoutProfileLayer::standard().with_progress(
+    ///     RoutePattern::parse("/sw4rm.tool.ToolService/CallStream")?,
+    ///     ProgressRule::of::<ToolFrame>(),
+    /// );
+    /// # drop(layer);
+    /// # Ok::<(), String>(())
+    /// ```
+    pub fn with_progress(self, route: RoutePattern, rule: ProgressRule) -> Self {
+        self.with_settings(|s| s.progress.set(route, rule))
     }
 
     /// Names `endpoint` in the status of a call that cannot connect to it.

@@ -53,5 +53,7 @@ pub use crate::wire::error::BoxError;
 pub use body::TimeoutBody;
 pub use layer::TimeoutProfileLayer;
 pub use observations::Observations;
-pub use per_call::{CallBudgetEnvelope, CallHedging, CallRetry, CallStreamingPolicy, CallTimeout};
+pub use per_call::{
+    CallBudgetEnvelope, CallHedging, CallProgress, CallRetry, CallStreamingPolicy, CallTimeout,
+};
 pub use service::TimeoutProfileService;

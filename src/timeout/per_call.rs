@@ -8,6 +8,7 @@
 use std::time::Duration;
 
 use crate::policy::hedge::HedgingPolicy;
+use crate::policy::progress::ProgressRule;
 use crate::policy::retry::RetryPolicy;
 use crate::policy::streaming::StreamingTimeoutPolicy;
 
@@ -93,6 +94,13 @@ impl CallStreamingPolicy {
         self
     }
 
+    /// Longest time without progress, the idle limit of long work (zero: the
+    /// profile's). Above the total it is clamped to it, with a warning.
+    pub fn with_idle(mut self, d: Duration) -> Self {
+        self.0.idle_timeout_ms = saturating_ms(d);
+        self
+    }
+
     /// Cap on the whole stream, sent as `grpc-timeout` (zero: the profile's).
     pub fn with_total(mut self, d: Duration) -> Self {
         self.0.total_timeout_ms = saturating_ms(d);
@@ -100,6 +108,31 @@ impl CallStreamingPolicy {
     }
 
     /// Attaches this policy to a request.
+    pub fn apply<T>(self, request: &mut tonic::Request<T>) {
+        request.extensions_mut().insert(self);
+    }
+}
+
+/// Which messages of this call's stream are progress, replacing the route's rule
+/// (see [`crate::ProgressRule`]).
+///
+/// ```
+/// use sw4rm_timeouts::{CallProgress, CallStreamingPolicy, ProgressRule};
+/// use sw4rm_timeouts::proto::sw4rm::tool::{ToolCall, ToolFrame};
+/// use std::time::Duration;
+/// let mut req = tonic::Request::new(ToolCall::default());
+/// CallStreamingPolicy::default()
+///     .with_idle(Duration::from_secs(10))
+///     .with_total(Duration::from_secs(600))
+///     .apply(&mut req);
+/// CallProgress(ProgressRule::of::<ToolFrame>()).apply(&mut req);
+/// assert!(req.extensions().get::<CallProgress>().is_some());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CallProgress(pub ProgressRule);
+
+impl CallProgress {
+    /// Attaches this rule to a request.
     pub fn apply<T>(self, request: &mut tonic::Request<T>) {
         request.extensions_mut().insert(self);
     }

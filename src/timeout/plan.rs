@@ -7,25 +7,26 @@ use std::time::Duration;
 use http::HeaderMap;
 use tonic::Status;
 
-use super::per_call::{CallHedging, CallRetry, CallStreamingPolicy, CallTimeout};
+use super::per_call::{CallHedging, CallProgress, CallRetry, CallStreamingPolicy, CallTimeout};
 use crate::attempts::{HedgePlan, RetryPlan, WireTimeout};
 use crate::config::{ProfileSet, ResolvedProfile};
 use crate::policy::deadline::{tighten, Cap, Timers};
 use crate::policy::inherit::{inherited, Inherit, Propagation};
 use crate::policy::message::MessageField;
 use crate::policy::profile::ProfileField;
+use crate::policy::progress::{ProgressRoutes, NO_PROGRESS_RULES};
 use crate::policy::resolve::{apply_override, resolve, Clamp};
 use crate::policy::retry::first_timeout;
 use crate::policy::route::Lookup;
 use crate::policy::source::Source;
-use crate::policy::streaming::{millis, stream_timers};
+use crate::policy::streaming::{lower_to, millis, stream_timers};
 use crate::scope::{BudgetNow, Current};
 use crate::wire::grpc_timeout::{self, GRPC_TIMEOUT};
 
 /// What the plan reads besides the request: the layer's settings and the caps of the
 /// scope the call is made in.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Outer {
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Outer<'a> {
     /// Retries at all.
     pub(crate) retries: bool,
     /// Hedging at all.
@@ -33,6 +34,20 @@ pub(crate) struct Outer {
     /// The scope's caps at the call's start (`None` outside any scope).
     pub(crate) scope: Option<Current>,
     pub(crate) propagation: Propagation,
+    /// Which messages of a stream are progress, by route.
+    pub(crate) progress: &'a ProgressRoutes,
+}
+
+impl Default for Outer<'_> {
+    fn default() -> Self {
+        Outer {
+            retries: false,
+            hedging: false,
+            scope: None,
+            propagation: Propagation::default(),
+            progress: &NO_PROGRESS_RULES,
+        }
+    }
 }
 
 /// The plan for one call.
@@ -52,6 +67,8 @@ pub(crate) struct CallPlan<'a> {
     pub(crate) clamp: Option<Clamp>,
     /// Set when a stream's gap timer was lowered to its total, to log.
     pub(crate) gap_clamped: bool,
+    /// A stream's idle limit as asked, when it was lowered to its total, to log.
+    pub(crate) idle_clamped: Option<Cap>,
     /// How the call is retried; `None`: sent once (or hedged).
     pub(crate) retry: Option<RetryPlan>,
     /// How the call is hedged; `None`: one attempt at a time.
@@ -81,7 +98,7 @@ pub(crate) fn plan<'a>(
     route: Lookup<'a>,
     extensions: &http::Extensions,
     headers: &HeaderMap,
-    outer: &Outer,
+    outer: &Outer<'_>,
     message: impl FnOnce(MessageField) -> Option<Duration>,
 ) -> Result<CallPlan<'a>, Status> {
     let profile = profiles.get(route.profile);
@@ -100,22 +117,34 @@ pub(crate) fn plan<'a>(
 
     let call_policy = extensions.get::<CallStreamingPolicy>().map(|p| p.0);
     let streaming = route.streaming || call_policy.is_some();
-    let (mut timers, mut gap_clamped) = if streaming {
+    let (mut timers, mut gap_clamped, mut idle_clamped) = if streaming {
         let st = stream_timers(
             resolved.deadline.as_ref(),
             profile.sourced_streaming(),
             call_policy,
             route.long_lived,
         );
-        (st.timers, st.gap_clamped)
+        let rule = match extensions.get::<CallProgress>() {
+            Some(call) => Some(call.0.clone()),
+            None => outer.progress.find(route.service, route.method).cloned(),
+        };
+        (
+            st.timers.with_progress_rule(rule),
+            st.gap_clamped,
+            st.idle_clamped,
+        )
     } else {
-        (Timers::unary(resolved.deadline), false)
+        (Timers::unary(resolved.deadline), false, None)
     };
     let mut clamp = resolved.clamp;
     let call_total = call_policy.map_or(0, |p| p.total_timeout_ms);
     if streaming && call_total > 0 {
         let requested = Duration::from_millis(u64::from(call_total));
         if let Some(total_clamp) = stream_total(profile, requested, &mut timers, &mut gap_clamped) {
+            let total = timers.total.clone();
+            if let Some(asked) = lower_to(timers.idle_limit_mut(), total.as_ref()) {
+                idle_clamped = idle_clamped.or(Some(asked));
+            }
             clamp = clamp.or(Some(total_clamp));
         }
     }
@@ -149,6 +178,7 @@ pub(crate) fn plan<'a>(
         wire,
         clamp,
         gap_clamped,
+        idle_clamped,
         retry,
         hedge,
         exhausted,
@@ -376,6 +406,23 @@ impl CallPlan<'_> {
                 "SW4RM timeout override clamped to the profile's bounds"
             );
         }
+        if let (Some(asked), Some(idle), Some(total)) = (
+            &self.idle_clamped,
+            self.timers.idle_limit(),
+            self.timers.total.as_ref(),
+        ) {
+            call_event!(
+                warn,
+                span,
+                (call.0, call.1, call.2),
+                idle_ms = millis(asked.limit()),
+                idle_source = %asked.source,
+                cap_ms = millis(total.limit()),
+                cap_source = %total.source,
+                effective_ms = millis(idle.limit()),
+                "SW4RM stream idle limit above its cap: clamped to the cap"
+            );
+        }
         if self.gap_clamped {
             call_event!(
                 warn,
@@ -462,6 +509,7 @@ mod tests {
                 initial_timeout_ms: 0,
                 message_gap_timeout_ms: 5_000,
                 total_timeout_ms: total,
+                idle_timeout_ms: 0,
             }));
             let p = plan(
                 &set,
@@ -829,6 +877,7 @@ mod tests {
                     initial_timeout_ms: 0,
                     message_gap_timeout_ms: 500,
                     total_timeout_ms: 0,
+                    idle_timeout_ms: 0,
                 },
             )
             .build()

@@ -23,6 +23,7 @@ use crate::policy::streaming::millis;
 use crate::scope::BudgetNow;
 use crate::wire::details::{DetectedBy, TimeoutDetails};
 use crate::wire::error::BoxError;
+use crate::wire::long_work::LongWork;
 use crate::wire::status::{code_of_error, unreachable};
 
 /// Whether the call's end event has been emitted.
@@ -149,6 +150,11 @@ impl CallRecord {
         self.streaming
     }
 
+    /// Which messages are progress (`None`: every message).
+    pub(crate) fn progress_rule(&self) -> Option<&crate::ProgressRule> {
+        self.timers.progress_rule()
+    }
+
     pub(crate) fn is_open(&self) -> bool {
         self.state == State::Open
     }
@@ -235,6 +241,7 @@ impl CallRecord {
             Phase::Initial => self.timers.initial(),
             Phase::Gap => self.timers.gap(),
             Phase::Total => self.timers.total.as_ref(),
+            Phase::Idle => self.timers.idle_limit(),
             Phase::Attempt => self.attempt.as_ref(),
         }
     }
@@ -253,7 +260,7 @@ impl CallRecord {
     pub(crate) fn timed_out(
         &mut self,
         phase: Phase,
-        messages: u64,
+        seen: Progress,
         detected_by: DetectedBy,
     ) -> Status {
         let profile = self.shared.profiles.get(self.profile);
@@ -262,7 +269,7 @@ impl CallRecord {
             None => (Default::default(), profile.default_source().clone()),
         };
         let elapsed = self.start.elapsed();
-        self.end_with(phase, configured, elapsed, source, messages, detected_by)
+        self.end_with(phase, configured, elapsed, source, seen, detected_by)
     }
 
     /// tonic's transport timer fired before any deadline of ours: a shorter deadline
@@ -289,7 +296,7 @@ impl CallRecord {
             elapsed,
             elapsed,
             Source::Transport,
-            0,
+            Progress::default(),
             DetectedBy::Transport,
         )
     }
@@ -300,10 +307,23 @@ impl CallRecord {
         configured: std::time::Duration,
         elapsed: std::time::Duration,
         source: Source,
-        messages: u64,
+        seen: Progress,
         detected_by: DetectedBy,
     ) -> Status {
         let profile = self.shared.profiles.get(self.profile);
+        let long_work = self
+            .timers
+            .idle_limit()
+            .map(|idle| LongWork {
+                idle_limit_ms: millis(idle.limit()),
+                cap_ms: self.timers.total.as_ref().map(|c| millis(c.limit())),
+                progress_count: seen.progress,
+                since_progress_ms: millis(
+                    elapsed.saturating_sub(seen.last_progress.unwrap_or_default()),
+                ),
+                progress_marker: seen.marker,
+            })
+            .filter(|_| self.streaming);
         let details = TimeoutDetails {
             profile_name: profile.profile.name.to_string(),
             configured_timeout_ms: millis(configured),
@@ -312,7 +332,8 @@ impl CallRecord {
             method: self.labels().method.to_string(),
             source,
             phase,
-            message_count: self.streaming.then_some(messages),
+            message_count: self.streaming.then_some(seen.messages),
+            long_work,
             detected_by,
             attempts: self.attempts.map(NonZeroU32::get),
             attempt_timeout_ms: self.attempt.as_ref().map(|c| millis(c.limit())),

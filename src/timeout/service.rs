@@ -17,7 +17,7 @@ use super::shared::Shared;
 use crate::attempts::{HedgeContext, HedgePlan, Kept, Retries, RetryPlan, SpareSlot};
 use crate::config::ProfileSet;
 use crate::observe::latency::RecentLatency;
-use crate::policy::deadline::Phase;
+use crate::policy::deadline::{Phase, Progress};
 use crate::policy::hedge::HedgingDelay;
 use crate::policy::message::MessageField;
 use crate::policy::streaming::millis;
@@ -109,6 +109,7 @@ where
                 hedging: shared.settings.hedging,
                 scope,
                 propagation: shared.settings.propagation,
+                progress: &shared.settings.progress,
             },
             |field| message_field::peek(&mut body, field),
         );
@@ -136,7 +137,7 @@ where
         if exhausted {
             // Nothing (or less than the floor) is left of the inherited deadline or
             // the budget: fail at once, without sending.
-            let status = call.timed_out(Phase::Total, 0, DetectedBy::Client);
+            let status = call.timed_out(Phase::Total, Progress::default(), DetectedBy::Client);
             return ResponseFuture::failed(status);
         }
         if let Some(scope) = delegation {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use crate::attempts::{RetryBudget, DEFAULT_REPLAY_LIMIT};
 use crate::policy::inherit::Propagation;
+use crate::policy::progress::ProgressRoutes;
 
 use super::hedge_windows::Learned;
 use super::observations::Observed;
@@ -51,6 +52,8 @@ pub(crate) struct Settings {
     pub(crate) observe: bool,
     /// Hedge calls whose policy says so (`without_hedging` turns it off).
     pub(crate) hedging: bool,
+    /// Which messages of a stream are progress, by route (`with_progress`).
+    pub(crate) progress: ProgressRoutes,
 }
 
 #[derive(Debug)]

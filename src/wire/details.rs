@@ -12,6 +12,8 @@ use crate::policy::deadline::Phase;
 use crate::policy::route::split_path;
 use crate::policy::source::Source;
 
+use super::long_work::{CapWords, Count, LongWork};
+
 /// `ErrorInfo.reason` of every SW4-002 timeout.
 pub const TIMEOUT_REASON: &str = "SW4RM_RPC_TIMEOUT";
 /// `ErrorInfo.domain` of every SW4-002 timeout.
@@ -86,6 +88,7 @@ pub struct TimeoutDetails {
     pub(crate) attempt_timeout_ms: Option<u64>,
     pub(crate) budget_paused_ms: Option<u64>,
     pub(crate) budget_elapsed_ms: Option<u64>,
+    pub(crate) long_work: Option<LongWork>,
 }
 
 impl TimeoutDetails {
@@ -187,6 +190,13 @@ impl TimeoutDetails {
     pub fn budget_elapsed_ms(&self) -> Option<u64> {
         self.budget_elapsed_ms
     }
+
+    /// The idle limit, the cap and how far the work had come, when the call ran under
+    /// an idle limit (phase [`Phase::Idle`] says the idle limit fired, [`Phase::Total`]
+    /// the cap).
+    pub fn long_work(&self) -> Option<&LongWork> {
+        self.long_work.as_ref()
+    }
 }
 
 impl TimeoutDetails {
@@ -221,6 +231,9 @@ impl TimeoutDetails {
         }
         if let Some(ms) = self.budget_elapsed_ms {
             metadata.insert("budget_elapsed_ms".to_owned(), ms.to_string());
+        }
+        if let Some(work) = &self.long_work {
+            work.write(&mut metadata);
         }
         let details = ErrorDetails::with_error_info(TIMEOUT_REASON, TIMEOUT_DOMAIN, metadata);
         Status::with_error_details(Code::DeadlineExceeded, self.to_string(), details)
@@ -259,6 +272,7 @@ impl TimeoutDetails {
             attempt_timeout_ms: num("attempt_timeout_ms"),
             budget_paused_ms: num("budget_paused_ms"),
             budget_elapsed_ms: num("budget_elapsed_ms"),
+            long_work: LongWork::read(m),
         })
     }
 }
@@ -287,6 +301,9 @@ impl fmt::Display for TimeoutDetails {
             }
             return f.write_str(")");
         }
+        if let Some(work) = &self.long_work {
+            return self.fmt_long_work(work, f);
+        }
         write!(
             f,
             "/{}/{} exceeded its {} of {} ms ({} profile, from {}) after {} ms",
@@ -296,6 +313,7 @@ impl fmt::Display for TimeoutDetails {
                 Phase::Total => "deadline",
                 Phase::Initial => "first-message timeout",
                 Phase::Gap => "message-gap timeout",
+                Phase::Idle => "idle limit",
                 Phase::Attempt => "attempt timeout",
             },
             self.configured_timeout_ms,
@@ -310,6 +328,56 @@ impl fmt::Display for TimeoutDetails {
             write!(f, ", {n} attempts")?;
         }
         Ok(())
+    }
+}
+
+impl TimeoutDetails {
+    /// Long work: which limit fired, with both numbers, and how far the work had come:
+    /// "no progress for 10000 ms (idle limit; cap 600000 ms) after 37 messages".
+    fn fmt_long_work(&self, work: &LongWork, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (service, method) = (&self.service, &self.method);
+        match self.phase {
+            Phase::Idle => write!(
+                f,
+                "/{service}/{method}: no progress for {} ms (idle limit; {})",
+                work.idle_limit_ms,
+                CapWords(work.cap_ms)
+            )?,
+            Phase::Total => write!(
+                f,
+                "/{service}/{method}: exceeded the wall-clock cap of {} ms (idle limit {} ms)",
+                self.configured_timeout_ms, work.idle_limit_ms
+            )?,
+            phase => write!(
+                f,
+                "/{service}/{method}: exceeded its {} timeout of {} ms (idle limit {} ms; {})",
+                phase.as_str(),
+                self.configured_timeout_ms,
+                work.idle_limit_ms,
+                CapWords(work.cap_ms)
+            )?,
+        }
+        match self.message_count {
+            Some(n) => write!(
+                f,
+                " after {}, all delivered ({} progress, ",
+                Count(n, "message"),
+                work.progress_count
+            )?,
+            None => write!(
+                f,
+                " after {} (",
+                Count(work.progress_count, "progress report")
+            )?,
+        }
+        if let Some(marker) = work.progress_marker {
+            write!(f, "last marker {marker}, ")?;
+        }
+        write!(
+            f,
+            "last {} ms ago; {} profile, from {}, {} ms in all)",
+            work.since_progress_ms, self.profile_name, self.source, self.elapsed_ms
+        )
     }
 }
 
@@ -348,6 +416,7 @@ mod tests {
             attempt_timeout_ms: None,
             budget_paused_ms: None,
             budget_elapsed_ms: None,
+            long_work: None,
         };
         let status = d.to_status();
         assert_eq!(
@@ -395,5 +464,77 @@ mod tests {
             ("3", "150")
         );
         assert_eq!(TimeoutDetails::from_status(&status), Some(retried));
+    }
+
+    /// Long work: the message names which limit fired with both numbers, how many
+    /// messages arrived (and were delivered), how many were progress and the marker;
+    /// everything round-trips through the `ErrorInfo`.
+    #[test]
+    fn long_work_details_round_trip() {
+        let idle = TimeoutDetails {
+            profile_name: "tool_call".into(),
+            configured_timeout_ms: 10_000,
+            elapsed_ms: 41_250,
+            service: "sw4rm.tool.ToolService".into(),
+            method: "CallStream".into(),
+            source: Source::PerCall,
+            phase: Phase::Idle,
+            message_count: Some(37),
+            detected_by: DetectedBy::Client,
+            attempts: None,
+            attempt_timeout_ms: None,
+            budget_paused_ms: None,
+            budget_elapsed_ms: None,
+            long_work: Some(LongWork {
+                idle_limit_ms: 10_000,
+                cap_ms: Some(600_000),
+                progress_count: 12,
+                since_progress_ms: 10_000,
+                progress_marker: Some(11),
+            }),
+        };
+        let status = idle.to_status();
+        assert_eq!(status.code(), Code::DeadlineExceeded);
+        assert_eq!(
+            status.message(),
+            "/sw4rm.tool.ToolService/CallStream: no progress for 10000 ms (idle limit; cap 600000 ms) \
+             after 37 messages, all delivered (12 progress, last marker 11, last 10000 ms ago; \
+             tool_call profile, from per_call, 41250 ms in all)"
+        );
+        assert_eq!(TimeoutDetails::from_status(&status), Some(idle.clone()));
+        let info = status.get_details_error_info().unwrap();
+        for (key, want) in [
+            ("phase", "idle"),
+            ("idle_limit_ms", "10000"),
+            ("cap_ms", "600000"),
+            ("progress_count", "12"),
+            ("since_progress_ms", "10000"),
+            ("progress_marker", "11"),
+        ] {
+            assert_eq!(info.metadata[key], want, "{key}");
+        }
+        // The cap fired: the wall-clock words, both numbers. Handler-side work without
+        // messages counts progress reports.
+        let capped = TimeoutDetails {
+            phase: Phase::Total,
+            configured_timeout_ms: 1_800_000,
+            message_count: None,
+            detected_by: DetectedBy::Server,
+            long_work: Some(LongWork {
+                idle_limit_ms: 120_000,
+                cap_ms: Some(1_800_000),
+                progress_count: 1,
+                since_progress_ms: 3,
+                progress_marker: None,
+            }),
+            ..idle
+        };
+        let status = capped.to_status();
+        assert_eq!(
+            status.message(),
+            "/sw4rm.tool.ToolService/CallStream: exceeded the wall-clock cap of 1800000 ms (idle limit 120000 ms) \
+             after 1 progress report (last 3 ms ago; tool_call profile, from per_call, 41250 ms in all)"
+        );
+        assert_eq!(TimeoutDetails::from_status(&status), Some(capped));
     }
 }

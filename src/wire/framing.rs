@@ -15,7 +15,9 @@ pub(crate) fn first_message(data: &[u8]) -> Option<&[u8]> {
     rest[4..].get(..len)
 }
 
-/// Counts complete gRPC messages (5-byte prefix + payload) across data frames.
+/// Counts complete gRPC messages (5-byte prefix + payload) across data frames, and,
+/// when asked to ([`MessageCounter::reading`]), keeps each message's payload for a
+/// reader (one buffer per stream, reused from message to message).
 #[derive(Debug, Default)]
 pub(crate) struct MessageCounter {
     /// Complete messages seen.
@@ -25,11 +27,41 @@ pub(crate) struct MessageCounter {
     prefix_len: usize,
     /// Payload bytes still to come for the current message.
     remaining: u64,
+    /// The current message's payload so far, when payloads are read.
+    payload: Option<Vec<u8>>,
+}
+
+/// What the first payload reservation may take on the peer's word (a length prefix
+/// says up to 4 GiB); the buffer grows past it as bytes really arrive.
+const RESERVE_AT_MOST: usize = 64 * 1024;
+
+/// One complete message, as [`MessageCounter::feed_with`] hands it over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Message<'a> {
+    /// The payload, when payloads are read.
+    pub(crate) payload: Option<&'a [u8]>,
+    /// The message is compressed (flag byte 1): its payload is not protobuf.
+    pub(crate) compressed: bool,
 }
 
 impl MessageCounter {
+    /// A counter that also keeps every payload for [`MessageCounter::feed_with`].
+    pub(crate) fn reading() -> Self {
+        MessageCounter {
+            payload: Some(Vec::new()),
+            ..MessageCounter::default()
+        }
+    }
+
     /// Feeds one data frame; returns how many messages it completed.
+    #[cfg(test)]
     pub(crate) fn feed<D: Buf>(&mut self, data: &D) -> u64 {
+        self.feed_with(data, |_| {})
+    }
+
+    /// Feeds one data frame, calling `each` for every message it completes, in order;
+    /// returns how many it completed.
+    pub(crate) fn feed_with<D: Buf>(&mut self, data: &D, mut each: impl FnMut(Message<'_>)) -> u64 {
         let before = self.complete;
         let mut bytes = data.chunk();
         // `Buf` may be split across chunks; tonic/hyper data is one contiguous chunk.
@@ -49,23 +81,37 @@ impl MessageCounter {
                         self.prefix[3],
                         self.prefix[4],
                     ]));
+                    if let Some(buf) = self.payload.as_mut() {
+                        buf.clear();
+                        buf.reserve((self.remaining as usize).min(RESERVE_AT_MOST));
+                    }
                     if self.remaining == 0 {
-                        self.complete += 1;
-                        self.prefix_len = 0;
+                        self.complete_one(&mut each);
                     }
                 }
             } else {
                 let take = (self.remaining as usize).min(bytes.len());
+                if let Some(buf) = self.payload.as_mut() {
+                    buf.extend_from_slice(&bytes[..take]);
+                }
                 bytes = &bytes[take..];
                 left -= take;
                 self.remaining -= take as u64;
                 if self.remaining == 0 {
-                    self.complete += 1;
-                    self.prefix_len = 0;
+                    self.complete_one(&mut each);
                 }
             }
         }
         self.complete - before
+    }
+
+    fn complete_one(&mut self, each: &mut impl FnMut(Message<'_>)) {
+        self.complete += 1;
+        self.prefix_len = 0;
+        each(Message {
+            payload: self.payload.as_deref(),
+            compressed: self.prefix[0] != 0,
+        });
     }
 }
 
@@ -105,6 +151,34 @@ mod tests {
         assert_eq!(first_message(&[1, 0, 0, 0, 0]), None, "compressed");
         assert_eq!(first_message(&[0, 0, 0]), None, "short prefix");
         assert_eq!(first_message(&[0, 0, 0, 0, 3, 1]), None, "short payload");
+    }
+
+    #[test]
+    fn reads_payloads_split_anywhere() {
+        let mut all = framed(&[3, 0]);
+        all.extend_from_slice(&[1, 0, 0, 0, 1, 9]); // one compressed message
+        let mut c = MessageCounter::reading();
+        let mut seen = Vec::new();
+        for b in &all {
+            c.feed_with(&Bytes::copy_from_slice(&[*b]), |m| {
+                seen.push((m.payload.map(<[u8]>::to_vec), m.compressed));
+            });
+        }
+        assert_eq!(
+            seen,
+            [
+                (Some(vec![7, 7, 7]), false),
+                (Some(vec![]), false),
+                (Some(vec![9]), true)
+            ]
+        );
+        // Counting only: no payloads.
+        let mut c = MessageCounter::default();
+        let mut payloads = 0;
+        c.feed_with(&Bytes::from(framed(&[4])), |m| {
+            payloads += usize::from(m.payload.is_some());
+        });
+        assert_eq!((c.complete, payloads), (1, 0));
     }
 
     proptest! {

@@ -12,6 +12,7 @@ pub(crate) mod envelope;
 pub(crate) mod error;
 pub(crate) mod framing;
 pub mod grpc_timeout;
+pub(crate) mod long_work;
 pub(crate) mod message_field;
 pub(crate) mod replay;
 pub(crate) mod status;

@@ -35,6 +35,7 @@ fn standard_fields(p: &TimeoutProfile) -> Fields {
         s(0),
         s(0),
         s(0),
+        s(0),
         s(attempts),
         s(initial),
         s(max),
@@ -161,11 +162,27 @@ fn resolve_profile(
             source: sources[v.field.index()].clone(),
         });
     }
-    let streaming = StreamingTimeoutPolicy {
+    let mut streaming = StreamingTimeoutPolicy {
         initial_timeout_ms: values[Field::StreamInitial.index()],
         message_gap_timeout_ms: values[Field::StreamGap.index()],
         total_timeout_ms: values[Field::StreamTotal.index()],
+        idle_timeout_ms: values[Field::StreamIdle.index()],
     };
+    if let Some(asked) = streaming.clamp_idle() {
+        tracing::warn!(
+            profile = name,
+            idle_timeout_ms = asked,
+            idle_source = %sources[Field::StreamIdle.index()],
+            total_timeout_ms = streaming.total_timeout_ms,
+            total_source = %sources[Field::StreamTotal.index()],
+            "SW4RM {}: streaming.idle_timeout_ms {asked} (from {}) is above streaming.total_timeout_ms {} (from {}) and could never fire: clamped to {}",
+            name,
+            sources[Field::StreamIdle.index()],
+            streaming.total_timeout_ms,
+            sources[Field::StreamTotal.index()],
+            streaming.total_timeout_ms,
+        );
+    }
     if let Some(v) = streaming.violation() {
         issues.push(ConfigIssue {
             key: key(name, v.field),

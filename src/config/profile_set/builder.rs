@@ -134,11 +134,12 @@ impl ProfileSetBuilder {
             )
     }
 
-    /// Sets a profile's streaming policy (all three fields).
+    /// Sets a profile's streaming policy (all four fields).
     pub fn streaming(self, profile: &str, policy: StreamingTimeoutPolicy) -> Self {
         self.set(profile, Field::StreamInitial, policy.initial_timeout_ms)
             .set(profile, Field::StreamGap, policy.message_gap_timeout_ms)
             .set(profile, Field::StreamTotal, policy.total_timeout_ms)
+            .set(profile, Field::StreamIdle, policy.idle_timeout_ms)
     }
 
     /// Routes `/pkg.Service/Method` or `/pkg.Service/*` to a profile (unary).

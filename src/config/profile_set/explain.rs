@@ -29,6 +29,7 @@ impl fmt::Display for ProfileSet {
                     Field::StreamInitial => p.streaming.initial_timeout_ms.to_string(),
                     Field::StreamGap => p.streaming.message_gap_timeout_ms.to_string(),
                     Field::StreamTotal => p.streaming.total_timeout_ms.to_string(),
+                    Field::StreamIdle => p.streaming.idle_timeout_ms.to_string(),
                     other => {
                         let at = |fields: &[Field]| fields.iter().position(|f| *f == other);
                         match (at(&Field::RETRY), at(&Field::HEDGING)) {

@@ -93,6 +93,7 @@ impl ResolvedProfile {
                 &self.sources[Field::StreamInitial.index()],
                 &self.sources[Field::StreamGap.index()],
                 &self.sources[Field::StreamTotal.index()],
+                &self.sources[Field::StreamIdle.index()],
             ],
         }
     }

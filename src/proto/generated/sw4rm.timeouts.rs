@@ -23,4 +23,7 @@ pub struct StreamingTimeoutPolicy {
     /// 0 = unlimited.
     #[prost(uint32, tag = "3")]
     pub total_timeout_ms: u32,
+    /// Longest time without progress (the idle limit of long work); 0 = none.
+    #[prost(uint32, tag = "4")]
+    pub idle_timeout_ms: u32,
 }

@@ -116,7 +116,9 @@ impl Sink for CallRecord {
     #[inline]
     fn end(&mut self, ending: Ending) -> BoxError {
         match ending {
-            Ending::TimedOut { phase, detected_by } => self.timed_out(phase, 0, detected_by).into(),
+            Ending::TimedOut { phase, detected_by } => self
+                .timed_out(phase, Progress::default(), detected_by)
+                .into(),
             Ending::TransportCapped => self.transport_capped().into(),
             Ending::Failed(err) => self.failed(err),
         }
