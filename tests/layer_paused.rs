@@ -114,12 +114,31 @@ fn harness(
         Error = sw4rm_timeouts::BoxError,
     >,
 > {
+    harness_with(
+        TimeoutProfileLayer::new(profiles).without_metrics(),
+        headers_after,
+    )
+}
+
+fn harness_with(
+    layer: TimeoutProfileLayer,
+    headers_after: Option<Duration>,
+) -> Harness<
+    impl Service<
+        http::Request<tonic::body::Body>,
+        Response = http::Response<sw4rm_timeouts::timeout::body::TimeoutBody<ChannelBody>>,
+        Error = sw4rm_timeouts::BoxError,
+    >,
+> {
     let seen = Seen::default();
     let dropped = Arc::new(AtomicBool::new(false));
     let (tx, bodies) = mpsc::unbounded_channel();
-    let svc = ServiceBuilder::new()
-        .layer(TimeoutProfileLayer::new(profiles).without_metrics())
-        .service(inner(headers_after, seen.clone(), dropped.clone(), tx));
+    let svc = ServiceBuilder::new().layer(layer).service(inner(
+        headers_after,
+        seen.clone(),
+        dropped.clone(),
+        tx,
+    ));
     Harness {
         svc,
         seen,
@@ -651,4 +670,230 @@ async fn the_inbox_runs_no_initial_or_gap_timer_by_default() {
     let idle = tokio::time::timeout(Duration::from_secs(3_600), next(&mut body)).await;
     assert!(idle.is_err(), "no gap timer either");
     assert_eq!(h.seen.lock().unwrap()[0], None, "no deadline on the wire");
+}
+
+/// A `ToolFrame` as one gRPC message: progress when it carries a summary, a keep-alive
+/// when it is empty (the crate's reading of `ToolFrame`).
+fn tool_frame(frame_no: u64, progress: bool) -> Bytes {
+    use prost::Message;
+    let frame = sw4rm_timeouts::proto::sw4rm::tool::ToolFrame {
+        frame_no,
+        summary: if progress {
+            b"rows".to_vec()
+        } else {
+            Vec::new()
+        },
+        ..Default::default()
+    };
+    let payload = frame.encode_to_vec();
+    let mut v = vec![0u8];
+    v.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+    v.extend_from_slice(&payload);
+    Bytes::from(v)
+}
+
+/// The layer over the standard table with tool_call's streams under `policy`, reading
+/// `ToolFrame`s with the crate's rule.
+fn long_work_harness(
+    policy: StreamingTimeoutPolicy,
+) -> Harness<
+    impl Service<
+        http::Request<tonic::body::Body>,
+        Response = http::Response<sw4rm_timeouts::timeout::body::TimeoutBody<ChannelBody>>,
+        Error = sw4rm_timeouts::BoxError,
+    >,
+> {
+    let profiles = ProfileSet::builder()
+        .without_global()
+        .streaming("tool_call", policy)
+        .build()
+        .unwrap();
+    let layer = TimeoutProfileLayer::new(profiles)
+        .without_metrics()
+        .with_progress(
+            sw4rm_timeouts::route::RoutePattern::parse(CALL_STREAM).unwrap(),
+            sw4rm_timeouts::ProgressRule::of::<sw4rm_timeouts::proto::sw4rm::tool::ToolFrame>(),
+        );
+    harness_with(layer, Some(Duration::ZERO))
+}
+
+fn long_policy(gap: u32, total: u32, idle: u32) -> StreamingTimeoutPolicy {
+    StreamingTimeoutPolicy {
+        initial_timeout_ms: 0,
+        message_gap_timeout_ms: gap,
+        total_timeout_ms: total,
+        idle_timeout_ms: idle,
+    }
+}
+
+/// Sends `frames` (at their offsets from now) and reads the body to its end: the
+/// messages delivered and the timeout.
+async fn run_frames(
+    body: &mut Wrapped,
+    tx: &mpsc::UnboundedSender<Frame<Bytes>>,
+    frames: &[(u64, Bytes)],
+) -> (u64, TimeoutDetails) {
+    let start = Instant::now();
+    let mut plan = frames.iter();
+    let mut delivered = 0;
+    loop {
+        let wait = plan
+            .clone()
+            .next()
+            .map(|(at, _)| start + Duration::from_millis(*at));
+        tokio::select! {
+            frame = next(body) => match frame.unwrap() {
+                Ok(_) => delivered += 1,
+                Err(e) => return (delivered, details(e)),
+            },
+            _ = tokio::time::sleep_until(wait.unwrap_or(start + Duration::from_secs(3_600))), if wait.is_some() => {
+                let (_, f) = plan.next().unwrap();
+                let _ = tx.send(Frame::data(f.clone()));
+            }
+        }
+    }
+}
+
+/// Keep-alive frames keep the gap timer happy but never the idle limit: the stream
+/// ends at last progress + idle limit, every frame received is delivered, and the
+/// details say idle with both numbers, the count and the marker.
+#[tokio::test(start_paused = true)]
+async fn keep_alives_do_not_reset_the_idle_limit_and_progress_does() {
+    let mut h = long_work_harness(long_policy(400, 10_000, 1_000));
+    let start = Instant::now();
+    let mut body: Wrapped = Box::pin(call_body(&mut h.svc, request(CALL_STREAM)).await);
+    let tx = h.bodies.recv().await.unwrap();
+    // Progress at 200 and 500 ms (marker 7), then keep-alives every 300 ms.
+    let frames: Vec<_> = [(200, 6, true), (500, 7, true)]
+        .into_iter()
+        .chain((1..=8).map(|i| (500 + 300 * i, 7, false)))
+        .map(|(at, n, p)| (at, tool_frame(n, p)))
+        .collect();
+    let (delivered, d) = run_frames(&mut body, &tx, &frames).await;
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_millis(1_500),
+        "500 ms + 1 s idle"
+    );
+    assert_eq!((d.phase(), d.configured_timeout_ms()), (Phase::Idle, 1_000));
+    // Progress at 200, 500; keep-alives at 800, 1100, 1400: all delivered.
+    assert_eq!((delivered, d.message_count()), (5, Some(5)));
+    let w = d.long_work().expect("long-work details");
+    assert_eq!(
+        (
+            w.idle_limit_ms(),
+            w.cap_ms(),
+            w.progress_count(),
+            w.since_progress_ms(),
+            w.progress_marker()
+        ),
+        (1_000, Some(10_000), 2, 1_000, Some(7))
+    );
+    let text = d.to_string();
+    assert!(
+        text.starts_with("/sw4rm.tool.ToolService/CallStream: no progress for 1000 ms (idle limit; cap 10000 ms) after 5 messages, all delivered (2 progress, last marker 7"),
+        "{text}"
+    );
+    assert!(tx.is_closed(), "the inner body is dropped on expiry");
+    // Without the rule every message is progress: the same frames run to the cap.
+    let profiles = ProfileSet::builder()
+        .without_global()
+        .streaming("tool_call", long_policy(400, 3_000, 1_000))
+        .build()
+        .unwrap();
+    let mut h = harness(profiles, Some(Duration::ZERO));
+    let start = Instant::now();
+    let mut body: Wrapped = Box::pin(call_body(&mut h.svc, request(CALL_STREAM)).await);
+    let tx = h.bodies.recv().await.unwrap();
+    let (delivered, d) = run_frames(&mut body, &tx, &frames).await;
+    // Every frame moved the idle limit; the last at 2900 ms, so the 3 s cap fires.
+    assert_eq!(
+        (d.phase(), start.elapsed()),
+        (Phase::Total, Duration::from_secs(3))
+    );
+    assert_eq!(
+        (delivered, d.long_work().unwrap().progress_count()),
+        (10, 10)
+    );
+    assert_eq!(
+        d.long_work().unwrap().progress_marker(),
+        None,
+        "no rule, no marker"
+    );
+}
+
+/// Progress every 300 ms under a 1 s idle limit: the idle limit never fires and the
+/// cap does not move: the stream ends at the cap, in the cap's words.
+#[tokio::test(start_paused = true)]
+async fn the_cap_never_moves_for_progress() {
+    let mut h = long_work_harness(long_policy(0, 2_000, 1_000));
+    let start = Instant::now();
+    let mut body: Wrapped = Box::pin(call_body(&mut h.svc, request(CALL_STREAM)).await);
+    let tx = h.bodies.recv().await.unwrap();
+    let frames: Vec<_> = (1..=9).map(|i| (300 * i, tool_frame(i, true))).collect();
+    let (delivered, d) = run_frames(&mut body, &tx, &frames).await;
+    assert_eq!(start.elapsed(), Duration::from_millis(2_000));
+    assert_eq!(
+        (d.phase(), d.configured_timeout_ms()),
+        (Phase::Total, 2_000)
+    );
+    assert_eq!(delivered, 6);
+    let w = d.long_work().unwrap();
+    assert_eq!(
+        (
+            w.progress_count(),
+            w.progress_marker(),
+            w.since_progress_ms()
+        ),
+        (6, Some(6), 200)
+    );
+    assert!(
+        d.to_string().starts_with("/sw4rm.tool.ToolService/CallStream: exceeded the wall-clock cap of 2000 ms (idle limit 1000 ms) after 6 messages"),
+        "{d}"
+    );
+}
+
+/// An idle limit above the cap could never fire: a per-call one is lowered to the
+/// cap with a warning naming both values and their sources.
+#[tokio::test(start_paused = true)]
+async fn an_idle_limit_above_the_cap_is_clamped_with_a_warning() {
+    for (idle_ms, warned) in [(5_000, true), (700, false)] {
+        let (events, _guard) = common::capture_events();
+        let mut h = long_work_harness(long_policy(0, 0, 0));
+        let mut req = request(CALL_STREAM);
+        req.extensions_mut().insert(
+            sw4rm_timeouts::CallStreamingPolicy::default()
+                .with_idle(Duration::from_millis(idle_ms))
+                .with_total(Duration::from_millis(1_500)),
+        );
+        let start = Instant::now();
+        let mut body: Wrapped = Box::pin(call_body(&mut h.svc, req).await);
+        let _tx = h.bodies.recv().await.unwrap();
+        let d = details(next(&mut body).await.unwrap().unwrap_err());
+        let warnings = events.with_message("idle limit above its cap");
+        if warned {
+            assert_eq!(warnings.len(), 1, "{warnings:?}");
+            let w = &warnings[0];
+            assert_eq!(
+                (
+                    w["idle_ms"].as_str(),
+                    w["idle_source"].as_str(),
+                    w["cap_ms"].as_str(),
+                    w["cap_source"].as_str()
+                ),
+                ("5000", "per_call", "1500", "per_call")
+            );
+            assert_eq!(
+                (d.phase(), start.elapsed()),
+                (Phase::Total, Duration::from_millis(1_500))
+            );
+            assert_eq!(d.long_work().unwrap().idle_limit_ms(), 1_500);
+        } else {
+            assert!(warnings.is_empty(), "{warnings:?}");
+            assert_eq!(
+                (d.phase(), start.elapsed()),
+                (Phase::Idle, Duration::from_millis(700))
+            );
+        }
+    }
 }

@@ -13,6 +13,10 @@
 //! * **A handoff you received**: `OperationBudget::from_envelope(&request.budget)`
 //!   runs the delegated work under what it was handed (SW4-004); handoffs made inside
 //!   carry an envelope one hop deeper.
+//! * **Long work inside a handler**: [`LongWork`] runs it under an idle limit and a
+//!   hard cap; [`progress`] (anywhere in the work's task, or in work taken along with
+//!   [`carry`]) resets the idle limit; the handler gets a typed [`Outcome`] with what
+//!   the work produced, and the status to answer.
 //! * **Work moved to another task**: what the handler (or the future given to
 //!   [`OperationBudget::run`]) awaits in its own task sees the scope by itself;
 //!   `tokio::spawn`ed work, a channel to a worker, or a future polled elsewhere does
@@ -41,10 +45,16 @@
 // scope when it plans a call.
 
 mod budget;
+mod long_stream;
+mod long_work;
+mod progress;
 mod server;
 mod task;
 
 pub use budget::{EnvelopeError, OperationBudget, PauseGuard, DEFAULT_MAX_CLOCK_SKEW};
+pub use long_stream::{Frame, ProgressStream};
+pub use long_work::{Ending, LongWork, Outcome, Output};
+pub use progress::{progress, progress_at};
 pub use server::{
     InboundDeadline, InboundDeadlineFuture, InboundDeadlineLayer, InboundDeadlineService,
 };

@@ -15,7 +15,10 @@ use tonic::{Code, Status};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::task::{with_deadline, Scoped};
+use std::sync::Arc;
+
+use super::progress::InboundCall;
+use super::task::{serving, Scoped};
 use crate::wire::grpc_timeout::{self, GRPC_TIMEOUT};
 
 /// The deadline of an inbound call, as a request extension for the handler.
@@ -114,33 +117,34 @@ where
                         state: State::Answer {
                             status: Some(Status::invalid_argument(e.to_string())),
                         },
+                        call: None,
+                        answered: false,
                     }
                 }
             },
         };
-        let Some(received) = received else {
-            return InboundDeadlineFuture {
-                state: State::Unbounded {
-                    inner: self.inner.call(req),
-                },
-            };
-        };
+        let call = Arc::new(InboundCall::default());
         // An absurdly long deadline is as good as none (and must not overflow).
-        let Some(at) = Instant::now().checked_add(received) else {
+        let at = received.and_then(|r| Some((Instant::now().checked_add(r)?, r)));
+        let Some((at, received)) = at else {
             return InboundDeadlineFuture {
                 state: State::Unbounded {
-                    inner: self.inner.call(req),
+                    inner: serving(None, call.clone(), self.inner.call(req)),
                 },
+                call: Some(call),
+                answered: false,
             };
         };
         req.extensions_mut()
             .insert(InboundDeadline { at, received });
         InboundDeadlineFuture {
             state: State::Bounded {
-                inner: with_deadline(at, self.inner.call(req)),
+                inner: serving(Some(at), call.clone(), self.inner.call(req)),
                 sleep: tokio::time::sleep_until(at),
                 at,
             },
+            call: Some(call),
+            answered: false,
         }
     }
 }
@@ -151,6 +155,22 @@ pin_project! {
     pub struct InboundDeadlineFuture<F> {
         #[pin]
         state: State<F>,
+        // What the handler's scope knows of the call.
+        call: Option<Arc<InboundCall>>,
+        // The call was answered (by the handler or the deadline).
+        answered: bool,
+    }
+
+    impl<F> PinnedDrop for InboundDeadlineFuture<F> {
+        /// Dropped before it answered: hyper drops a handler only when the caller
+        /// reset the call or the connection closed. Said before the handler (a field)
+        /// is dropped, so that its long work can tell the caller went away.
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            if let (false, Some(call)) = (*this.answered, this.call.as_ref()) {
+                call.caller_went_away();
+            }
+        }
     }
 }
 
@@ -158,8 +178,8 @@ pin_project! {
     #[project = Proj]
     #[derive(Debug)]
     enum State<F> {
-        // No inbound deadline: the handler as it is.
-        Unbounded { #[pin] inner: F },
+        // No inbound deadline: the handler in a scope that knows the call.
+        Unbounded { #[pin] inner: Scoped<F> },
         // The handler inside its deadline's scope, racing the deadline.
         Bounded { #[pin] inner: Scoped<F>, #[pin] sleep: Sleep, at: Instant },
         // Answered without the handler (a malformed `grpc-timeout`).
@@ -175,7 +195,23 @@ where
     type Output = Result<http::Response<B>, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.project().state.project() {
+        let this = self.project();
+        let answer = poll_state(this.state, cx);
+        *this.answered |= answer.is_ready();
+        answer
+    }
+}
+
+fn poll_state<F, B, E>(
+    state: Pin<&mut State<F>>,
+    cx: &mut Context<'_>,
+) -> Poll<Result<http::Response<B>, E>>
+where
+    F: Future<Output = Result<http::Response<B>, E>>,
+    B: Default,
+{
+    {
+        match state.project() {
             Proj::Unbounded { inner } => inner.poll(cx),
             Proj::Bounded { inner, sleep, at } => {
                 if let Poll::Ready(out) = inner.poll(cx) {

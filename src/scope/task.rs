@@ -4,9 +4,12 @@
 
 use std::future::Future;
 
+use std::sync::Arc;
+
 use tokio::time::Instant;
 
 use super::budget::OperationBudget;
+use super::progress::{InboundCall, WorkState};
 
 /// What a task's outgoing calls are capped by (opaque: see [`carry`], [`detach`],
 /// [`with_deadline`] and [`OperationBudget::run`]).
@@ -14,6 +17,10 @@ use super::budget::OperationBudget;
 pub struct Scope {
     pub(crate) deadline: Option<Instant>,
     pub(crate) budget: Option<OperationBudget>,
+    /// The long work the task reports progress to ([`super::LongWork`]).
+    pub(crate) work: Option<Arc<WorkState>>,
+    /// The inbound call the task serves, when the server layer opened the scope.
+    pub(crate) inbound: Option<Arc<InboundCall>>,
 }
 
 tokio::task_local! {
@@ -119,6 +126,39 @@ pub fn carry<F: Future>(future: F) -> Scoped<F> {
 /// outlive the inbound call, such as cleanup or an audit record).
 pub fn detach<F: Future>(future: F) -> Scoped<F> {
     SCOPE.scope(Scope::default(), future)
+}
+
+/// Runs `future` reporting progress to `work` (see [`super::progress`]).
+pub(crate) fn with_work<F: Future>(work: Arc<WorkState>, future: F) -> Scoped<F> {
+    let mut scope = scope_now();
+    scope.work = Some(work);
+    SCOPE.scope(scope, future)
+}
+
+/// Runs the handler of an inbound call under `deadline` (if any), knowing `call`.
+pub(crate) fn serving<F: Future>(
+    deadline: Option<Instant>,
+    call: Arc<InboundCall>,
+    future: F,
+) -> Scoped<F> {
+    let mut scope = scope_now();
+    if let Some(at) = deadline {
+        scope.deadline = Some(scope.deadline.map_or(at, |d| d.min(at)));
+    }
+    scope.inbound = Some(call);
+    SCOPE.scope(scope, future)
+}
+
+/// The long work the current task reports to, and the inbound call it serves.
+pub(crate) fn work_and_call() -> (Option<Arc<WorkState>>, Option<Arc<InboundCall>>) {
+    SCOPE
+        .try_with(|s| (s.work.clone(), s.inbound.clone()))
+        .unwrap_or_default()
+}
+
+/// Calls `f` with the long work the current task reports to, if any (no clone).
+pub(crate) fn with_current_work<R>(f: impl FnOnce(&WorkState) -> R) -> Option<R> {
+    SCOPE.try_with(|s| s.work.as_deref().map(f)).ok().flatten()
 }
 
 pub(crate) fn with_budget<F: Future>(budget: OperationBudget, future: F) -> Scoped<F> {

@@ -1,0 +1,240 @@
+//! [`LongWork::stream`]: long work behind a server-streaming handler
+//! (`ToolService/CallStream`). What the work pushes goes out as stream messages at
+//! once; while the work moves without producing, a progress message goes out at least
+//! every half of the caller's idle limit, so a working tool is never cut by the
+//! caller's gap timer; a stuck one is cut by the guard, and the stream ends with the
+//! guard's status after the messages already sent.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures_core::Stream;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, Sleep};
+use tonic::Status;
+
+use super::long_work::{LongWork, Outcome, Output, Sink};
+use super::progress::{InboundCall, WorkState};
+use super::task::serving;
+
+/// One message of a [`ProgressStream`], before the handler's `frame` function turns
+/// it into the RPC's message type.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Frame<T> {
+    /// An item the work pushed to its [`Output`].
+    Item(T),
+    /// The work moved but produced nothing to send for a while: a progress message
+    /// (for `ToolFrame`: no data, a summary, `frame_no` the marker).
+    Progress {
+        /// Progress reports so far.
+        count: u64,
+        /// The last marker reported.
+        marker: Option<u64>,
+    },
+}
+
+/// The response stream of [`LongWork::stream`]: `Ok` messages, then the guard's status
+/// as an `Err` if the work did not finish. Dropping it (the caller went away) stops
+/// the work.
+pub struct ProgressStream<T, M> {
+    rx: mpsc::UnboundedReceiver<T>,
+    end: oneshot::Receiver<Outcome<(), T>>,
+    frame: Box<dyn FnMut(Frame<T>) -> M + Send>,
+    task: JoinHandle<()>,
+    inbound: Arc<InboundCall>,
+    state: Arc<WorkState>,
+    heartbeat: Option<Duration>,
+    sleep: Pin<Box<Sleep>>,
+    /// Progress reports when the last message went out, and when it did.
+    reported: u64,
+    last_sent: Instant,
+    sent: u64,
+    done: bool,
+}
+
+impl<T, M> std::fmt::Debug for ProgressStream<T, M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProgressStream")
+            .field("sent", &self.sent)
+            .field("done", &self.done)
+            .finish_non_exhaustive()
+    }
+}
+
+type Tell<T> = Box<dyn FnOnce(Outcome<(), T>) + Send>;
+
+impl LongWork {
+    /// Runs `work` in its own task (taking the handler's scope along) under the guard,
+    /// and answers a server-streaming call with what it pushes, each item turned into
+    /// a message by `frame`. See the [module](self) for the progress messages.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use sw4rm_timeouts::scope::{Frame, LongWork};
+    /// use sw4rm_timeouts::proto::sw4rm::tool::ToolFrame;
+    /// # fn handler() -> sw4rm_timeouts::scope::ProgressStream<Vec<u8>, Result<ToolFrame, tonic::Status>> {
+    /// LongWork::new()
+    ///     .idle_limit(Duration::from_secs(120))
+    ///     .cap(Duration::from_secs(1800))
+    ///     .caller_idle_limit(Duration::from_secs(30))
+    ///     .for_rpc("/sw4rm.tool.ToolService/CallStream")
+    ///     .stream(
+    ///         |out| async move { out.push(b"rows 1-100".to_vec()) },
+    ///         |frame| Ok(match frame {
+    ///             Frame::Item(data) => ToolFrame { data, ..Default::default() },
+    ///             Frame::Progress { marker, .. } => ToolFrame {
+    ///                 frame_no: marker.unwrap_or(0),
+    ///                 summary: b"working".to_vec(),
+    ///                 ..Default::default()
+    ///             },
+    ///             _ => ToolFrame::default(),
+    ///         }),
+    ///     )
+    /// # }
+    /// ```
+    pub fn stream<T, M, F, Fut>(
+        self,
+        work: F,
+        frame: impl FnMut(Frame<T>) -> Result<M, Status> + Send + 'static,
+    ) -> ProgressStream<T, Result<M, Status>>
+    where
+        F: FnOnce(Output<T>) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+        T: Send + 'static,
+        M: Send + 'static,
+    {
+        self.start_stream(work, Box::new(frame), None)
+    }
+
+    /// Like [`LongWork::stream`], and tells `tell` how the work ended when the stream
+    /// is dropped before it did ([`super::Ending::CallerGone`]: the caller went away).
+    pub fn stream_or_tell<T, M, F, Fut>(
+        self,
+        work: F,
+        frame: impl FnMut(Frame<T>) -> Result<M, Status> + Send + 'static,
+        tell: impl FnOnce(Outcome<(), T>) + Send + 'static,
+    ) -> ProgressStream<T, Result<M, Status>>
+    where
+        F: FnOnce(Output<T>) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+        T: Send + 'static,
+        M: Send + 'static,
+    {
+        self.start_stream(work, Box::new(frame), Some(Box::new(tell)))
+    }
+
+    fn start_stream<T, M, F, Fut>(
+        self,
+        work: F,
+        frame: Box<dyn FnMut(Frame<T>) -> Result<M, Status> + Send>,
+        tell: Option<Tell<T>>,
+    ) -> ProgressStream<T, Result<M, Status>>
+    where
+        F: FnOnce(Output<T>) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+        T: Send + 'static,
+        M: Send + 'static,
+    {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (end_tx, end) = oneshot::channel();
+        let inbound = Arc::new(InboundCall::default());
+        let state = Arc::new(WorkState::new(Instant::now()));
+        let guard = self;
+        let run = guard.run_with(Arc::new(Sink::Forward(tx)), state.clone(), tell, work);
+        let task = tokio::spawn(serving(None, inbound.clone(), async move {
+            let _ = end_tx.send(run.await);
+        }));
+        let now = Instant::now();
+        ProgressStream {
+            rx,
+            end,
+            frame,
+            task,
+            inbound,
+            state,
+            heartbeat: guard.heartbeat(),
+            sleep: Box::pin(tokio::time::sleep_until(now)),
+            reported: 0,
+            last_sent: now,
+            sent: 0,
+            done: false,
+        }
+    }
+}
+
+impl<T, M> ProgressStream<T, Result<M, Status>> {
+    fn send(&mut self, frame: Frame<T>) -> Poll<Option<Result<M, Status>>> {
+        self.sent += 1;
+        self.last_sent = Instant::now();
+        self.reported = self.state.count();
+        Poll::Ready(Some((self.frame)(frame)))
+    }
+
+    /// A progress message when one is due and the work moved since the last message.
+    fn poll_heartbeat(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<M, Status>>> {
+        let Some(every) = self.heartbeat else {
+            return Poll::Pending;
+        };
+        loop {
+            let now = Instant::now();
+            let due = self.last_sent + every;
+            let moved = self.state.count() > self.reported;
+            if moved && now >= due {
+                let (count, marker) = (self.state.count(), self.state.marker());
+                return self.send(Frame::Progress { count, marker });
+            }
+            // Not moved: look again soon (a report does not wake the stream).
+            let next = match moved {
+                true => due,
+                false => due.max(now + every / 4),
+            };
+            self.sleep.as_mut().reset(next);
+            if self.sleep.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+        }
+    }
+}
+
+impl<T, M> Stream for ProgressStream<T, Result<M, Status>> {
+    type Item = Result<M, Status>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        if this.done {
+            return Poll::Ready(None);
+        }
+        match this.rx.poll_recv(cx) {
+            Poll::Ready(Some(item)) => return this.send(Frame::Item(item)),
+            Poll::Ready(None) => {
+                // Every item is out; the work has ended.
+                let Poll::Ready(outcome) = Pin::new(&mut this.end).poll(cx) else {
+                    return Poll::Pending;
+                };
+                this.done = true;
+                let status = outcome
+                    .ok()
+                    .and_then(|o| o.with_messages(this.sent).status());
+                return Poll::Ready(status.map(Err));
+            }
+            Poll::Pending => {}
+        }
+        this.poll_heartbeat(cx)
+    }
+}
+
+impl<T, M> Drop for ProgressStream<T, M> {
+    /// Dropped before its end: hyper drops a response body when the caller reset the
+    /// call or the connection closed. The work is stopped.
+    fn drop(&mut self) {
+        if !self.done {
+            self.inbound.caller_went_away();
+            self.task.abort();
+        }
+    }
+}

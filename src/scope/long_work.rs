@@ -1,0 +1,476 @@
+//! [`LongWork`]: the guard a handler runs long work under. The work is stopped when it
+//! is stuck (no [`super::progress`] for the idle limit) or at the hard cap (the smaller
+//! of the cap and the inbound deadline), whichever comes first; the handler gets a
+//! typed [`Outcome`] with what the work produced so far, and the status to answer.
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::{Arc, Mutex};
+use std::task::Poll;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tonic::Status;
+
+use super::progress::{InboundCall, WorkState};
+use super::task::{current_deadline, with_work, work_and_call};
+use crate::policy::deadline::Phase;
+use crate::policy::source::Source;
+use crate::policy::streaming::{millis, StreamingTimeoutPolicy};
+use crate::wire::details::{DetectedBy, TimeoutDetails};
+use crate::wire::long_work::LongWork as LongWorkDetails;
+
+/// A guard for long work inside a handler: an idle limit (reset by
+/// [`super::progress`] or by [`Output::push`]) and a hard cap, 0 turning either off.
+/// The cap is lowered to the inbound deadline when the call has one (the handler's
+/// scope, [`super::InboundDeadlineLayer`]).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use std::time::Duration;
+/// use sw4rm_timeouts::scope::{self, Ending, LongWork};
+/// tokio::time::pause();
+/// let outcome = LongWork::new()
+///     .idle_limit(Duration::from_secs(1))
+///     .cap(Duration::from_secs(30))
+///     .run(|out| async move {
+///         out.push("part 1");
+///         std::future::pending::<()>().await // stuck
+///     })
+///     .await;
+/// assert!(matches!(outcome.ending(), Ending::Idle));
+/// assert_eq!(outcome.produced(), ["part 1"]);
+/// let status = outcome.status().unwrap();
+/// assert_eq!(status.code(), tonic::Code::DeadlineExceeded);
+/// assert!(status.message().contains("no progress for 1000 ms (idle limit; cap 30000 ms)"));
+/// # }
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LongWork {
+    idle: Option<Duration>,
+    cap: Option<Duration>,
+    heartbeat: Option<Duration>,
+    rpc: &'static str,
+}
+
+/// How a piece of long work ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Ending<R> {
+    /// The work finished with this value.
+    Finished(R),
+    /// No progress for the idle limit: the work's future was dropped.
+    Idle,
+    /// The cap (or the inbound deadline, when smaller) passed: the work's future was
+    /// dropped.
+    Capped,
+    /// The caller went away (reset the call, or the connection closed): the work's
+    /// future was dropped. Told to [`LongWork::on_abandon`].
+    CallerGone,
+    /// The guard was dropped for another reason (the handler stopped awaiting it):
+    /// the work's future was dropped. Told to [`LongWork::on_abandon`].
+    Dropped,
+}
+
+/// What became of a piece of long work: how it ended, what it produced so far, and
+/// how far it had come.
+#[derive(Debug)]
+pub struct Outcome<R, T> {
+    ending: Ending<R>,
+    produced: Vec<T>,
+    limits: Limits,
+    progress_count: u64,
+    marker: Option<u64>,
+    elapsed: Duration,
+    since_progress: Duration,
+    messages: Option<u64>,
+    rpc: &'static str,
+}
+
+/// The limits the work ran under, with where the cap came from.
+#[derive(Clone, Copy, Debug)]
+struct Limits {
+    idle: Option<Duration>,
+    cap: Option<(Duration, CapFrom)>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CapFrom {
+    Guard,
+    Inbound,
+}
+
+/// The work's side of the guard: what it produced so far, and progress reports.
+/// Cloned freely; pushing an item is a progress report.
+#[derive(Debug)]
+pub struct Output<T> {
+    sink: Arc<Sink<T>>,
+    state: Arc<WorkState>,
+}
+
+impl<T> Clone for Output<T> {
+    fn clone(&self) -> Self {
+        Output {
+            sink: self.sink.clone(),
+            state: self.state.clone(),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(crate) enum Sink<T> {
+    /// Kept until the outcome.
+    Collect(Mutex<Vec<T>>),
+    /// Sent on as it comes (a stream's messages).
+    Forward(tokio::sync::mpsc::UnboundedSender<T>),
+}
+
+impl<T> Output<T> {
+    /// Adds one item of output; counts as progress.
+    pub fn push(&self, item: T) {
+        match &*self.sink {
+            Sink::Collect(kept) => {
+                if let Ok(mut kept) = kept.lock() {
+                    kept.push(item);
+                }
+            }
+            Sink::Forward(tx) => {
+                let _ = tx.send(item);
+            }
+        }
+        self.state.report(None);
+    }
+
+    /// A progress report without output (as [`super::progress`]).
+    pub fn progress(&self) {
+        self.state.report(None);
+    }
+
+    /// A progress report with a marker (as [`super::progress_at`]).
+    pub fn progress_at(&self, marker: u64) {
+        self.state.report(Some(marker));
+    }
+}
+
+type OnAbandon<T> = Box<dyn FnOnce(Outcome<(), T>) + Send>;
+
+impl LongWork {
+    /// No idle limit, no cap (set them with [`LongWork::idle_limit`] and
+    /// [`LongWork::cap`]).
+    pub fn new() -> Self {
+        LongWork::default()
+    }
+
+    /// The idle limit: the work is stopped after this long without progress (zero:
+    /// none). Above the cap it is lowered to the cap.
+    pub fn idle_limit(mut self, limit: Duration) -> Self {
+        self.idle = Some(limit).filter(|d| !d.is_zero());
+        self
+    }
+
+    /// The hard cap on the work's wall-clock time (zero: none; the inbound deadline
+    /// still applies).
+    pub fn cap(mut self, cap: Duration) -> Self {
+        self.cap = Some(cap).filter(|d| !d.is_zero());
+        self
+    }
+
+    /// The limits of a profile's streaming policy: `idle_timeout_ms` and
+    /// `total_timeout_ms` (the same table the callers use).
+    ///
+    /// ```
+    /// use sw4rm_timeouts::{scope::LongWork, StreamingTimeoutPolicy};
+    /// let policy = StreamingTimeoutPolicy { idle_timeout_ms: 120_000, total_timeout_ms: 1_800_000, ..Default::default() };
+    /// let guard = LongWork::from_policy(&policy);
+    /// # drop(guard);
+    /// ```
+    pub fn from_policy(policy: &StreamingTimeoutPolicy) -> Self {
+        let ms = |v: u32| Duration::from_millis(u64::from(v));
+        LongWork::new()
+            .idle_limit(ms(policy.idle_timeout_ms))
+            .cap(ms(policy.total_timeout_ms))
+    }
+
+    /// For [`LongWork::stream`]: the caller's idle limit (its gap timer or idle limit),
+    /// so that a working tool sends a progress message at least every half of it
+    /// (default: half of this guard's idle limit).
+    pub fn caller_idle_limit(mut self, limit: Duration) -> Self {
+        self.heartbeat = Some(limit / 2).filter(|d| !d.is_zero());
+        self
+    }
+
+    /// Names the RPC (`/package.Service/Method`) in the details of the status the
+    /// outcome gives, and the SW4-002 profile of a standard route.
+    pub fn for_rpc(mut self, path: &'static str) -> Self {
+        self.rpc = path;
+        self
+    }
+
+    /// The interval of a stream's progress messages.
+    pub(crate) fn heartbeat(&self) -> Option<Duration> {
+        self.heartbeat.or(self.idle.map(|d| d / 2))
+    }
+
+    /// The idle limit and the cap at `start`: the cap lowered to the inbound deadline,
+    /// the idle limit to the cap.
+    fn limits(&self, start: Instant) -> Limits {
+        let inbound = current_deadline().map(|at| at.saturating_duration_since(start));
+        let cap = match (self.cap, inbound) {
+            (Some(c), Some(i)) if i < c => Some((i, CapFrom::Inbound)),
+            (Some(c), _) => Some((c, CapFrom::Guard)),
+            (None, Some(i)) => Some((i, CapFrom::Inbound)),
+            (None, None) => None,
+        };
+        let idle = match (self.idle, cap) {
+            (Some(i), Some((c, CapFrom::Guard))) if i > c => {
+                tracing::warn!(
+                    idle_ms = millis(i),
+                    cap_ms = millis(c),
+                    "SW4RM long work: idle limit above the cap, clamped to the cap"
+                );
+                Some(c)
+            }
+            (idle, _) => idle,
+        };
+        Limits { idle, cap }
+    }
+
+    /// Runs `work` under the guard. `work` gets an [`Output`] to push what it produces
+    /// (each push is progress); [`super::progress`] anywhere in its task reports too.
+    pub async fn run<T, R, F, Fut>(self, work: F) -> Outcome<R, T>
+    where
+        F: FnOnce(Output<T>) -> Fut,
+        Fut: Future<Output = R>,
+    {
+        let sink = Arc::new(Sink::Collect(Mutex::new(Vec::new())));
+        let state = Arc::new(WorkState::new(Instant::now()));
+        self.run_with(sink, state, None, work).await
+    }
+
+    /// Like [`LongWork::run`], and tells `tell` how the work ended when the guard is
+    /// dropped before it does: [`Ending::CallerGone`] when the caller went away (under
+    /// [`super::InboundDeadlineLayer`]; hyper drops the handler then, so nobody awaits
+    /// the outcome), [`Ending::Dropped`] otherwise. `tell` gets what the work had
+    /// produced; the work's future is dropped first.
+    pub async fn run_or_tell<T, R, F, Fut>(
+        self,
+        work: F,
+        tell: impl FnOnce(Outcome<(), T>) + Send + 'static,
+    ) -> Outcome<R, T>
+    where
+        F: FnOnce(Output<T>) -> Fut,
+        Fut: Future<Output = R>,
+    {
+        let sink = Arc::new(Sink::Collect(Mutex::new(Vec::new())));
+        let state = Arc::new(WorkState::new(Instant::now()));
+        self.run_with(sink, state, Some(Box::new(tell)), work).await
+    }
+
+    /// Runs `work` under the guard, reporting to `state` (started now) and putting
+    /// what it pushes into `sink`.
+    pub(crate) async fn run_with<T, R, F, Fut>(
+        self,
+        sink: Arc<Sink<T>>,
+        state: Arc<WorkState>,
+        tell: Option<OnAbandon<T>>,
+        work: F,
+    ) -> Outcome<R, T>
+    where
+        F: FnOnce(Output<T>) -> Fut,
+        Fut: Future<Output = R>,
+    {
+        let start = state.start();
+        let limits = self.limits(start);
+        let (_, inbound) = work_and_call();
+        let rpc = self.rpc;
+        let mut watch = Abandon {
+            tell,
+            inbound,
+            state: state.clone(),
+            sink: sink.clone(),
+            limits,
+            rpc,
+        };
+        let output = Output {
+            sink: sink.clone(),
+            state: state.clone(),
+        };
+        let ending = {
+            let mut work = pin!(with_work(state.clone(), work(output)));
+            let mut sleep = pin!(tokio::time::sleep_until(start));
+            std::future::poll_fn(|cx| {
+                if let Poll::Ready(r) = work.as_mut().poll(cx) {
+                    return Poll::Ready(Ending::Finished(r));
+                }
+                loop {
+                    let now = Instant::now();
+                    let cap_at = limits.cap.map(|(c, _)| start + c);
+                    let idle_at = limits.idle.map(|i| state.last() + i);
+                    if cap_at.is_some_and(|at| now >= at) {
+                        return Poll::Ready(Ending::Capped);
+                    }
+                    if idle_at.is_some_and(|at| now >= at) {
+                        return Poll::Ready(Ending::Idle);
+                    }
+                    let Some(next) = [cap_at, idle_at].into_iter().flatten().min() else {
+                        return Poll::Pending;
+                    };
+                    if sleep.deadline() != next {
+                        sleep.as_mut().reset(next);
+                    }
+                    if sleep.as_mut().poll(cx).is_pending() {
+                        return Poll::Pending;
+                    }
+                }
+            })
+            .await
+        };
+        watch.tell = None;
+        outcome(ending, &state, &sink, limits, rpc)
+    }
+}
+
+/// Tells how the work ended when the guard is dropped before it ended.
+struct Abandon<T> {
+    tell: Option<OnAbandon<T>>,
+    inbound: Option<Arc<InboundCall>>,
+    state: Arc<WorkState>,
+    sink: Arc<Sink<T>>,
+    limits: Limits,
+    rpc: &'static str,
+}
+
+impl<T> Drop for Abandon<T> {
+    fn drop(&mut self) {
+        if let Some(tell) = self.tell.take() {
+            let ending = match self.inbound.as_deref().is_some_and(InboundCall::is_gone) {
+                true => Ending::CallerGone,
+                false => Ending::Dropped,
+            };
+            tell(outcome(
+                ending,
+                &self.state,
+                &self.sink,
+                self.limits,
+                self.rpc,
+            ));
+        }
+    }
+}
+
+fn outcome<R, T>(
+    ending: Ending<R>,
+    state: &WorkState,
+    sink: &Sink<T>,
+    limits: Limits,
+    rpc: &'static str,
+) -> Outcome<R, T> {
+    let produced = match sink {
+        Sink::Collect(kept) => kept.lock().map(|mut k| std::mem::take(&mut *k)),
+        Sink::Forward(_) => Ok(Vec::new()),
+    }
+    .unwrap_or_default();
+    let now = Instant::now();
+    Outcome {
+        ending,
+        produced,
+        limits,
+        progress_count: state.count(),
+        marker: state.marker(),
+        elapsed: now.saturating_duration_since(state.start()),
+        since_progress: now.saturating_duration_since(state.last()),
+        messages: None,
+        rpc,
+    }
+}
+
+impl<R, T> Outcome<R, T> {
+    /// How the work ended.
+    pub fn ending(&self) -> &Ending<R> {
+        &self.ending
+    }
+
+    /// What the work produced (pushed to its [`Output`]) before it ended.
+    pub fn produced(&self) -> &[T] {
+        &self.produced
+    }
+
+    /// How it ended and what it produced, taken apart.
+    pub fn into_parts(self) -> (Ending<R>, Vec<T>) {
+        (self.ending, self.produced)
+    }
+
+    /// Progress reports made.
+    pub fn progress_count(&self) -> u64 {
+        self.progress_count
+    }
+
+    /// The last progress marker reported.
+    pub fn progress_marker(&self) -> Option<u64> {
+        self.marker
+    }
+
+    pub(crate) fn with_messages(mut self, n: u64) -> Self {
+        self.messages = Some(n);
+        self
+    }
+
+    /// The status to answer when the work did not finish: `DEADLINE_EXCEEDED` with
+    /// [`TimeoutDetails`] (phase [`Phase::Idle`] or [`Phase::Total`], the idle limit
+    /// and the cap, the progress made; the RPC named by [`LongWork::for_rpc`]) for the
+    /// idle limit and the cap; `CANCELLED` only when the caller really went away;
+    /// `None` when it finished.
+    pub fn status(&self) -> Option<Status> {
+        let path = self.rpc;
+        let phase = match self.ending {
+            Ending::Finished(_) => return None,
+            Ending::Idle => Phase::Idle,
+            Ending::Capped => Phase::Total,
+            Ending::CallerGone => {
+                return Some(Status::cancelled(
+                    "the caller went away before the long work ended",
+                ))
+            }
+            Ending::Dropped => {
+                return Some(Status::aborted("the long work was stopped by its handler"))
+            }
+        };
+        let (service, method) = crate::policy::route::split_path(path).unwrap_or(("", ""));
+        let profile = crate::route::STANDARD_ROUTES
+            .iter()
+            .find(|r| r.path == path)
+            .map_or("", |r| r.profile);
+        let cap = self.limits.cap;
+        let (configured, source) = match phase {
+            Phase::Idle => (self.limits.idle.unwrap_or_default(), Source::Client),
+            _ => match cap {
+                Some((c, CapFrom::Inbound)) => (c, Source::Inherited),
+                Some((c, CapFrom::Guard)) => (c, Source::Client),
+                None => (Duration::ZERO, Source::Client),
+            },
+        };
+        let details = TimeoutDetails {
+            profile_name: profile.to_owned(),
+            configured_timeout_ms: millis(configured),
+            elapsed_ms: millis(self.elapsed),
+            service: service.to_owned(),
+            method: method.to_owned(),
+            source,
+            phase,
+            message_count: self.messages,
+            detected_by: DetectedBy::Server,
+            attempts: None,
+            attempt_timeout_ms: None,
+            budget_paused_ms: None,
+            budget_elapsed_ms: None,
+            long_work: Some(LongWorkDetails {
+                idle_limit_ms: self.limits.idle.map_or(0, millis),
+                cap_ms: cap.map(|(c, _)| millis(c)),
+                progress_count: self.progress_count,
+                since_progress_ms: millis(self.since_progress),
+                progress_marker: self.marker,
+            }),
+        };
+        Some(details.to_status())
+    }
+}

@@ -1,0 +1,137 @@
+//! Progress reports of long work ([`progress`], [`progress_at`]) and what the guard
+//! and the server layer share about a call: when the work last moved, and whether the
+//! caller went away. A report is two relaxed atomic stores and a clock read: cheap
+//! enough for a tight loop, and no lock.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use tokio::time::Instant;
+
+use super::task::with_current_work;
+
+/// No marker reported yet.
+const NO_MARKER: u64 = u64::MAX;
+
+/// The progress of one piece of long work, shared by the guard and the work.
+#[derive(Debug)]
+pub(crate) struct WorkState {
+    /// When the guard started the work.
+    start: Instant,
+    /// Time from the start to the last report, in ns.
+    last_ns: AtomicU64,
+    /// Reports so far.
+    count: AtomicU64,
+    /// The last marker reported ([`NO_MARKER`]: none).
+    marker: AtomicU64,
+}
+
+impl WorkState {
+    pub(crate) fn new(start: Instant) -> Self {
+        WorkState {
+            start,
+            last_ns: AtomicU64::new(0),
+            count: AtomicU64::new(0),
+            marker: AtomicU64::new(NO_MARKER),
+        }
+    }
+
+    /// One report, now.
+    pub(crate) fn report(&self, marker: Option<u64>) {
+        let ns = Instant::now()
+            .saturating_duration_since(self.start)
+            .as_nanos();
+        self.last_ns
+            .store(u64::try_from(ns).unwrap_or(u64::MAX), Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Relaxed);
+        if let Some(m) = marker.filter(|m| *m != NO_MARKER) {
+            self.marker.store(m, Ordering::Relaxed);
+        }
+    }
+
+    /// When the work last moved: the last report, or the start.
+    pub(crate) fn last(&self) -> Instant {
+        self.start + std::time::Duration::from_nanos(self.last_ns.load(Ordering::Relaxed))
+    }
+
+    pub(crate) fn start(&self) -> Instant {
+        self.start
+    }
+
+    pub(crate) fn count(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn marker(&self) -> Option<u64> {
+        Some(self.marker.load(Ordering::Relaxed)).filter(|m| *m != NO_MARKER)
+    }
+}
+
+/// What the server layer knows of one inbound call, for the work serving it.
+#[derive(Debug, Default)]
+pub(crate) struct InboundCall {
+    /// The caller went away (reset the stream, or the connection closed) before the
+    /// handler answered.
+    gone: AtomicBool,
+}
+
+impl InboundCall {
+    pub(crate) fn caller_went_away(&self) {
+        self.gone.store(true, Ordering::Release);
+    }
+
+    pub(crate) fn is_gone(&self) -> bool {
+        self.gone.load(Ordering::Acquire)
+    }
+}
+
+/// Reports that the long work the current task does has moved: the idle limit of its
+/// [`super::LongWork`] guard starts again. Outside a guard it does nothing. Work moved
+/// to another task reports too when it was wrapped with [`super::carry`].
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use std::time::Duration;
+/// use sw4rm_timeouts::scope::{self, LongWork};
+/// let outcome = LongWork::new()
+///     .idle_limit(Duration::from_secs(1))
+///     .run(|_out: scope::Output<()>| async {
+///         for _ in 0..3 {
+///             scope::progress(); // a row parsed, a page fetched, a token generated...
+///         }
+///         "done"
+///     })
+///     .await;
+/// assert_eq!(outcome.progress_count(), 3);
+/// # }
+/// ```
+pub fn progress() {
+    with_current_work(|w| w.report(None));
+}
+
+/// [`progress`] with a marker: how far the work has come (a frame number, a row, a
+/// sequence number), reported in the details of a timeout.
+pub fn progress_at(marker: u64) {
+    with_current_work(|w| w.report(Some(marker)));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test(start_paused = true)]
+    async fn reports_move_the_last_instant_and_keep_the_marker() {
+        let start = Instant::now();
+        let w = WorkState::new(start);
+        assert_eq!((w.last(), w.count(), w.marker()), (start, 0, None));
+        tokio::time::advance(Duration::from_millis(250)).await;
+        w.report(Some(4));
+        tokio::time::advance(Duration::from_millis(100)).await;
+        w.report(None);
+        assert_eq!(w.last(), start + Duration::from_millis(350));
+        assert_eq!((w.count(), w.marker()), (2, Some(4)));
+        // Outside any guard: nothing to report to, nothing happens.
+        progress();
+        progress_at(9);
+    }
+}
