@@ -1,0 +1,480 @@
+//! Long work over loopback: a real tonic tool server whose handlers run under
+//! [`LongWork`], called through the layer. A tool that keeps reporting progress runs
+//! past its idle limit and finishes; one that stops is cut at its last progress plus
+//! the idle limit, and the caller gets the frames it sent and the guard's details; a
+//! caller that goes away stops the work (its future is dropped) and the handler is
+//! told the truth.
+
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sw4rm_timeouts::proto::sw4rm::tool::tool_service_server::{ToolService, ToolServiceServer};
+use sw4rm_timeouts::proto::sw4rm::tool::{
+    DescribeToolRequest, DescribeToolResponse, InvokeToolRequest, InvokeToolResponse, ToolCall,
+    ToolError, ToolFrame,
+};
+use sw4rm_timeouts::route::RoutePattern;
+use sw4rm_timeouts::scope::{self, Ending, Frame, InboundDeadlineLayer, LongWork};
+use sw4rm_timeouts::{
+    CallProgress, CallStreamingPolicy, DetectedBy, Phase, ProgressRule, Sw4rm, TimeoutDetails,
+    TimeoutProfileLayer,
+};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tonic::{Code, Request, Response, Status};
+
+const CALL_STREAM: &str = "/sw4rm.tool.ToolService/CallStream";
+const INVOKE: &str = "/sw4rm.tool.ToolService/InvokeTool";
+const IDLE: Duration = Duration::from_secs(1);
+const CAP: Duration = Duration::from_secs(20);
+
+/// Sets a flag when dropped: proves the work's future was dropped.
+struct DropFlag(Arc<AtomicBool>);
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// What the handlers tell the test.
+#[derive(Clone, Default)]
+struct Seen {
+    work_dropped: Arc<AtomicBool>,
+    abandoned: Arc<Mutex<Vec<(Ending<()>, usize)>>>,
+}
+
+#[derive(Clone)]
+struct LongTool {
+    seen: Seen,
+    /// Sends the test each guarded stream's end, when the handler learns it.
+    ended: mpsc::UnboundedSender<String>,
+}
+
+fn guard() -> LongWork {
+    LongWork::new().idle_limit(IDLE).cap(CAP)
+}
+
+/// The work a tool call asks for, by its `tool_name`: `steady` reports progress every
+/// 200 ms for 3 s and finishes; `stops` sends three frames and then hangs;
+/// `forever` reports progress every 200 ms for ever.
+async fn work(name: String, out: scope::Output<u64>, dropped: Arc<AtomicBool>) {
+    let _flag = DropFlag(dropped);
+    let tick = Duration::from_millis(200);
+    match name.as_str() {
+        "steady" => {
+            for i in 0..15u64 {
+                tokio::time::sleep(tick).await;
+                // Every 5th tick produces a frame; the others are progress only.
+                if i % 5 == 4 {
+                    out.push(i);
+                } else {
+                    scope::progress_at(i);
+                }
+            }
+        }
+        "stops" => {
+            for i in 0..3u64 {
+                tokio::time::sleep(tick).await;
+                out.push(i);
+            }
+            std::future::pending::<()>().await;
+        }
+        _ => loop {
+            tokio::time::sleep(tick).await;
+            scope::progress();
+        },
+    }
+}
+
+fn tool_frame(frame: Frame<u64>) -> Result<ToolFrame, Status> {
+    Ok(match frame {
+        Frame::Item(n) => ToolFrame {
+            frame_no: n,
+            data: format!("rows of step {n}").into_bytes(),
+            ..Default::default()
+        },
+        Frame::Progress { marker, count } => ToolFrame {
+            frame_no: marker.unwrap_or(count),
+            summary: format!("{count} steps").into_bytes(),
+            ..Default::default()
+        },
+        _ => ToolFrame::default(),
+    })
+}
+
+#[tonic::async_trait]
+impl ToolService for LongTool {
+    async fn call(&self, _: Request<ToolCall>) -> Result<Response<ToolFrame>, Status> {
+        Err(Status::unimplemented("call"))
+    }
+
+    type CallStreamStream =
+        Pin<Box<dyn tokio_stream::Stream<Item = Result<ToolFrame, Status>> + Send>>;
+
+    async fn call_stream(
+        &self,
+        request: Request<ToolCall>,
+    ) -> Result<Response<Self::CallStreamStream>, Status> {
+        let name = request.into_inner().tool_name;
+        let dropped = self.seen.work_dropped.clone();
+        let abandoned = self.seen.abandoned.clone();
+        let ended = self.ended.clone();
+        let stream = guard().for_rpc(CALL_STREAM).stream_or_tell(
+            move |out| work(name, out, dropped),
+            tool_frame,
+            move |outcome| {
+                let (ending, produced) = outcome.into_parts();
+                abandoned.lock().unwrap().push((ending, produced.len()));
+                let _ = ended.send("abandoned".into());
+            },
+        );
+        Ok(Response::new(Box::pin(stream)))
+    }
+
+    async fn cancel(&self, _: Request<ToolCall>) -> Result<Response<ToolError>, Status> {
+        Err(Status::unimplemented("cancel"))
+    }
+
+    /// A unary tool: the guard's status, or the output when it finished.
+    async fn invoke_tool(
+        &self,
+        request: Request<InvokeToolRequest>,
+    ) -> Result<Response<InvokeToolResponse>, Status> {
+        let name = request.into_inner().call.unwrap_or_default().tool_name;
+        let dropped = self.seen.work_dropped.clone();
+        let abandoned = self.seen.abandoned.clone();
+        let ended = self.ended.clone();
+        let outcome = guard()
+            .for_rpc(INVOKE)
+            .run_or_tell(
+                move |out| work(name, out, dropped),
+                move |outcome| {
+                    let (ending, produced) = outcome.into_parts();
+                    abandoned.lock().unwrap().push((ending, produced.len()));
+                    let _ = ended.send("abandoned".into());
+                },
+            )
+            .await;
+        if let Some(status) = outcome.status() {
+            let _ = self.ended.send(format!("{:?}", status.code()));
+            return Err(status);
+        }
+        Ok(Response::new(InvokeToolResponse {
+            result: Some(ToolFrame {
+                r#final: true,
+                data: format!("{} parts", outcome.produced().len()).into_bytes(),
+                ..Default::default()
+            }),
+            error: None,
+        }))
+    }
+
+    async fn describe_tool(
+        &self,
+        _: Request<DescribeToolRequest>,
+    ) -> Result<Response<DescribeToolResponse>, Status> {
+        Err(Status::unimplemented("describe"))
+    }
+}
+
+struct Served {
+    addr: SocketAddr,
+    seen: Seen,
+    ended: mpsc::UnboundedReceiver<String>,
+}
+
+async fn serve() -> Served {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = Seen::default();
+    let (tx, ended) = mpsc::unbounded_channel();
+    let tool = LongTool {
+        seen: seen.clone(),
+        ended: tx,
+    };
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .layer(InboundDeadlineLayer::new())
+            .add_service(ToolServiceServer::new(tool))
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+    );
+    Served { addr, seen, ended }
+}
+
+/// Our caller: `ToolFrame`s read with the crate's rule, the stream under `idle` (its
+/// own idle limit) and a cap above the guard's.
+async fn caller(addr: SocketAddr) -> Sw4rm {
+    let layer = TimeoutProfileLayer::standard()
+        .without_metrics()
+        .with_progress(
+            RoutePattern::parse(CALL_STREAM).unwrap(),
+            ProgressRule::of::<ToolFrame>(),
+        );
+    Sw4rm::connect_with(format!("http://{addr}"), layer)
+        .await
+        .unwrap()
+}
+
+fn tool_call(name: &str, caller_idle: Duration) -> Request<ToolCall> {
+    let mut req = Request::new(ToolCall {
+        tool_name: name.into(),
+        stream: true,
+        ..Default::default()
+    });
+    CallStreamingPolicy::default()
+        .with_idle(caller_idle)
+        .with_total(Duration::from_secs(60))
+        .apply(&mut req);
+    req
+}
+
+/// Reads a stream to its end: the frames, then how it ended.
+async fn read_all(
+    stream: &mut tonic::Streaming<ToolFrame>,
+) -> (Vec<ToolFrame>, Result<(), Status>) {
+    let mut frames = Vec::new();
+    loop {
+        match stream.message().await {
+            Ok(Some(f)) => frames.push(f),
+            Ok(None) => return (frames, Ok(())),
+            Err(status) => return (frames, Err(status)),
+        }
+    }
+}
+
+/// Progress every 200 ms for 3 s under a 1 s idle limit (the guard's, and the
+/// caller's own): the work finishes. Most steps produce nothing to send, so the guard
+/// sends progress frames, often enough for the caller's idle limit.
+#[tokio::test]
+async fn a_tool_that_reports_progress_runs_past_its_idle_limit() {
+    let served = serve().await;
+    let sw4rm = caller(served.addr).await;
+    let started = Instant::now();
+    let mut stream = sw4rm
+        .tool()
+        .call_stream(tool_call("steady", IDLE))
+        .await
+        .unwrap()
+        .into_inner();
+    let (frames, end) = read_all(&mut stream).await;
+    assert!(end.is_ok(), "{end:?}");
+    assert!(started.elapsed() >= Duration::from_secs(3));
+    let data: Vec<u64> = frames
+        .iter()
+        .filter(|f| !f.data.is_empty())
+        .map(|f| f.frame_no)
+        .collect();
+    assert_eq!(data, [4, 9, 14], "every item the work pushed");
+    assert!(
+        frames.iter().any(|f| !f.summary.is_empty()),
+        "progress frames between the items: {frames:?}"
+    );
+    assert!(served.seen.abandoned.lock().unwrap().is_empty());
+}
+
+/// A tool that stops reporting is cut by the guard at its last progress plus the idle
+/// limit: the frames it sent reach the caller, then `DEADLINE_EXCEEDED` with the
+/// guard's details (idle, both numbers, how many messages).
+#[tokio::test]
+async fn a_stuck_tool_is_cut_and_its_frames_reach_the_caller() {
+    let mut served = serve().await;
+    let sw4rm = caller(served.addr).await;
+    // The caller's own idle limit is longer: the guard's status is what arrives.
+    let started = Instant::now();
+    let mut stream = sw4rm
+        .tool()
+        .call_stream(tool_call("stops", Duration::from_secs(30)))
+        .await
+        .unwrap()
+        .into_inner();
+    let (frames, end) = read_all(&mut stream).await;
+    let status = end.unwrap_err();
+    // Three frames at 200, 400, 600 ms, then nothing: cut at 600 ms + 1 s.
+    assert!(started.elapsed() >= Duration::from_millis(1_600));
+    assert_eq!(
+        frames.iter().map(|f| f.frame_no).collect::<Vec<_>>(),
+        [0, 1, 2]
+    );
+    assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+    let d = TimeoutDetails::from_status(&status).expect("the guard's details");
+    assert_eq!(
+        (d.phase(), d.detected_by(), d.message_count()),
+        (Phase::Idle, DetectedBy::Server, Some(3))
+    );
+    assert_eq!(
+        (d.service(), d.method(), d.profile_name()),
+        ("sw4rm.tool.ToolService", "CallStream", "tool_call")
+    );
+    let w = d.long_work().unwrap();
+    assert_eq!(
+        (w.idle_limit_ms(), w.cap_ms(), w.progress_count()),
+        (1_000, Some(20_000), 3)
+    );
+    assert!(w.since_progress_ms() >= 1_000);
+    assert!(
+        status
+            .message()
+            .contains("no progress for 1000 ms (idle limit; cap 20000 ms) after 3 messages"),
+        "{}",
+        status.message()
+    );
+    // The work was dropped, and nobody was told it was abandoned: it timed out.
+    assert!(served.seen.work_dropped.load(Ordering::SeqCst));
+    assert!(served.seen.abandoned.lock().unwrap().is_empty());
+    assert!(served.ended.try_recv().is_err());
+}
+
+/// Our caller's own idle limit, shorter than the guard's progress interval allows:
+/// a tool that stops is cut by the caller at its last progress plus its idle limit,
+/// and the caller's details name the idle limit and the marker it saw last.
+#[tokio::test]
+async fn our_caller_cuts_a_stuck_tool_at_its_own_idle_limit() {
+    let served = serve().await;
+    let sw4rm = caller(served.addr).await;
+    let caller_idle = Duration::from_millis(500);
+    let mut stream = sw4rm
+        .tool()
+        .call_stream(tool_call("stops", caller_idle))
+        .await
+        .unwrap()
+        .into_inner();
+    let (frames, end) = read_all(&mut stream).await;
+    let status = end.unwrap_err();
+    let d = TimeoutDetails::from_status(&status).expect("details");
+    assert_eq!(
+        (d.phase(), d.detected_by()),
+        (Phase::Idle, DetectedBy::Client)
+    );
+    assert_eq!(frames.len(), 3);
+    let w = d.long_work().unwrap();
+    assert_eq!(
+        (w.idle_limit_ms(), w.progress_count(), w.progress_marker()),
+        (500, 3, Some(2))
+    );
+    // The server saw the reset: the guard's stream was dropped and told so.
+    let mut ended = served.ended;
+    assert_eq!(
+        tokio::time::timeout(Duration::from_secs(10), ended.recv())
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("abandoned")
+    );
+    let told = served.seen.abandoned.lock().unwrap().clone();
+    assert_eq!(told, [(Ending::CallerGone, 0)]);
+}
+
+/// The caller drops a streaming call: the handler's outcome is "caller went away",
+/// and the work's future is dropped.
+#[tokio::test]
+async fn a_caller_that_goes_away_stops_the_stream_work() {
+    let mut served = serve().await;
+    let sw4rm = caller(served.addr).await;
+    let mut stream = sw4rm
+        .tool()
+        .call_stream(tool_call("forever", IDLE))
+        .await
+        .unwrap()
+        .into_inner();
+    // Wait for the first progress frame, then go away.
+    stream.message().await.unwrap().unwrap();
+    drop(stream);
+    let told = tokio::time::timeout(Duration::from_secs(10), served.ended.recv()).await;
+    assert_eq!(told.unwrap().as_deref(), Some("abandoned"));
+    let seen = served.seen.abandoned.lock().unwrap().clone();
+    assert_eq!(seen, [(Ending::CallerGone, 0)]);
+    for _ in 0..100 {
+        if served.seen.work_dropped.load(Ordering::SeqCst) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        served.seen.work_dropped.load(Ordering::SeqCst),
+        "the work's future was dropped"
+    );
+}
+
+/// A unary tool (`InvokeTool`) has no messages to show progress to the caller: the
+/// caller gives it a cap only (its deadline), and the guard inside the handler cuts
+/// stuck work at its idle limit, answering `DEADLINE_EXCEEDED` with its details.
+#[tokio::test]
+async fn a_unary_tool_is_cut_by_the_guard_and_the_caller_reads_why() {
+    let mut served = serve().await;
+    let sw4rm = caller(served.addr).await;
+    let mut req = Request::new(InvokeToolRequest {
+        call: Some(ToolCall {
+            tool_name: "stops".into(),
+            ..Default::default()
+        }),
+    });
+    req.set_timeout(Duration::from_secs(30));
+    let status = sw4rm.tool().invoke_tool(req).await.unwrap_err();
+    let d = TimeoutDetails::from_status(&status).expect("the guard's details");
+    assert_eq!(
+        (d.phase(), d.detected_by(), d.message_count()),
+        (Phase::Idle, DetectedBy::Server, None)
+    );
+    assert_eq!(d.long_work().unwrap().progress_count(), 3);
+    assert!(
+        status.message().contains("after 3 progress reports"),
+        "{}",
+        status.message()
+    );
+    assert_eq!(
+        served.ended.recv().await.as_deref(),
+        Some("DeadlineExceeded")
+    );
+    // A unary call the caller abandons: the handler is dropped, the work with it,
+    // and the guard tells the caller went away.
+    let mut req = Request::new(InvokeToolRequest {
+        call: Some(ToolCall {
+            tool_name: "forever".into(),
+            ..Default::default()
+        }),
+    });
+    req.set_timeout(Duration::from_secs(30));
+    let mut tool = sw4rm.tool();
+    let call = tokio::spawn(async move { tool.invoke_tool(req).await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    call.abort();
+    let told = tokio::time::timeout(Duration::from_secs(10), served.ended.recv()).await;
+    assert_eq!(told.unwrap().as_deref(), Some("abandoned"));
+    assert_eq!(
+        served
+            .seen
+            .abandoned
+            .lock()
+            .unwrap()
+            .last()
+            .map(|(e, _)| e.clone()),
+        Some(Ending::CallerGone)
+    );
+}
+
+/// The caller's `CallProgress` replaces the route's rule: here no frame is progress,
+/// so even a working tool is cut at the caller's idle limit (what a rule that is too
+/// strict costs).
+#[tokio::test]
+async fn a_per_call_rule_replaces_the_routes() {
+    let served = serve().await;
+    let sw4rm = caller(served.addr).await;
+    let mut req = tool_call("steady", Duration::from_millis(700));
+    CallProgress(ProgressRule::decoded(|_: &ToolFrame| {
+        sw4rm_timeouts::Heard::KeepAlive
+    }))
+    .apply(&mut req);
+    let mut stream = sw4rm.tool().call_stream(req).await.unwrap().into_inner();
+    let (frames, end) = read_all(&mut stream).await;
+    let d = TimeoutDetails::from_status(&end.unwrap_err()).unwrap();
+    assert_eq!(
+        (d.phase(), d.detected_by()),
+        (Phase::Idle, DetectedBy::Client)
+    );
+    assert_eq!(d.long_work().unwrap().progress_count(), 0);
+    assert_eq!(d.message_count(), Some(frames.len() as u64));
+    drop(served);
+}
