@@ -45,6 +45,46 @@ fn check_accepts_a_valid_file_and_rejects_an_invalid_one() {
     std::fs::remove_dir_all(dir).ok();
 }
 
+/// The idle limit of long work: one above the cap is lowered to it with a warning
+/// naming both values and their sources (the file is still valid); a negative one is
+/// refused, naming the environment variable exactly as set; `explain` shows both.
+#[test]
+fn idle_limits_are_clamped_with_a_warning_and_negative_ones_refused() {
+    let dir = std::env::temp_dir().join(format!("sw4rm-cli-idle-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("long.toml");
+    std::fs::write(
+        &file,
+        "[profiles.tool_call.streaming]\nidle_timeout_ms = 5000\ntotal_timeout_ms = 1000\n",
+    )
+    .unwrap();
+    let path = file.to_str().unwrap();
+    let (code, out, err) = cli(&["check", path]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(": valid"), "{out}");
+    assert!(
+        err.contains(&format!(
+            "warning: {path}: profiles.tool_call.streaming.idle_timeout_ms = 5000: above \
+             streaming.total_timeout_ms (1000, from global (file {path})), it could never \
+             fire: clamped to 1000"
+        )),
+        "{err}"
+    );
+    let (code, out, _) = cli(&["explain", "--config", path]);
+    assert_eq!(code, 0);
+    let tool = out.lines().find(|l| l.starts_with("tool_call ")).unwrap();
+    assert!(tool.contains(" 1000/1000 "), "{tool}");
+
+    let var = "SW4RM_PROFILES__TOOL_CALL__STREAMING__IDLE_TIMEOUT_MS";
+    let (code, _, err) = cli_env(&["explain"], &[(var, "-5")]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains(&format!("{var}=-5: must not be negative")),
+        "{err}"
+    );
+    std::fs::remove_dir_all(dir).ok();
+}
+
 #[test]
 fn explain_routes_and_service_config() {
     let (code, out, _) = cli(&["explain", "--config", "sw4rm.example.toml"]);

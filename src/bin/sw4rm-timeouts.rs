@@ -153,7 +153,11 @@ fn profiles(config: Option<&str>) -> Result<ProfileSet, Failure> {
         Some(path) => ProfileSet::builder().global_file(path),
         None => ProfileSet::builder(),
     };
-    builder.build().map_err(Failure::Config)
+    let set = builder.build().map_err(Failure::Config)?;
+    for warning in set.warnings() {
+        eprintln!("warning: {warning}");
+    }
+    Ok(set)
 }
 
 fn run(args: &[String]) -> Result<String, Failure> {

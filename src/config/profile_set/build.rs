@@ -58,6 +58,7 @@ pub(super) fn build(
     merged: &Overrides,
     mut issues: Vec<ConfigIssue>,
 ) -> Result<ProfileSet, ConfigError> {
+    let mut warnings = Vec::new();
     // Standard profiles first, in spec order, then new ones by name.
     let mut order: Vec<String> = STANDARD_PROFILES
         .iter()
@@ -84,7 +85,7 @@ pub(super) fn build(
     let mut profiles = Vec::with_capacity(order.len());
     for name in &order {
         let fields = &table[name];
-        if let Some(p) = resolve_profile(name, fields, &mut issues) {
+        if let Some(p) = resolve_profile(name, fields, &mut issues, &mut warnings) {
             profiles.push(p);
         }
     }
@@ -126,6 +127,7 @@ pub(super) fn build(
         routes,
         fallback,
         fallback_source,
+        warnings,
     })
 }
 
@@ -137,6 +139,7 @@ fn resolve_profile(
     name: &str,
     fields: &Fields,
     issues: &mut Vec<ConfigIssue>,
+    warnings: &mut Vec<ConfigIssue>,
 ) -> Option<ResolvedProfile> {
     let before = issues.len();
     let (values, sources) = field_values(name, fields, issues);
@@ -169,19 +172,21 @@ fn resolve_profile(
         idle_timeout_ms: values[Field::StreamIdle.index()],
     };
     if let Some(asked) = streaming.clamp_idle() {
-        tracing::warn!(
-            profile = name,
-            idle_timeout_ms = asked,
-            idle_source = %sources[Field::StreamIdle.index()],
-            total_timeout_ms = streaming.total_timeout_ms,
-            total_source = %sources[Field::StreamTotal.index()],
-            "SW4RM {}: streaming.idle_timeout_ms {asked} (from {}) is above streaming.total_timeout_ms {} (from {}) and could never fire: clamped to {}",
-            name,
-            sources[Field::StreamIdle.index()],
-            streaming.total_timeout_ms,
-            sources[Field::StreamTotal.index()],
+        let (idle_source, total) = (
+            &sources[Field::StreamIdle.index()],
             streaming.total_timeout_ms,
         );
+        let warning = ConfigIssue {
+            key: key(name, Field::StreamIdle),
+            value: asked.to_string(),
+            rule: format!(
+                "above streaming.total_timeout_ms ({total}, from {}), it could never fire: clamped to {total}",
+                sources[Field::StreamTotal.index()]
+            ),
+            source: idle_source.clone(),
+        };
+        tracing::warn!(profile = name, "SW4RM configuration: {warning}");
+        warnings.push(warning);
     }
     if let Some(v) = streaming.violation() {
         issues.push(ConfigIssue {

@@ -90,8 +90,9 @@ fn kind(route: &crate::policy::route::Route) -> &'static str {
 
 impl ProfileSet {
     /// The effective table in the compact form `sw4rm-timeouts explain` prints: one
-    /// line per profile (default, min, max, infinite, attempts), naming the source of
-    /// every field that is not the standard value. (`Display` gives every field with
+    /// line per profile (default, min, max, infinite, attempts, hedging, a stream's idle
+    /// limit and cap as `idle/cap`), naming the source of every field that is not the
+    /// standard value. (`Display` gives every field with
     /// its source, for a close look at one deployment.)
     ///
     /// ```
@@ -103,13 +104,30 @@ impl ProfileSet {
     /// assert!(table.starts_with("profile "));
     /// let heartbeat = table.lines().find(|l| l.starts_with("heartbeat")).unwrap();
     /// assert!(heartbeat.contains("2000") && heartbeat.ends_with("default_timeout_ms=client"));
+    /// // Long work: a stream's idle limit and cap.
+    /// let set = sw4rm_timeouts::ProfileSet::builder()
+    ///     .without_global()
+    ///     .streaming("tool_call", sw4rm_timeouts::StreamingTimeoutPolicy {
+    ///         idle_timeout_ms: 120_000, total_timeout_ms: 1_800_000, ..Default::default()
+    ///     })
+    ///     .build()?;
+    /// let tool = set.explain().lines().find(|l| l.starts_with("tool_call")).unwrap().to_owned();
+    /// assert!(tool.contains(" 120000/1800000 "), "{tool}");
     /// # Ok::<(), sw4rm_timeouts::ConfigError>(())
     /// ```
     pub fn explain(&self) -> String {
         let set = self;
         let mut out = format!(
-            "{:<22} {:>10} {:>9} {:>10} {:>4} {:>8} {:>9}  {}\n",
-            "profile", "default_ms", "min_ms", "max_ms", "inf", "attempts", "hedging", "set by"
+            "{:<22} {:>10} {:>9} {:>10} {:>4} {:>8} {:>9} {:>15}  {}\n",
+            "profile",
+            "default_ms",
+            "min_ms",
+            "max_ms",
+            "inf",
+            "attempts",
+            "hedging",
+            "idle/cap_ms",
+            "set by"
         );
         for p in set.profiles() {
             let t = p.profile();
@@ -119,7 +137,7 @@ impl ProfileSet {
                 .map(|f| format!("{}={}", f.key(), p.source_of(*f)))
                 .collect();
             out.push_str(&format!(
-                "{:<22} {:>10} {:>9} {:>10} {:>4} {:>8} {:>9}  {}\n",
+                "{:<22} {:>10} {:>9} {:>10} {:>4} {:>8} {:>9} {:>15}  {}\n",
                 t.name,
                 t.default_timeout_ms,
                 t.min_timeout_ms,
@@ -127,6 +145,7 @@ impl ProfileSet {
                 if t.allow_infinite { "yes" } else { "no" },
                 p.retry().max_attempts(),
                 hedging(&p.hedging()),
+                idle_cap(&p.streaming()),
                 if changed.is_empty() {
                     "standard".to_owned()
                 } else {
@@ -135,6 +154,19 @@ impl ProfileSet {
             ));
         }
         out
+    }
+}
+
+/// A stream's idle limit and cap: `-` when neither is set, else `idle/cap` with `off`
+/// for a zero.
+fn idle_cap(p: &crate::StreamingTimeoutPolicy) -> String {
+    let word = |v: u32| match v {
+        0 => "off".to_owned(),
+        v => v.to_string(),
+    };
+    match (p.idle_timeout_ms, p.total_timeout_ms) {
+        (0, 0) => "-".to_owned(),
+        (idle, cap) => format!("{}/{}", word(idle), word(cap)),
     }
 }
 

@@ -13,7 +13,7 @@ use http::HeaderValue;
 pub use builder::ProfileSetBuilder;
 pub use service_config::ServiceConfigMode;
 
-use crate::config::ConfigError;
+use crate::config::{ConfigError, ConfigIssue};
 use crate::policy::hedge::HedgingPolicy;
 use crate::policy::profile::{ProfileField, TimeoutProfile};
 use crate::policy::retry::RetryPolicy;
@@ -137,9 +137,30 @@ pub struct ProfileSet {
     pub(crate) routes: RouteTable,
     pub(crate) fallback: ProfileId,
     pub(crate) fallback_source: Source,
+    pub(crate) warnings: Vec<ConfigIssue>,
 }
 
 impl ProfileSet {
+    /// What the loader changed to make the table valid, each naming the key, the value
+    /// as set, the rule and where it came from: a stream's idle limit above its cap is
+    /// lowered to the cap (it could never fire). Also logged as warnings.
+    ///
+    /// ```
+    /// use sw4rm_timeouts::{ProfileSet, StreamingTimeoutPolicy};
+    /// let set = ProfileSet::builder()
+    ///     .without_global()
+    ///     .streaming("tool_call", StreamingTimeoutPolicy { idle_timeout_ms: 5_000, total_timeout_ms: 1_000, ..Default::default() })
+    ///     .build()?;
+    /// assert_eq!(set.resolved("tool_call").unwrap().streaming().idle_timeout_ms, 1_000);
+    /// let w = &set.warnings()[0];
+    /// assert_eq!((w.key.as_str(), w.value.as_str()), ("profiles.tool_call.streaming.idle_timeout_ms", "5000"));
+    /// assert!(w.rule.contains("clamped to 1000"), "{}", w.rule);
+    /// # Ok::<(), sw4rm_timeouts::ConfigError>(())
+    /// ```
+    pub fn warnings(&self) -> &[ConfigIssue] {
+        &self.warnings
+    }
+
     /// Only the SW4-002 standard profiles and routes; no file, no environment.
     pub fn standard() -> Self {
         match ProfileSet::builder().without_global().build() {
