@@ -104,9 +104,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         tonic::transport::Server::builder()
             .layer(InboundDeadlineLayer::new())
             .add_service(ToolServiceServer::new(Tool))
-            .serve_with_incoming(tonic::codegen::tokio_stream::wrappers::TcpListenerStream::new(
-                listener,
-            )),
+            .serve_with_incoming(
+                tonic::codegen::tokio_stream::wrappers::TcpListenerStream::new(listener),
+            ),
     );
 
     // The caller: ToolFrames are read with the crate's rule (an empty frame is a

@@ -39,11 +39,14 @@ impl Drop for DropFlag {
     }
 }
 
+/// How abandoned work ended, and how many items it had produced.
+type Abandoned = Arc<Mutex<Vec<(Ending<()>, usize)>>>;
+
 /// What the handlers tell the test.
 #[derive(Clone, Default)]
 struct Seen {
     work_dropped: Arc<AtomicBool>,
-    abandoned: Arc<Mutex<Vec<(Ending<()>, usize)>>>,
+    abandoned: Abandoned,
 }
 
 #[derive(Clone)]
