@@ -897,3 +897,54 @@ async fn an_idle_limit_above_the_cap_is_clamped_with_a_warning() {
         }
     }
 }
+
+/// A progress rule runs once per complete message, however the message is split into
+/// data frames, and never for a partial one.
+#[tokio::test(start_paused = true)]
+async fn the_progress_rule_runs_once_per_complete_message() {
+    use std::sync::atomic::AtomicUsize;
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = calls.clone();
+    let rule = sw4rm_timeouts::ProgressRule::decoded(
+        move |f: &sw4rm_timeouts::proto::sw4rm::tool::ToolFrame| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            sw4rm_timeouts::Heard::progress(Some(f.frame_no))
+        },
+    );
+    let mut h = long_work_harness(long_policy(0, 0, 1_000));
+    let mut req = request(CALL_STREAM);
+    req.extensions_mut()
+        .insert(sw4rm_timeouts::CallProgress(rule));
+    let mut body: Wrapped = Box::pin(call_body(&mut h.svc, req).await);
+    let tx = h.bodies.recv().await.unwrap();
+    // Three messages: one whole, one split in three frames, one in a frame with a
+    // fourth message's first bytes.
+    let (a, b, c, d) = (
+        tool_frame(1, true),
+        tool_frame(2, true),
+        tool_frame(3, true),
+        tool_frame(4, true),
+    );
+    tx.send(Frame::data(a)).unwrap();
+    tx.send(Frame::data(b.slice(..2))).unwrap();
+    tx.send(Frame::data(b.slice(2..7))).unwrap();
+    tx.send(Frame::data(b.slice(7..))).unwrap();
+    let mut joined = c.to_vec();
+    joined.extend_from_slice(&d[..4]);
+    tx.send(Frame::data(Bytes::from(joined))).unwrap();
+    for _ in 0..5 {
+        assert!(next(&mut body).await.unwrap().is_ok());
+    }
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        3,
+        "three complete messages, one call each"
+    );
+    // The idle limit then fires: three progress messages, the last marker 3.
+    let d = details(next(&mut body).await.unwrap().unwrap_err());
+    let w = d.long_work().unwrap();
+    assert_eq!(
+        (d.phase(), w.progress_count(), w.progress_marker()),
+        (Phase::Idle, 3, Some(3))
+    );
+}

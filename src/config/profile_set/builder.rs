@@ -34,7 +34,7 @@ enum Global {
 ///     .without_global()                              // ignore SW4RM_* and sw4rm.toml
 ///     .max_timeout_ms("heartbeat", 10_000)           // keeps the other heartbeat fields
 ///     .route("/acme.Batch/*", "workflow_submit")
-///     .streaming("tool_call", StreamingTimeoutPolicy { initial_timeout_ms: 5_000, message_gap_timeout_ms: 2_000, total_timeout_ms: 0 })
+///     .streaming("tool_call", StreamingTimeoutPolicy { initial_timeout_ms: 5_000, message_gap_timeout_ms: 2_000, ..Default::default() })
 ///     .build()?;
 /// assert_eq!(set.profile("heartbeat").unwrap().max_timeout_ms, 10_000);
 /// assert_eq!(set.profile_for_path("/acme.Batch/Run").name, "workflow_submit");
