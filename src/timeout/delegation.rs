@@ -37,7 +37,7 @@ pub(crate) fn stamp_handoff(
 /// `FAILED_PRECONDITION` naming the depth cap when it would go too deep.
 pub(crate) fn refused(call: &mut CallRecord, refusal: Refusal) -> Status {
     match refusal {
-        Refusal::Spent => call.timed_out(Phase::Total, Progress::default(), DetectedBy::Client),
+        Refusal::Spent => call.timed_out(Phase::Total, &Progress::default(), DetectedBy::Client),
         Refusal::Depth { next, max } => {
             call.finish(|| Code::FailedPrecondition);
             Status::failed_precondition(format!(

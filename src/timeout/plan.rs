@@ -67,8 +67,9 @@ pub(crate) struct CallPlan<'a> {
     pub(crate) clamp: Option<Clamp>,
     /// Set when a stream's gap timer was lowered to its total, to log.
     pub(crate) gap_clamped: bool,
-    /// A stream's idle limit as asked, when it was lowered to its total, to log.
-    pub(crate) idle_clamped: Option<Cap>,
+    /// A stream's idle limit as asked, when it was lowered to its total, to log
+    /// (boxed: rare, and every call's plan would carry its 32 bytes).
+    pub(crate) idle_clamped: Option<Box<Cap>>,
     /// How the call is retried; `None`: sent once (or hedged).
     pub(crate) retry: Option<RetryPlan>,
     /// How the call is hedged; `None`: one attempt at a time.
@@ -131,7 +132,7 @@ pub(crate) fn plan<'a>(
         (
             st.timers.with_progress_rule(rule),
             st.gap_clamped,
-            st.idle_clamped,
+            st.idle_clamped.map(Box::new),
         )
     } else {
         (Timers::unary(resolved.deadline), false, None)
@@ -143,7 +144,7 @@ pub(crate) fn plan<'a>(
         if let Some(total_clamp) = stream_total(profile, requested, &mut timers, &mut gap_clamped) {
             let total = timers.total.clone();
             if let Some(asked) = lower_to(timers.idle_limit_mut(), total.as_ref()) {
-                idle_clamped = idle_clamped.or(Some(asked));
+                idle_clamped = idle_clamped.or(Some(Box::new(asked)));
             }
             clamp = clamp.or(Some(total_clamp));
         }

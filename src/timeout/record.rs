@@ -260,7 +260,7 @@ impl CallRecord {
     pub(crate) fn timed_out(
         &mut self,
         phase: Phase,
-        seen: Progress,
+        seen: &Progress,
         detected_by: DetectedBy,
     ) -> Status {
         let profile = self.shared.profiles.get(self.profile);
@@ -296,7 +296,7 @@ impl CallRecord {
             elapsed,
             elapsed,
             Source::Transport,
-            Progress::default(),
+            &Progress::default(),
             DetectedBy::Transport,
         )
     }
@@ -307,7 +307,7 @@ impl CallRecord {
         configured: std::time::Duration,
         elapsed: std::time::Duration,
         source: Source,
-        seen: Progress,
+        seen: &Progress,
         detected_by: DetectedBy,
     ) -> Status {
         let profile = self.shared.profiles.get(self.profile);

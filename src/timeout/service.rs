@@ -137,7 +137,7 @@ where
         if exhausted {
             // Nothing (or less than the floor) is left of the inherited deadline or
             // the budget: fail at once, without sending.
-            let status = call.timed_out(Phase::Total, Progress::default(), DetectedBy::Client);
+            let status = call.timed_out(Phase::Total, &Progress::default(), DetectedBy::Client);
             return ResponseFuture::failed(status);
         }
         if let Some(scope) = delegation {

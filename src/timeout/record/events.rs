@@ -117,7 +117,7 @@ impl Sink for CallRecord {
     fn end(&mut self, ending: Ending) -> BoxError {
         match ending {
             Ending::TimedOut { phase, detected_by } => self
-                .timed_out(phase, Progress::default(), detected_by)
+                .timed_out(phase, &Progress::default(), detected_by)
                 .into(),
             Ending::TransportCapped => self.transport_capped().into(),
             Ending::Failed(err) => self.failed(err),
