@@ -144,8 +144,8 @@ impl LongWork {
         let (end_tx, end) = oneshot::channel();
         let inbound = Arc::new(InboundCall::default());
         let state = Arc::new(WorkState::new(Instant::now()));
-        let guard = self;
-        let run = guard.run_with(Arc::new(Sink::Forward(tx)), state.clone(), tell, work);
+        let heartbeat = self.heartbeat();
+        let run = self.run_with(Arc::new(Sink::Forward(tx)), state.clone(), tell, work);
         let task = tokio::spawn(serving(None, inbound.clone(), async move {
             let _ = end_tx.send(run.await);
         }));
@@ -157,7 +157,7 @@ impl LongWork {
             task,
             inbound,
             state,
-            heartbeat: guard.heartbeat(),
+            heartbeat,
             sleep: Box::pin(tokio::time::sleep_until(now)),
             reported: 0,
             last_sent: now,

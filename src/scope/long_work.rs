@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use tonic::Status;
 
 use super::progress::{InboundCall, WorkState};
-use super::task::{current_deadline, with_work, work_and_call};
+use super::task::{current_deadline, current_inbound, with_work};
 use crate::policy::deadline::Phase;
 use crate::policy::source::Source;
 use crate::policy::streaming::{millis, StreamingTimeoutPolicy};
@@ -281,7 +281,7 @@ impl LongWork {
     {
         let start = state.start();
         let limits = self.limits(start);
-        let (_, inbound) = work_and_call();
+        let inbound = current_inbound();
         let rpc = self.rpc;
         let mut watch = Abandon {
             tell,

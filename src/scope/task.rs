@@ -149,11 +149,9 @@ pub(crate) fn serving<F: Future>(
     SCOPE.scope(scope, future)
 }
 
-/// The long work the current task reports to, and the inbound call it serves.
-pub(crate) fn work_and_call() -> (Option<Arc<WorkState>>, Option<Arc<InboundCall>>) {
-    SCOPE
-        .try_with(|s| (s.work.clone(), s.inbound.clone()))
-        .unwrap_or_default()
+/// The inbound call the current task serves, if the server layer opened its scope.
+pub(crate) fn current_inbound() -> Option<Arc<InboundCall>> {
+    SCOPE.try_with(|s| s.inbound.clone()).ok().flatten()
 }
 
 /// Calls `f` with the long work the current task reports to, if any (no clone).
