@@ -148,6 +148,7 @@ pub use config::{
     RouteEntry, ServiceConfigMode, CONFIG_PATH_VAR, DEFAULT_CONFIG_FILE,
 };
 pub use metrics::MetricFamily;
+pub use policy::cancel::CancelReason;
 pub use policy::deadline::Phase;
 pub use policy::hedge::{HedgingDelay, HedgingPolicy, HedgingPolicyBuilder, HedgingPolicyError};
 pub use policy::inherit::Propagation;
@@ -165,6 +166,7 @@ pub use timeout::{
     BoxError, CallBudgetEnvelope, CallHedging, CallProgress, CallRetry, CallStreamingPolicy,
     CallTimeout, RetryBudget, TimeoutProfileLayer, TimeoutProfileService, ATTEMPTS_HEADER,
 };
+pub use wire::cancel::{CancelDetails, CANCEL_REASON};
 pub use wire::details::{DetectedBy, TimeoutDetails, TIMEOUT_DOMAIN, TIMEOUT_REASON};
 pub use wire::long_work::LongWork;
 

@@ -354,6 +354,58 @@ async fn the_server_layer_answers_deadline_exceeded_and_drops_the_handler() {
     assert_eq!(*scoped.lock().unwrap(), Some((None, None)));
 }
 
+/// The server layer sets the handler's cancel signal: with the inbound deadline when
+/// it passes, with the caller going away when the call is dropped unanswered; work
+/// carried from the handler sees it, detached work does not.
+#[tokio::test(start_paused = true)]
+async fn the_server_layer_cancels_the_handlers_scope_with_its_cause() {
+    use sw4rm_timeouts::CancelReason;
+    use tower::{Layer, Service, ServiceExt};
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let handler = tower::service_fn(move |_: Req| {
+        let tx = tx.clone();
+        async move {
+            let carried = tx.clone();
+            tokio::spawn(scope::carry(async move {
+                let _ = carried.send(("carried", Some(scope::cancelled().await)));
+            }));
+            let detached = tx.clone();
+            tokio::spawn(scope::detach(async move {
+                let heard = tokio::time::timeout(Duration::from_secs(1), scope::cancelled());
+                let _ = detached.send(("detached", heard.await.ok()));
+            }));
+            let _ = tx.send(("handler", Some(scope::cancelled().await)));
+            Ok::<_, std::convert::Infallible>(http::Response::new(tonic::body::Body::empty()))
+        }
+    });
+    let mut svc = InboundDeadlineLayer::new().layer(handler);
+    let response = svc.ready().await.unwrap().call(request(Some("250m"))).await;
+    assert_eq!(response.unwrap().headers()["grpc-status"], "4");
+    let carried = rx.recv().await;
+    assert_eq!(
+        carried,
+        Some(("carried", Some(CancelReason::InboundDeadline)))
+    );
+    assert_eq!(rx.recv().await, Some(("detached", None)));
+
+    // Dropped before it answered: hyper does this when the caller resets the stream.
+    let pending = svc.ready().await.unwrap().call(request(None));
+    let mut pending = Box::pin(pending);
+    assert!(futures_poll_once(pending.as_mut()).await.is_pending());
+    tokio::time::sleep(ms(10)).await;
+    drop(pending);
+    // The handler went with its future; what it carried hears why.
+    assert_eq!(
+        rx.recv().await,
+        Some(("carried", Some(CancelReason::CallerGone)))
+    );
+    assert_eq!(rx.recv().await, Some(("detached", None)));
+}
+
+async fn futures_poll_once<F: std::future::Future + Unpin>(mut f: F) -> std::task::Poll<F::Output> {
+    std::future::poll_fn(|cx| std::task::Poll::Ready(std::pin::Pin::new(&mut f).poll(cx))).await
+}
+
 /// A call refused because the budget was spent before it started says so, instead of
 /// "exceeded its deadline of 0 ms after 0 ms".
 #[tokio::test]

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use tower_service::Service;
 
 use super::attempt::Attempt;
-use super::event::{Event, Sink};
+use super::event::{Ending, Event, Sink};
 use super::hedge_verdict::poll_hedges;
 use super::hedges::{HedgeContext, HedgePlan, Hedges};
 use super::replay::{Kept, Spare};
@@ -214,8 +214,9 @@ fn resend<S, F, R: Sink>(mut step: Pin<&mut Step<S, F>>, sink: &mut R) {
     }
 }
 
-/// While an attempt or a backoff waits: the call's one timer, at the earlier of the
-/// attempt's own timeout and the call's first deadline (the attempt's on a tie).
+/// While an attempt or a backoff waits: the scope's cancel, and the call's one timer,
+/// at the earlier of the attempt's own timeout and the call's first deadline (the
+/// attempt's on a tie).
 #[inline]
 fn alarm<S: Clone, F, R: Sink>(
     step: Pin<&Step<S, F>>,
@@ -232,6 +233,10 @@ fn alarm<S: Clone, F, R: Sink>(
         // A hedged call's attempts run under the call's deadline only.
         StepRef::Backoff { .. } | StepRef::Hedging { .. } => None,
     };
+    // The scope's cancel ends every attempt as the deadline does.
+    if let Poll::Ready(reason) = sink.poll_cancel(cx) {
+        return Poll::Ready(Verdict::Fail(sink.end(Ending::Cancelled(reason))));
+    }
     let due = match (attempt, sink.next_due(Progress::default())) {
         (Some(attempt), Some(call)) if call.at < attempt.at => call,
         (Some(attempt), _) => attempt,

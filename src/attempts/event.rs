@@ -10,6 +10,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::budget::RetryBudget;
+use crate::policy::cancel::CancelReason;
 use crate::policy::deadline::{Cap, Due, Phase, Progress};
 use crate::wire::details::DetectedBy;
 use crate::wire::error::BoxError;
@@ -54,6 +55,8 @@ pub(crate) enum Ending {
     TransportCapped,
     /// The inner service failed with this error.
     Failed(BoxError),
+    /// The scope the call was made in was cancelled while it waited.
+    Cancelled(CancelReason),
 }
 
 /// Where the engine reports, and what it asks of the call it runs.
@@ -69,6 +72,10 @@ pub(crate) trait Sink {
 
     /// The call's next timer to fire, placed on the clock.
     fn next_due(&self, progress: Progress) -> Option<Due<Instant>>;
+
+    /// Ready with the reason once the scope the call was made in is cancelled (never,
+    /// for a call made outside a scope with a cancel signal).
+    fn poll_cancel(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<CancelReason>;
 
     /// The phase to report when the server said the call's deadline passed.
     fn server_phase(&self) -> Phase;

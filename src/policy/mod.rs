@@ -13,6 +13,7 @@
 //! `BudgetEnvelope`). `source.rs` is the one type that says where every value came
 //! from.
 
+pub(crate) mod cancel;
 pub(crate) mod deadline;
 pub(crate) mod envelope;
 pub(crate) mod hedge;

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::cancel::CancelSignal;
 use super::task::{with_budget, BudgetNow, Scoped};
+use crate::policy::cancel::CancelReason;
 use crate::policy::envelope::{incoming, Basis, Envelope};
 use crate::policy::inherit::budget_remaining;
 use crate::proto::sw4rm::handoff::BudgetEnvelope;
@@ -42,6 +44,9 @@ pub struct OperationBudget {
     /// The envelope this budget was read from (its depth, maximum depth and tokens),
     /// when it continues a delegation: handoffs made under it go one hop deeper.
     delegation: Option<Envelope>,
+    /// Cancelled on purpose ([`OperationBudget::cancel`]), or with the delegation it
+    /// continues (SW4-004 `CancelDelegation`); every scope it runs is cancelled with it.
+    signal: Arc<CancelSignal>,
 }
 
 #[derive(Debug)]
@@ -89,6 +94,7 @@ impl OperationBudget {
                 since: None,
             })),
             delegation,
+            signal: CancelSignal::new(),
         }
     }
 
@@ -210,9 +216,39 @@ impl OperationBudget {
     }
 
     /// Runs `future` with every outgoing call capped by this budget (inside any
-    /// inherited deadline already in scope).
+    /// inherited deadline already in scope), and cancelled with the budget or the
+    /// enclosing scope.
     pub fn run<F: Future>(&self, future: F) -> Scoped<F> {
         with_budget(self.clone(), future)
+    }
+
+    /// Cancels the operation on purpose: every scope the budget runs (and what was
+    /// carried from them) is cancelled with [`CancelReason::BudgetCancelled`]. Their
+    /// calls in flight end with `CANCELLED` (the server sees the stream reset), calls
+    /// started after fail at once, and [`crate::scope::cancelled`] wakes. `false` when
+    /// the budget was cancelled already.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use std::time::Duration;
+    /// use sw4rm_timeouts::{CancelReason, OperationBudget};
+    /// let budget = OperationBudget::new(Duration::from_secs(60));
+    /// assert!(budget.cancel());
+    /// assert!(!budget.cancel());
+    /// assert_eq!(budget.cancel_reason(), Some(CancelReason::BudgetCancelled));
+    /// # }
+    /// ```
+    pub fn cancel(&self) -> bool {
+        self.signal.cancel(CancelReason::BudgetCancelled)
+    }
+
+    /// Why the budget was cancelled, if it was.
+    pub fn cancel_reason(&self) -> Option<CancelReason> {
+        self.signal.reason()
+    }
+
+    pub(crate) fn signal(&self) -> &Arc<CancelSignal> {
+        &self.signal
     }
 
     /// The cap for a call starting at `now`: what remains and the paused time, or

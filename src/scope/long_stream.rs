@@ -17,9 +17,11 @@ use tokio::task::JoinHandle;
 use tokio::time::{Instant, Sleep};
 use tonic::Status;
 
+use super::cancel::CancelSignal;
 use super::long_work::{LongWork, Outcome, Output, Sink};
-use super::progress::{InboundCall, WorkState};
-use super::task::serving;
+use super::progress::WorkState;
+use super::task::{inbound_signal, serving};
+use crate::policy::cancel::CancelReason;
 
 /// One message of a [`ProgressStream`], before the handler's `frame` function turns
 /// it into the RPC's message type.
@@ -46,7 +48,7 @@ pub struct ProgressStream<T, M> {
     end: oneshot::Receiver<Outcome<(), T>>,
     frame: Box<dyn FnMut(Frame<T>) -> M + Send>,
     task: JoinHandle<()>,
-    inbound: Arc<InboundCall>,
+    inbound: Arc<CancelSignal>,
     state: Arc<WorkState>,
     heartbeat: Option<Duration>,
     sleep: Pin<Box<Sleep>>,
@@ -142,7 +144,7 @@ impl LongWork {
     {
         let (tx, rx) = mpsc::unbounded_channel();
         let (end_tx, end) = oneshot::channel();
-        let inbound = Arc::new(InboundCall::default());
+        let inbound = inbound_signal();
         let state = Arc::new(WorkState::new(Instant::now()));
         let heartbeat = self.heartbeat();
         let run = self.run_with(Arc::new(Sink::Forward(tx)), state.clone(), tell, work);
@@ -233,7 +235,7 @@ impl<T, M> Drop for ProgressStream<T, M> {
     /// call or the connection closed. The work is stopped.
     fn drop(&mut self) {
         if !self.done {
-            self.inbound.caller_went_away();
+            self.inbound.cancel(CancelReason::CallerGone);
             self.task.abort();
         }
     }

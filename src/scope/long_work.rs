@@ -12,8 +12,10 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tonic::Status;
 
-use super::progress::{InboundCall, WorkState};
+use super::cancel::CancelSignal;
+use super::progress::WorkState;
 use super::task::{current_deadline, current_inbound, with_work};
+use crate::policy::cancel::CancelReason;
 use crate::policy::deadline::Phase;
 use crate::policy::source::Source;
 use crate::policy::streaming::{millis, StreamingTimeoutPolicy};
@@ -330,10 +332,15 @@ impl LongWork {
     }
 }
 
+/// Whether the inbound call's caller went away.
+fn caller_gone(call: &CancelSignal) -> bool {
+    call.reason() == Some(CancelReason::CallerGone)
+}
+
 /// Tells how the work ended when the guard is dropped before it ended.
 struct Abandon<T> {
     tell: Option<OnAbandon<T>>,
-    inbound: Option<Arc<InboundCall>>,
+    inbound: Option<Arc<CancelSignal>>,
     state: Arc<WorkState>,
     sink: Arc<Sink<T>>,
     limits: Limits,
@@ -343,7 +350,7 @@ struct Abandon<T> {
 impl<T> Drop for Abandon<T> {
     fn drop(&mut self) {
         if let Some(tell) = self.tell.take() {
-            let ending = match self.inbound.as_deref().is_some_and(InboundCall::is_gone) {
+            let ending = match self.inbound.as_deref().is_some_and(caller_gone) {
                 true => Ending::CallerGone,
                 false => Ending::Dropped,
             };

@@ -45,13 +45,16 @@
 // scope when it plans a call.
 
 mod budget;
+mod cancel;
 mod long_stream;
 mod long_work;
 mod progress;
 mod server;
 mod task;
 
+pub use crate::policy::cancel::{effective_grace, MIN_CANCEL_GRACE};
 pub use budget::{EnvelopeError, OperationBudget, PauseGuard, DEFAULT_MAX_CLOCK_SKEW};
+pub use cancel::{cancel_reason, cancelled, is_cancelled, Cancelled};
 pub use long_stream::{Frame, ProgressStream};
 pub use long_work::{Ending, LongWork, Outcome, Output};
 pub use progress::{progress, progress_at};
@@ -61,4 +64,5 @@ pub use server::{
 pub use task::{carry, current_deadline, detach, with_deadline, Scope, Scoped};
 
 pub(crate) use budget::epoch_ms_now;
+pub(crate) use cancel::{CancelSignal, Watch};
 pub(crate) use task::{current, BudgetNow, Current};

@@ -1,9 +1,8 @@
-//! Progress reports of long work ([`progress`], [`progress_at`]) and what the guard
-//! and the server layer share about a call: when the work last moved, and whether the
-//! caller went away. A report is two relaxed atomic stores and a clock read: cheap
+//! Progress reports of long work ([`progress`], [`progress_at`]): when the work last
+//! moved, shared by the guard and the work. A report is two relaxed atomic stores and a clock read: cheap
 //! enough for a tight loop, and no lock.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::time::Instant;
 
@@ -63,24 +62,6 @@ impl WorkState {
 
     pub(crate) fn marker(&self) -> Option<u64> {
         Some(self.marker.load(Ordering::Relaxed)).filter(|m| *m != NO_MARKER)
-    }
-}
-
-/// What the server layer knows of one inbound call, for the work serving it.
-#[derive(Debug, Default)]
-pub(crate) struct InboundCall {
-    /// The caller went away (reset the stream, or the connection closed) before the
-    /// handler answered.
-    gone: AtomicBool,
-}
-
-impl InboundCall {
-    pub(crate) fn caller_went_away(&self) {
-        self.gone.store(true, Ordering::Release);
-    }
-
-    pub(crate) fn is_gone(&self) -> bool {
-        self.gone.load(Ordering::Acquire)
     }
 }
 

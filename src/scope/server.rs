@@ -17,8 +17,9 @@ use tower_service::Service;
 
 use std::sync::Arc;
 
-use super::progress::InboundCall;
-use super::task::{serving, Scoped};
+use super::cancel::CancelSignal;
+use super::task::{inbound_signal, serving, Scoped};
+use crate::policy::cancel::CancelReason;
 use crate::wire::grpc_timeout::{self, GRPC_TIMEOUT};
 
 /// The deadline of an inbound call, as a request extension for the handler.
@@ -123,7 +124,7 @@ where
                 }
             },
         };
-        let call = Arc::new(InboundCall::default());
+        let call = inbound_signal();
         // An absurdly long deadline is as good as none (and must not overflow).
         let at = received.and_then(|r| Some((Instant::now().checked_add(r)?, r)));
         let Some((at, received)) = at else {
@@ -156,7 +157,7 @@ pin_project! {
         #[pin]
         state: State<F>,
         // What the handler's scope knows of the call.
-        call: Option<Arc<InboundCall>>,
+        call: Option<Arc<CancelSignal>>,
         // The call was answered (by the handler or the deadline).
         answered: bool,
     }
@@ -168,7 +169,7 @@ pin_project! {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
             if let (false, Some(call)) = (*this.answered, this.call.as_ref()) {
-                call.caller_went_away();
+                call.cancel(CancelReason::CallerGone);
             }
         }
     }
@@ -196,7 +197,7 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        let answer = poll_state(this.state, cx);
+        let answer = poll_state(this.state, this.call.as_deref(), cx);
         *this.answered |= answer.is_ready();
         answer
     }
@@ -204,6 +205,7 @@ where
 
 fn poll_state<F, B, E>(
     state: Pin<&mut State<F>>,
+    call: Option<&CancelSignal>,
     cx: &mut Context<'_>,
 ) -> Poll<Result<http::Response<B>, E>>
 where
@@ -217,10 +219,17 @@ where
                 if let Poll::Ready(out) = inner.poll(cx) {
                     // tonic's own timer on the same deadline answers CANCELLED: at or
                     // after the deadline, say what happened.
-                    return Poll::Ready(out.map(|r| deadline_answer(r, *at)));
+                    return Poll::Ready(out.map(|r| deadline_answer(r, *at, call)));
                 }
                 match sleep.poll(cx) {
-                    Poll::Ready(()) => Poll::Ready(Ok(exceeded(*at).into_http())),
+                    Poll::Ready(()) => {
+                        // Said before the handler is dropped: work carried from it
+                        // and its outgoing calls stop for the deadline.
+                        if let Some(call) = call {
+                            call.cancel(CancelReason::InboundDeadline);
+                        }
+                        Poll::Ready(Ok(exceeded(*at).into_http()))
+                    }
                     Poll::Pending => Poll::Pending,
                 }
             }
@@ -241,12 +250,19 @@ fn exceeded(_at: Instant) -> Status {
 
 /// A trailers-only `CANCELLED` (tonic's timer) at or after the deadline becomes
 /// `DEADLINE_EXCEEDED`.
-fn deadline_answer<B: Default>(response: http::Response<B>, at: Instant) -> http::Response<B> {
+fn deadline_answer<B: Default>(
+    response: http::Response<B>,
+    at: Instant,
+    call: Option<&CancelSignal>,
+) -> http::Response<B> {
     let cancelled = response
         .headers()
         .get(crate::wire::status::GRPC_STATUS)
         .is_some_and(|v| v.as_bytes() == b"1");
     if cancelled && Instant::now() >= at {
+        if let Some(call) = call {
+            call.cancel(CancelReason::InboundDeadline);
+        }
         exceeded(at).into_http()
     } else {
         response

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use super::budget::OperationBudget;
-use super::progress::{InboundCall, WorkState};
+use super::cancel::CancelSignal;
+use super::progress::WorkState;
 
 /// What a task's outgoing calls are capped by (opaque: see [`carry`], [`detach`],
 /// [`with_deadline`] and [`OperationBudget::run`]).
@@ -19,8 +20,12 @@ pub struct Scope {
     pub(crate) budget: Option<OperationBudget>,
     /// The long work the task reports progress to ([`super::LongWork`]).
     pub(crate) work: Option<Arc<WorkState>>,
-    /// The inbound call the task serves, when the server layer opened the scope.
-    pub(crate) inbound: Option<Arc<InboundCall>>,
+    /// The cancel signal of the inbound call the task serves, when the server layer
+    /// opened the scope.
+    pub(crate) inbound: Option<Arc<CancelSignal>>,
+    /// The scope's cancel signal: the inbound call's, a budget's, or one made from
+    /// both (cancelled by either).
+    pub(crate) cancel: Option<Arc<CancelSignal>>,
 }
 
 tokio::task_local! {
@@ -54,22 +59,23 @@ pub(crate) struct BudgetNow {
     pub(crate) ran: std::time::Duration,
 }
 
-/// The caps of the current task's scope, at `now`; `None` outside any scope (the
-/// common case costs one task-local lookup).
-pub(crate) fn current(now: Instant) -> Option<Current> {
+/// The caps of the current task's scope, at `now`, and its cancel signal; `None`s
+/// outside any scope (the common case costs one task-local lookup).
+pub(crate) fn current(now: Instant) -> (Option<Current>, Option<Arc<CancelSignal>>) {
     SCOPE
         .try_with(|s| {
+            let cancel = s.cancel.clone();
             if s.deadline.is_none() && s.budget.is_none() {
-                return None;
+                return (None, cancel);
             }
-            Some(Current {
+            let caps = Current {
                 inherited: s.deadline.map(|d| d.saturating_duration_since(now)),
                 budget: s.budget.as_ref().and_then(|b| b.cap_at(now)),
                 delegation: s.budget.as_ref().and_then(OperationBudget::delegation),
-            })
+            };
+            (Some(caps), cancel)
         })
-        .ok()
-        .flatten()
+        .unwrap_or_default()
 }
 
 fn scope_now() -> Scope {
@@ -102,8 +108,8 @@ pub fn with_deadline<F: Future>(deadline: Instant, future: F) -> Scoped<F> {
     SCOPE.scope(scope, future)
 }
 
-/// Takes the current scope (inherited deadline and budget) along with `future`, for
-/// work handed to another task:
+/// Takes the current scope (inherited deadline, budget and cancel signal) along with
+/// `future`, for work handed to another task:
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
@@ -122,8 +128,9 @@ pub fn carry<F: Future>(future: F) -> Scoped<F> {
     SCOPE.scope(scope_now(), future)
 }
 
-/// Runs `future` outside any scope: no inherited deadline, no budget (work that must
-/// outlive the inbound call, such as cleanup or an audit record).
+/// Runs `future` outside any scope: no inherited deadline, no budget, no cancel signal
+/// (work that must outlive the inbound call, such as cleanup or an audit record: its
+/// outgoing calls are not cancelled when the caller goes away).
 pub fn detach<F: Future>(future: F) -> Scoped<F> {
     SCOPE.scope(Scope::default(), future)
 }
@@ -135,23 +142,36 @@ pub(crate) fn with_work<F: Future>(work: Arc<WorkState>, future: F) -> Scoped<F>
     SCOPE.scope(scope, future)
 }
 
-/// Runs the handler of an inbound call under `deadline` (if any), knowing `call`.
+/// Runs the handler of an inbound call under `deadline` (if any), cancelled with
+/// `call` (a signal made by [`inbound_signal`]).
 pub(crate) fn serving<F: Future>(
     deadline: Option<Instant>,
-    call: Arc<InboundCall>,
+    call: Arc<CancelSignal>,
     future: F,
 ) -> Scoped<F> {
     let mut scope = scope_now();
     if let Some(at) = deadline {
         scope.deadline = Some(scope.deadline.map_or(at, |d| d.min(at)));
     }
-    scope.inbound = Some(call);
+    scope.inbound = Some(call.clone());
+    scope.cancel = Some(call);
     SCOPE.scope(scope, future)
 }
 
-/// The inbound call the current task serves, if the server layer opened its scope.
-pub(crate) fn current_inbound() -> Option<Arc<InboundCall>> {
+/// A new inbound call's signal: a child of the current scope's, if any.
+pub(crate) fn inbound_signal() -> Arc<CancelSignal> {
+    with_current_cancel(|parent| CancelSignal::child_of([parent])).unwrap_or_else(CancelSignal::new)
+}
+
+/// The cancel signal of the inbound call the current task serves, if the server layer
+/// opened its scope.
+pub(crate) fn current_inbound() -> Option<Arc<CancelSignal>> {
     SCOPE.try_with(|s| s.inbound.clone()).ok().flatten()
+}
+
+/// Calls `f` with the current scope's cancel signal, if any (no clone).
+pub(crate) fn with_current_cancel<R>(f: impl FnOnce(&Arc<CancelSignal>) -> R) -> Option<R> {
+    SCOPE.try_with(|s| s.cancel.as_ref().map(f)).ok().flatten()
 }
 
 /// Calls `f` with the long work the current task reports to, if any (no clone).
@@ -159,8 +179,11 @@ pub(crate) fn with_current_work<R>(f: impl FnOnce(&WorkState) -> R) -> Option<R>
     SCOPE.try_with(|s| s.work.as_deref().map(f)).ok().flatten()
 }
 
+/// Runs `future` under `budget`, cancelled with the budget or the enclosing scope.
 pub(crate) fn with_budget<F: Future>(budget: OperationBudget, future: F) -> Scoped<F> {
     let mut scope = scope_now();
+    let parents = scope.cancel.iter().chain([budget.signal()]);
+    scope.cancel = Some(CancelSignal::child_of(parents));
     scope.budget = Some(budget);
     SCOPE.scope(scope, future)
 }

@@ -230,14 +230,20 @@ where
             Poll::Pending if !call.is_open() => return Poll::Pending,
             Poll::Pending => {
                 let now = progress(call, stream.as_deref());
-                let Some(due) = call.next_due(now) else {
-                    return Poll::Pending;
-                };
-                // Progress only moves the instant later: the timer re-arms lazily.
-                ready!(timer.poll_until(due.at, cx));
-                Some(Err(call
-                    .timed_out(due.phase, &now, DetectedBy::Client)
-                    .into()))
+                match call.poll_cancel(cx) {
+                    // The scope was cancelled: the stream is reset like a timeout's.
+                    Poll::Ready(reason) => Some(Err(call.cancelled(reason, &now).into())),
+                    Poll::Pending => {
+                        let Some(due) = call.next_due(now) else {
+                            return Poll::Pending;
+                        };
+                        // Progress only moves the instant later: the timer re-arms lazily.
+                        ready!(timer.poll_until(due.at, cx));
+                        Some(Err(call
+                            .timed_out(due.phase, &now, DetectedBy::Client)
+                            .into()))
+                    }
+                }
             }
         };
         // Drop the inner body now: hyper resets the HTTP/2 stream if it was still open.

@@ -3,6 +3,7 @@
 //! counter, the `warn!` and the status) exactly once: when the call finishes, times
 //! out, or is dropped by the caller.
 
+mod cancel;
 mod events;
 
 use std::num::NonZeroU32;
@@ -52,6 +53,8 @@ pub(crate) struct CallRecord {
     /// The `grpc-status` of the response headers (a trailers-only answer), kept only
     /// when a metric family records statuses.
     header_code: Option<Code>,
+    /// The cancel signal of the scope the call was made in, if it has one.
+    cancel: Option<crate::scope::Watch>,
 }
 
 /// What a budget that caps the call had spent at the call's start, as its timeout
@@ -94,6 +97,7 @@ impl CallRecord {
             attempt: None,
             budget: plan.budget.map(BudgetSpent::from),
             header_code: None,
+            cancel: None,
         }
     }
 
@@ -119,7 +123,7 @@ impl CallRecord {
     }
 
     /// What metrics, logs and details say about the call's path.
-    fn labels(&self) -> &Labels {
+    pub(super) fn labels(&self) -> &Labels {
         self.shared.paths.get(&self.labels)
     }
 
@@ -201,7 +205,7 @@ impl CallRecord {
 
     /// Puts `sw4rm-attempts` on a final status when more than one attempt was sent, as
     /// on a final answer.
-    fn mark_attempts(&self, status: &mut Status) {
+    pub(super) fn mark_attempts(&self, status: &mut Status) {
         if let Some(n) = self.attempts_after_the_first() {
             status
                 .metadata_mut()
@@ -215,7 +219,7 @@ impl CallRecord {
         self.finish(|| code);
     }
 
-    fn record(&self, timed_out: bool, code: impl FnOnce() -> Code) {
+    pub(super) fn record(&self, timed_out: bool, code: impl FnOnce() -> Code) {
         let instruments = self.shared.settings.instruments.as_ref();
         // Unary calls only: a stream's duration is not what its timers bound.
         let Some(observed) = self.shared.observed.as_ref().filter(|_| !self.streaming) else {
@@ -363,9 +367,13 @@ impl CallRecord {
 
 impl Drop for CallRecord {
     /// A call the caller abandoned still counts in the duration histogram (as
-    /// `CANCELLED` where the status is recorded). A trailers-only answer ends here
+    /// `CANCELLED` where the status is recorded), and as a cancel by its cause when
+    /// its scope was cancelled. A trailers-only answer ends here
     /// too: tonic reads its status from the headers and drops the empty body.
     fn drop(&mut self) {
+        if self.header_code.is_none() && self.dropped_by_cancel() {
+            return;
+        }
         let code = self.header_code.unwrap_or(Code::Cancelled);
         self.finish(|| code);
     }

@@ -98,7 +98,7 @@ where
         let Some(found) = shared.paths.find(&shared.profiles, path) else {
             return ResponseFuture::failed(not_a_grpc_path(path));
         };
-        let scope = crate::scope::current(start);
+        let (scope, cancel) = crate::scope::current(start);
         let planned = plan(
             &shared.profiles,
             found.route,
@@ -139,6 +139,13 @@ where
             // the budget: fail at once, without sending.
             let status = call.timed_out(Phase::Total, &Progress::default(), DetectedBy::Client);
             return ResponseFuture::failed(status);
+        }
+        if let Some(signal) = cancel {
+            // Made in a cancelled scope: not sent. Otherwise the call watches it.
+            if let Some(reason) = signal.reason() {
+                return ResponseFuture::failed(call.not_sent(reason));
+            }
+            call.watch_cancel(signal);
         }
         if let Some(scope) = delegation {
             let propagation = &shared.settings.propagation;

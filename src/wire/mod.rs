@@ -7,6 +7,7 @@
 //! `message_field.rs`, `envelope.rs` and `replay.rs` for the body; `status.rs` for
 //! classifying answers; `error.rs` the layer's error type.
 
+pub(crate) mod cancel;
 pub(crate) mod details;
 pub(crate) mod envelope;
 pub(crate) mod error;

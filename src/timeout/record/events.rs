@@ -7,6 +7,7 @@ use tokio::time::Instant;
 
 use super::CallRecord;
 use crate::attempts::{Ending, Event, RetryBudget, Sink};
+use crate::policy::cancel::CancelReason;
 use crate::policy::deadline::{Due, Phase, Progress};
 use crate::policy::streaming::millis;
 use crate::wire::error::BoxError;
@@ -121,7 +122,13 @@ impl Sink for CallRecord {
                 .into(),
             Ending::TransportCapped => self.transport_capped().into(),
             Ending::Failed(err) => self.failed(err),
+            Ending::Cancelled(reason) => self.cancelled(reason, &Progress::default()).into(),
         }
+    }
+
+    #[inline]
+    fn poll_cancel(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<CancelReason> {
+        CallRecord::poll_cancel(self, cx)
     }
 
     #[inline]

@@ -1,0 +1,295 @@
+//! The cancel signal of a scope: set once, with a [`CancelReason`], when the inbound
+//! call is cancelled or its deadline passes, when an operation budget is cancelled on
+//! purpose, when a delegation is cancelled, or when a parent signal is. A check is one
+//! atomic load; waiting registers with a `Notify` made on first wait, so a signal
+//! nobody waits on costs one allocation (its own) and no lock.
+//!
+//! Signals form a tree: a child made under a parent is cancelled with it (the parent
+//! keeps weak links to its children, pruned as they go). A signal can have two parents
+//! (a budget run inside a handler: cancelled by either).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{fence, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::task::{Context, Poll};
+
+use tokio::sync::futures::OwnedNotified;
+use tokio::sync::Notify;
+
+use super::task::with_current_cancel;
+use crate::policy::cancel::CancelReason;
+
+/// One scope's cancel signal.
+#[derive(Debug, Default)]
+pub(crate) struct CancelSignal {
+    /// 0 while live; then the reason's code, set once.
+    reason: AtomicU8,
+    /// Made by the first waiter.
+    notify: OnceLock<Arc<Notify>>,
+    /// Signals cancelled with this one.
+    children: Mutex<Vec<Weak<CancelSignal>>>,
+}
+
+impl CancelSignal {
+    /// A live signal with no parent.
+    pub(crate) fn new() -> Arc<CancelSignal> {
+        Arc::new(CancelSignal::default())
+    }
+
+    /// A live signal cancelled with any of `parents` (already cancelled if one is).
+    pub(crate) fn child_of<'a>(
+        parents: impl IntoIterator<Item = &'a Arc<CancelSignal>>,
+    ) -> Arc<CancelSignal> {
+        let child = CancelSignal::new();
+        for parent in parents {
+            parent.adopt(&child);
+        }
+        child
+    }
+
+    /// Links `child` to be cancelled with `self` (at once, if `self` already is).
+    fn adopt(&self, child: &Arc<CancelSignal>) {
+        let inherited = {
+            let mut children = self.children.lock().unwrap_or_else(|e| e.into_inner());
+            match self.reason() {
+                Some(reason) => Some(reason),
+                None => {
+                    // Drop the links of children gone before growing the list.
+                    if children.len() == children.capacity() {
+                        children.retain(|c| c.strong_count() > 0);
+                    }
+                    children.push(Arc::downgrade(child));
+                    None
+                }
+            }
+        };
+        if let Some(reason) = inherited {
+            child.cancel(reason);
+        }
+    }
+
+    /// Cancels the signal and its children with `reason`; `false` when it was
+    /// cancelled already (the first reason stays).
+    pub(crate) fn cancel(&self, reason: CancelReason) -> bool {
+        if self
+            .reason
+            .compare_exchange(0, reason.code(), Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return false;
+        }
+        // Pairs with the fence in `Watch::poll`: either the waiter sees the reason, or
+        // this sees its `Notify` and wakes it.
+        fence(Ordering::SeqCst);
+        if let Some(notify) = self.notify.get() {
+            notify.notify_waiters();
+        }
+        let children = {
+            let mut list = self.children.lock().unwrap_or_else(|e| e.into_inner());
+            std::mem::take(&mut *list)
+        };
+        for child in children.iter().filter_map(Weak::upgrade) {
+            child.cancel(reason);
+        }
+        true
+    }
+
+    /// Why it was cancelled; `None` while live (one atomic load).
+    #[inline]
+    pub(crate) fn reason(&self) -> Option<CancelReason> {
+        match self.reason.load(Ordering::Acquire) {
+            0 => None,
+            code => CancelReason::from_code(code),
+        }
+    }
+
+    /// Children still linked (for leak checks).
+    #[cfg(test)]
+    pub(crate) fn linked_children(&self) -> usize {
+        let children = self.children.lock().unwrap_or_else(|e| e.into_inner());
+        children.iter().filter(|c| c.strong_count() > 0).count()
+    }
+}
+
+/// Waits for a signal: registers on the first poll that has to wait.
+#[derive(Debug)]
+pub(crate) struct Watch {
+    signal: Arc<CancelSignal>,
+    waiting: Option<Pin<Box<OwnedNotified>>>,
+}
+
+impl Watch {
+    pub(crate) fn new(signal: Arc<CancelSignal>) -> Self {
+        Watch {
+            signal,
+            waiting: None,
+        }
+    }
+
+    /// The reason, now (one atomic load).
+    #[inline]
+    pub(crate) fn reason(&self) -> Option<CancelReason> {
+        self.signal.reason()
+    }
+
+    /// Ready with the reason once the signal is cancelled.
+    pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<CancelReason> {
+        loop {
+            if let Some(reason) = self.signal.reason() {
+                self.waiting = None;
+                return Poll::Ready(reason);
+            }
+            let waiting = match &mut self.waiting {
+                Some(w) => w,
+                None => {
+                    let notify = self.signal.notify.get_or_init(Default::default).clone();
+                    let mut notified = Box::pin(notify.notified_owned());
+                    notified.as_mut().enable();
+                    fence(Ordering::SeqCst);
+                    self.waiting.insert(notified)
+                }
+            };
+            if let Some(reason) = self.signal.reason() {
+                self.waiting = None;
+                return Poll::Ready(reason);
+            }
+            match waiting.as_mut().poll(cx) {
+                // Woken: the reason is set (read at the top).
+                Poll::Ready(()) => self.waiting = None,
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+}
+
+/// Whether the current task's scope has been cancelled (one task-local lookup and one
+/// atomic load; `false` outside any scope with a cancel signal).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use std::time::Duration;
+/// use sw4rm_timeouts::{scope, CancelReason, OperationBudget};
+/// assert!(!scope::is_cancelled());
+/// let budget = OperationBudget::new(Duration::from_secs(60));
+/// budget.run(async {
+///     assert!(!scope::is_cancelled());
+///     budget.cancel();
+///     assert_eq!(scope::cancel_reason(), Some(CancelReason::BudgetCancelled));
+/// }).await;
+/// # }
+/// ```
+pub fn is_cancelled() -> bool {
+    cancel_reason().is_some()
+}
+
+/// Why the current task's scope was cancelled; `None` while it runs on (or outside
+/// any scope with a cancel signal).
+pub fn cancel_reason() -> Option<CancelReason> {
+    with_current_cancel(|s| s.reason()).flatten()
+}
+
+/// A future ready with the reason once the current task's scope is cancelled; outside
+/// a scope with a cancel signal it never is. Take it in the scope's task (it holds the
+/// signal, so it can be awaited anywhere after):
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use std::time::Duration;
+/// use sw4rm_timeouts::{scope, CancelReason, OperationBudget};
+/// let budget = OperationBudget::new(Duration::from_secs(60));
+/// let stopped = budget.run(async {
+///     let cancelled = scope::cancelled();
+///     tokio::select! {
+///         reason = cancelled => Err(reason),
+///         out = async { tokio::time::sleep(Duration::from_secs(30)).await; 42 } => Ok(out),
+///     }
+/// });
+/// let canceller = budget.clone();
+/// tokio::spawn(async move { canceller.cancel() });
+/// assert_eq!(stopped.await, Err(CancelReason::BudgetCancelled));
+/// # }
+/// ```
+pub fn cancelled() -> Cancelled {
+    Cancelled {
+        watch: with_current_cancel(|s| Watch::new(s.clone())),
+    }
+}
+
+/// The future [`cancelled`] returns.
+#[derive(Debug)]
+#[must_use = "futures do nothing unless polled"]
+pub struct Cancelled {
+    watch: Option<Watch>,
+}
+
+impl Future for Cancelled {
+    type Output = CancelReason;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<CancelReason> {
+        match &mut self.get_mut().watch {
+            Some(watch) => watch.poll(cx),
+            None => Poll::Pending,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::task::Poll;
+
+    #[tokio::test]
+    async fn a_cancel_reaches_children_and_wakes_waiters_once() {
+        let root = CancelSignal::new();
+        let child = CancelSignal::child_of([&root]);
+        let grandchild = CancelSignal::child_of([&child]);
+        let mut watch = Watch::new(grandchild.clone());
+        std::future::poll_fn(|cx| {
+            assert!(watch.poll(cx).is_pending());
+            Poll::Ready(())
+        })
+        .await;
+        let waiter = tokio::spawn(async move { std::future::poll_fn(|cx| watch.poll(cx)).await });
+        assert!(root.cancel(CancelReason::CallerGone));
+        assert_eq!(waiter.await.ok(), Some(CancelReason::CallerGone));
+        // The first reason stays.
+        assert!(!child.cancel(CancelReason::BudgetCancelled));
+        assert_eq!(grandchild.reason(), Some(CancelReason::CallerGone));
+        assert_eq!(root.linked_children(), 0, "links are taken by the cancel");
+    }
+
+    #[test]
+    fn a_child_of_a_cancelled_parent_starts_cancelled_and_a_live_child_stays_live() {
+        let parent = CancelSignal::new();
+        let other = CancelSignal::new();
+        let live = CancelSignal::child_of([&parent, &other]);
+        other.cancel(CancelReason::DelegationCancelled);
+        assert_eq!(live.reason(), Some(CancelReason::DelegationCancelled));
+        assert_eq!(
+            parent.reason(),
+            None,
+            "a child's cancel never reaches its parent"
+        );
+        parent.cancel(CancelReason::InboundDeadline);
+        let late = CancelSignal::child_of([&parent]);
+        assert_eq!(late.reason(), Some(CancelReason::InboundDeadline));
+    }
+
+    #[test]
+    fn links_to_dropped_children_are_pruned() {
+        let parent = CancelSignal::new();
+        for _ in 0..10_000 {
+            drop(CancelSignal::child_of([&parent]));
+        }
+        let kept = CancelSignal::child_of([&parent]);
+        let len = parent
+            .children
+            .lock()
+            .map(|c| c.len())
+            .unwrap_or(usize::MAX);
+        assert!(len <= 8, "{len} links kept for 1 live child");
+        assert_eq!(parent.linked_children(), 1);
+        drop(kept);
+    }
+}

@@ -1,0 +1,106 @@
+//! What the call record does when the scope the call was made in is cancelled: it
+//! watches the scope's signal while the call waits, and ends the call with
+//! `CANCELLED` and [`CancelDetails`] naming where the cancel came from — or with
+//! `DEADLINE_EXCEEDED` when the cause is a deadline that passed (a timeout is never
+//! reported as a cancel, nor the reverse).
+
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use tonic::{Code, Status};
+
+use super::{CallRecord, State};
+use crate::policy::cancel::CancelReason;
+use crate::policy::deadline::{Phase, Progress};
+use crate::policy::streaming::millis;
+use crate::scope::{CancelSignal, Watch};
+use crate::wire::cancel::CancelDetails;
+use crate::wire::details::DetectedBy;
+
+impl CallRecord {
+    /// Watches `signal`, the cancel signal of the scope the call was made in.
+    pub(crate) fn watch_cancel(&mut self, signal: Arc<CancelSignal>) {
+        self.cancel = Some(Watch::new(signal));
+    }
+
+    /// Ready with the reason once the call's scope is cancelled; registers the waiter
+    /// on the first poll that has to wait.
+    #[inline]
+    pub(crate) fn poll_cancel(&mut self, cx: &mut Context<'_>) -> Poll<CancelReason> {
+        match &mut self.cancel {
+            Some(watch) => watch.poll(cx),
+            None => Poll::Pending,
+        }
+    }
+
+    /// The call was cancelled by its scope after it was sent: ends the record and
+    /// gives the status (the caller drops the call, and hyper resets the stream).
+    pub(crate) fn cancelled(&mut self, reason: CancelReason, seen: &Progress) -> Status {
+        self.end_cancelled(reason, seen, true)
+    }
+
+    /// The call was made in a scope already cancelled: not sent.
+    pub(crate) fn not_sent(&mut self, reason: CancelReason) -> Status {
+        self.end_cancelled(reason, &Progress::default(), false)
+    }
+
+    /// The call is dropped unanswered: when its scope was cancelled (not by a
+    /// deadline), the drop is that cancel (the handler holding the call was dropped
+    /// with it) and is counted as one; `false` otherwise.
+    pub(super) fn dropped_by_cancel(&mut self) -> bool {
+        let reason = self.cancel.as_ref().and_then(Watch::reason);
+        match reason.filter(|r| !r.is_deadline()) {
+            Some(reason) if self.state == State::Open => {
+                let elapsed_ms = millis(self.start.elapsed());
+                self.end_record(reason, elapsed_ms, true);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn end_cancelled(&mut self, reason: CancelReason, seen: &Progress, sent: bool) -> Status {
+        if reason.is_deadline() {
+            return self.timed_out(Phase::Total, seen, DetectedBy::Client);
+        }
+        let elapsed_ms = millis(self.start.elapsed());
+        self.end_record(reason, elapsed_ms, sent);
+        let profile = self.shared.profiles.get(self.profile);
+        let labels = self.labels();
+        let details = CancelDetails {
+            reason,
+            profile_name: profile.profile.name.to_string(),
+            service: labels.service.to_string(),
+            method: labels.method.to_string(),
+            elapsed_ms,
+            sent,
+        };
+        let mut status = details.to_status();
+        self.mark_attempts(&mut status);
+        status
+    }
+
+    /// Ends the record of a cancelled call, once: the duration (as `CANCELLED`), the
+    /// cancel counter by cause, and an INFO event.
+    fn end_record(&mut self, reason: CancelReason, elapsed_ms: u64, sent: bool) {
+        if self.state != State::Open {
+            return;
+        }
+        self.state = State::Ended;
+        self.record(false, || Code::Cancelled);
+        if let Some(instruments) = &self.shared.settings.instruments {
+            instruments.cancelled(reason, &self.labels().attrs);
+        }
+        let labels = self.labels();
+        let profile = &self.shared.profiles.get(self.profile).profile.name;
+        call_event!(
+            info,
+            self.span,
+            (labels.service, labels.method, profile),
+            elapsed_ms,
+            cancel_reason = reason.as_str(),
+            sent,
+            "SW4RM RPC cancelled by its scope"
+        );
+    }
+}
