@@ -224,7 +224,16 @@ impl Sw4rm {
 
     /// Wraps an existing channel with this layer.
     pub fn with_layer(channel: Channel, layer: TimeoutProfileLayer) -> Self {
-        Sw4rm::with_service(channel, layer)
+        let mut sw4rm = Sw4rm::with_service(channel, layer);
+        // The cancel cascade sends through this client (its own handle has none).
+        let handoff = sw4rm.handoff();
+        sw4rm
+            .channel
+            .set_cascade(crate::timeout::CascadeSender::new(move |message| {
+                let mut client = handoff.clone();
+                Box::pin(async move { client.cancel_delegation(message).await.map(drop) })
+            }));
+        sw4rm
     }
 
     /// Wraps an existing channel with these profiles.

@@ -110,6 +110,121 @@ pub fn effective_grace(requested_ms: u64) -> Duration {
     Duration::from_millis(requested_ms).max(MIN_CANCEL_GRACE)
 }
 
+/// Whether the grace of a cancel made at `cancelled_at_ms` (any clock) has expired at
+/// `now_ms` (the same clock): from the grace deadline on, work still running is
+/// forced (`FORCED_PREEMPTION`).
+pub(crate) fn grace_expired(cancelled_at_ms: u64, grace: Duration, now_ms: u64) -> bool {
+    let grace_ms = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX);
+    now_ms >= cancelled_at_ms.saturating_add(grace_ms)
+}
+
+/// SW4-004's cancellation book, as pure state on a millisecond clock: which
+/// delegations are children of which, which were cancelled when and with what grace.
+/// A cancel reaches the delegation and its **direct** children only (each child
+/// cascades to its own).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct CancelBook {
+    children: std::collections::HashMap<String, Vec<String>>,
+    cancelled: std::collections::HashMap<String, (u64, Duration)>,
+}
+
+/// What one cancel request did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct CancelPlan {
+    pub(crate) grace: Duration,
+    /// The delegation and its direct children, in that order.
+    pub(crate) cancelled: Vec<String>,
+}
+
+impl CancelBook {
+    /// `child` was delegated from the work of `parent`.
+    pub(crate) fn link(&mut self, parent: &str, child: &str) {
+        self.children
+            .entry(parent.to_owned())
+            .or_default()
+            .push(child.to_owned());
+    }
+
+    /// Cancels `correlation_id` and its direct children at `now_ms` with the requested
+    /// grace (raised to the floor). A delegation cancelled before keeps its first
+    /// cancel.
+    pub(crate) fn cancel(
+        &mut self,
+        correlation_id: &str,
+        grace_ms: u64,
+        now_ms: u64,
+    ) -> CancelPlan {
+        let grace = effective_grace(grace_ms);
+        let mut cancelled = vec![correlation_id.to_owned()];
+        cancelled.extend(
+            self.children
+                .get(correlation_id)
+                .into_iter()
+                .flatten()
+                .cloned(),
+        );
+        for id in &cancelled {
+            self.cancelled.entry(id.clone()).or_insert((now_ms, grace));
+        }
+        CancelPlan { grace, cancelled }
+    }
+
+    /// Whether `correlation_id` was cancelled and its grace has expired at `now_ms`.
+    pub(crate) fn expired(&self, correlation_id: &str, now_ms: u64) -> bool {
+        self.cancelled
+            .get(correlation_id)
+            .is_some_and(|(at, grace)| grace_expired(*at, *grace, now_ms))
+    }
+
+    /// The error code the work of `correlation_id` reports at `now_ms`:
+    /// `FORCED_PREEMPTION` once its grace has expired.
+    pub(crate) fn error_code(
+        &self,
+        correlation_id: &str,
+        now_ms: u64,
+    ) -> crate::proto::sw4rm::common::ErrorCode {
+        use crate::proto::sw4rm::common::ErrorCode;
+        match self.expired(correlation_id, now_ms) {
+            true => ErrorCode::ForcedPreemption,
+            false => ErrorCode::Unspecified,
+        }
+    }
+
+    /// Of `active`, the delegations forced at `now_ms`, in the order given.
+    pub(crate) fn collect_forced<'a>(
+        &self,
+        active: impl IntoIterator<Item = &'a str>,
+        now_ms: u64,
+    ) -> Vec<String> {
+        active
+            .into_iter()
+            .filter(|id| self.expired(id, now_ms))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// The grace deadline of `correlation_id`, if it was cancelled (ms).
+    pub(crate) fn grace_deadline(&self, correlation_id: &str) -> Option<u64> {
+        let (at, grace) = self.cancelled.get(correlation_id)?;
+        Some(at.saturating_add(u64::try_from(grace.as_millis()).unwrap_or(u64::MAX)))
+    }
+
+    /// Forgets `correlation_id` (its work ended): its cancel and its children.
+    pub(crate) fn forget(&mut self, correlation_id: &str) {
+        self.cancelled.remove(correlation_id);
+        self.children.remove(correlation_id);
+    }
+
+    /// Delegations the book holds anything for (for leak checks).
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        let mut ids: std::collections::HashSet<&str> =
+            self.cancelled.keys().map(String::as_str).collect();
+        ids.extend(self.children.keys().map(String::as_str));
+        ids.len()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,5 +257,37 @@ mod tests {
                 "{requested}"
             );
         }
+    }
+
+    #[test]
+    fn grace_expires_from_offset_zero() {
+        let grace = Duration::from_millis(5_000);
+        // (offset from the grace deadline, expired)
+        for (offset, expired) in [(-1i64, false), (0, true), (1, true)] {
+            let now = u64::try_from(6_000 + offset).unwrap_or(0);
+            assert_eq!(grace_expired(1_000, grace, now), expired, "offset {offset}");
+        }
+        assert!(!grace_expired(u64::MAX - 1, grace, u64::MAX - 1));
+    }
+
+    #[test]
+    fn a_cancel_reaches_direct_children_only_and_keeps_its_first_grace() {
+        let mut book = CancelBook::default();
+        book.link("root", "a");
+        book.link("a", "a1");
+        let plan = book.cancel("root", 0, 100);
+        assert_eq!(plan.cancelled, ["root", "a"]);
+        assert_eq!(plan.grace, MIN_CANCEL_GRACE);
+        assert!(
+            !book.expired("a1", u64::MAX),
+            "grandchildren hear it from their parent"
+        );
+        // Cancelled again later with another grace: the first stays.
+        book.cancel("a", 60_000, 200);
+        assert_eq!(book.grace_deadline("a"), Some(5_100));
+        for id in ["root", "a", "a1"] {
+            book.forget(id);
+        }
+        assert_eq!(book.len(), 0);
     }
 }

@@ -247,6 +247,11 @@ impl OperationBudget {
         self.signal.reason()
     }
 
+    /// Cancels with `reason` (a delegation cancelled by its delegator).
+    pub(crate) fn cancel_with(&self, reason: CancelReason) -> bool {
+        self.signal.cancel(reason)
+    }
+
     pub(crate) fn signal(&self) -> &Arc<CancelSignal> {
         &self.signal
     }

@@ -21,7 +21,7 @@ use super::task::with_current_cancel;
 use crate::policy::cancel::CancelReason;
 
 /// One scope's cancel signal.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct CancelSignal {
     /// 0 while live; then the reason's code, set once.
     reason: AtomicU8,
@@ -29,6 +29,20 @@ pub(crate) struct CancelSignal {
     notify: OnceLock<Arc<Notify>>,
     /// Signals cancelled with this one.
     children: Mutex<Vec<Weak<CancelSignal>>>,
+    /// What runs once when it is cancelled (SW4-004 cascades to the handoffs made in
+    /// the scope); dropped with the signal otherwise.
+    hooks: Mutex<Vec<Hook>>,
+}
+
+/// Something to do when a signal is cancelled.
+pub(crate) type Hook = Box<dyn FnOnce(CancelReason) + Send>;
+
+impl std::fmt::Debug for CancelSignal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CancelSignal")
+            .field("reason", &self.reason())
+            .finish_non_exhaustive()
+    }
 }
 
 impl CancelSignal {
@@ -49,7 +63,7 @@ impl CancelSignal {
     }
 
     /// Links `child` to be cancelled with `self` (at once, if `self` already is).
-    fn adopt(&self, child: &Arc<CancelSignal>) {
+    pub(crate) fn adopt(&self, child: &Arc<CancelSignal>) {
         let inherited = {
             let mut children = self.children.lock().unwrap_or_else(|e| e.into_inner());
             match self.reason() {
@@ -92,7 +106,31 @@ impl CancelSignal {
         for child in children.iter().filter_map(Weak::upgrade) {
             child.cancel(reason);
         }
+        let hooks = {
+            let mut list = self.hooks.lock().unwrap_or_else(|e| e.into_inner());
+            std::mem::take(&mut *list)
+        };
+        for hook in hooks {
+            hook(reason);
+        }
         true
+    }
+
+    /// Runs `hook` when the signal is cancelled (now, if it already is).
+    pub(crate) fn on_cancel(&self, hook: Hook) {
+        let now = {
+            let mut hooks = self.hooks.lock().unwrap_or_else(|e| e.into_inner());
+            match self.reason() {
+                Some(reason) => Some((hook, reason)),
+                None => {
+                    hooks.push(hook);
+                    None
+                }
+            }
+        };
+        if let Some((hook, reason)) = now {
+            hook(reason);
+        }
     }
 
     /// Why it was cancelled; `None` while live (one atomic load).
@@ -102,6 +140,12 @@ impl CancelSignal {
             0 => None,
             code => CancelReason::from_code(code),
         }
+    }
+
+    /// Hooks waiting for a cancel (for leak checks).
+    #[cfg(test)]
+    pub(crate) fn waiting_hooks(&self) -> usize {
+        self.hooks.lock().map(|h| h.len()).unwrap_or(0)
     }
 
     /// Children still linked (for leak checks).
@@ -257,6 +301,27 @@ mod tests {
         assert!(!child.cancel(CancelReason::BudgetCancelled));
         assert_eq!(grandchild.reason(), Some(CancelReason::CallerGone));
         assert_eq!(root.linked_children(), 0, "links are taken by the cancel");
+    }
+
+    #[test]
+    fn hooks_run_once_on_cancel_or_at_once_when_late() {
+        use std::sync::atomic::AtomicUsize;
+        let ran = Arc::new(AtomicUsize::new(0));
+        let signal = CancelSignal::new();
+        let counted = |ran: &Arc<AtomicUsize>| {
+            let ran = ran.clone();
+            Box::new(move |r: CancelReason| {
+                assert_eq!(r, CancelReason::DelegationCancelled);
+                ran.fetch_add(1, Ordering::SeqCst);
+            }) as Hook
+        };
+        signal.on_cancel(counted(&ran));
+        assert_eq!((ran.load(Ordering::SeqCst), signal.waiting_hooks()), (0, 1));
+        signal.cancel(CancelReason::DelegationCancelled);
+        signal.cancel(CancelReason::DelegationCancelled);
+        assert_eq!((ran.load(Ordering::SeqCst), signal.waiting_hooks()), (1, 0));
+        signal.on_cancel(counted(&ran));
+        assert_eq!(ran.load(Ordering::SeqCst), 2);
     }
 
     #[test]

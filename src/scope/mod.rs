@@ -46,6 +46,7 @@
 
 mod budget;
 mod cancel;
+mod delegations;
 mod long_stream;
 mod long_work;
 mod progress;
@@ -53,8 +54,10 @@ mod server;
 mod task;
 
 pub use crate::policy::cancel::{effective_grace, MIN_CANCEL_GRACE};
+pub use crate::timeout::remembered_handoffs;
 pub use budget::{EnvelopeError, OperationBudget, PauseGuard, DEFAULT_MAX_CLOCK_SKEW};
 pub use cancel::{cancel_reason, cancelled, is_cancelled, Cancelled};
+pub use delegations::{CancelAnswer, Delegated, DelegationBook, Delegations};
 pub use long_stream::{Frame, ProgressStream};
 pub use long_work::{Ending, LongWork, Outcome, Output};
 pub use progress::{progress, progress_at};

@@ -179,11 +179,16 @@ pub(crate) fn with_current_work<R>(f: impl FnOnce(&WorkState) -> R) -> Option<R>
     SCOPE.try_with(|s| s.work.as_deref().map(f)).ok().flatten()
 }
 
-/// Runs `future` under `budget`, cancelled with the budget or the enclosing scope.
+/// Runs `future` under `budget`: the budget's own signal is the scope's (what is
+/// remembered on it lives as long as the budget), cancelled with the budget, or with
+/// the scope it is run in (the budget's work is part of that scope's).
 pub(crate) fn with_budget<F: Future>(budget: OperationBudget, future: F) -> Scoped<F> {
     let mut scope = scope_now();
-    let parents = scope.cancel.iter().chain([budget.signal()]);
-    scope.cancel = Some(CancelSignal::child_of(parents));
+    let signal = budget.signal().clone();
+    if let Some(parent) = &scope.cancel {
+        parent.adopt(&signal);
+    }
+    scope.cancel = Some(signal);
     scope.budget = Some(budget);
     SCOPE.scope(scope, future)
 }

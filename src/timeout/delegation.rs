@@ -15,20 +15,22 @@ use crate::timeout::plan::scope_left;
 use crate::wire::details::DetectedBy;
 use crate::wire::envelope::{stamp, Stamped};
 
-/// Writes the envelope into the handoff's request body; the refusal, if the
-/// delegation must not be sent.
+/// Writes the envelope into the handoff's request body and gives its `request_id`
+/// (when the message was read and has one); the refusal, if the delegation must not
+/// be sent.
 pub(crate) fn stamp_handoff(
     body: &mut tonic::body::Body,
     scope: &Current,
     propagation: &Propagation,
-) -> Result<(), Refusal> {
+) -> Result<Option<String>, Refusal> {
     let left = scope_left(scope, propagation);
     let now = epoch_ms_now();
-    match stamp(body, |written| {
+    let mut id = None;
+    match stamp(body, &mut id, |written| {
         outgoing(base(written, scope.delegation), left, now)
     }) {
         Stamped::Refused(refusal) => Err(refusal),
-        Stamped::Written | Stamped::Untouched => Ok(()),
+        Stamped::Written | Stamped::Untouched => Ok(id),
     }
 }
 

@@ -55,6 +55,7 @@ impl TimeoutProfileLayer {
                     observe: false,
                     hedging: true,
                     progress: ProgressRoutes::default(),
+                    cascade: None,
                 },
             )),
         }
@@ -123,6 +124,24 @@ impl TimeoutProfileLayer {
     /// ```
     pub fn with_propagation(self, propagation: Propagation) -> Self {
         self.with_settings(|s| s.propagation = propagation)
+    }
+
+    /// SW4-004's cancel cascade: a handoff (`RequestHandoff`) made in a scope is
+    /// remembered (its `request_id`, the delegation's correlation id), and when the
+    /// scope is cancelled — its caller went away, its budget or its own delegation was
+    /// cancelled — the client sends `CancelDelegation` for it, with `grace` as the
+    /// grace period (the receiver raises 0 to 5000 ms). Only direct children: each
+    /// delegate cascades to its own. The client must be able to send: `Sw4rm` over a
+    /// tonic `Channel` is. Off by default.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use sw4rm_timeouts::TimeoutProfileLayer;
+    /// let layer = TimeoutProfileLayer::standard().with_cancel_cascade(Duration::from_secs(10));
+    /// # drop(layer);
+    /// ```
+    pub fn with_cancel_cascade(self, grace: std::time::Duration) -> Self {
+        self.with_settings(|s| s.cascade = Some(grace))
     }
 
     /// The same table with settings changed by `f`.

@@ -36,6 +36,7 @@ macro_rules! call_event {
 }
 
 pub mod body;
+mod cascade;
 mod delegation;
 pub mod future;
 mod hedge_windows;
@@ -51,6 +52,8 @@ mod shared;
 pub use crate::attempts::{RetryBudget, ATTEMPTS_HEADER};
 pub use crate::wire::error::BoxError;
 pub use body::TimeoutBody;
+pub use cascade::remembered_handoffs;
+pub(crate) use cascade::CascadeSender;
 pub use layer::TimeoutProfileLayer;
 pub use observations::Observations;
 pub use per_call::{

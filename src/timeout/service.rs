@@ -7,6 +7,7 @@ use std::task::{Context, Poll};
 use tokio::time::Instant;
 use tower_service::Service;
 
+use super::cascade::{remember, CascadeSender};
 use super::delegation::{refused, stamp_handoff};
 use super::future::ResponseFuture;
 use super::paths::LabelsRef;
@@ -22,6 +23,7 @@ use crate::policy::hedge::HedgingDelay;
 use crate::policy::message::MessageField;
 use crate::policy::streaming::millis;
 use crate::wire::details::DetectedBy;
+use crate::wire::envelope::peek_request_id;
 use crate::wire::error::BoxError;
 use crate::wire::message_field;
 use crate::wire::replay::take_whole;
@@ -35,6 +37,8 @@ pub struct TimeoutProfileService<S> {
     /// service and its clones, made from `inner` when a call first needs it.
     spare: SpareSlot<S>,
     shared: Arc<Shared>,
+    /// How this client sends `CancelDelegation` for the layer's cancel cascade.
+    cascade: Option<CascadeSender>,
 }
 
 impl<S> TimeoutProfileService<S> {
@@ -43,7 +47,13 @@ impl<S> TimeoutProfileService<S> {
             inner,
             spare: SpareSlot::default(),
             shared,
+            cascade: None,
         }
+    }
+
+    /// Sends the cancel cascade's `CancelDelegation` through `send`.
+    pub(crate) fn set_cascade(&mut self, send: CascadeSender) {
+        self.cascade = Some(send);
     }
 
     /// The wrapped service.
@@ -128,11 +138,17 @@ where
         let deadline = planned.timers.total.as_ref().map(|c| start + c.limit());
         let exhausted = planned.exhausted;
         // A handoff (its request is a `HandoffRequest`) made inside a scope.
+        let handoff = planned.route.message_field == Some(MessageField::HandoffTimeout);
         let delegation = scope.filter(|_| {
-            planned.route.message_field == Some(MessageField::HandoffTimeout)
+            handoff
                 && shared.settings.envelopes
                 && parts.extensions.get::<CallBudgetEnvelope>().is_none()
         });
+        // ...remembered for the cancel cascade when the layer has one.
+        let cascade = shared
+            .settings
+            .cascade
+            .filter(|_| handoff && cancel.is_some());
         let mut call = CallRecord::open(shared.clone(), found.labels, &mut planned, start, span);
         if exhausted {
             // Nothing (or less than the floor) is left of the inherited deadline or
@@ -140,18 +156,28 @@ where
             let status = call.timed_out(Phase::Total, &Progress::default(), DetectedBy::Client);
             return ResponseFuture::failed(status);
         }
-        if let Some(signal) = cancel {
-            // Made in a cancelled scope: not sent. Otherwise the call watches it.
+        if let Some(signal) = &cancel {
+            // Made in a cancelled scope: not sent.
             if let Some(reason) = signal.reason() {
                 return ResponseFuture::failed(call.not_sent(reason));
             }
-            call.watch_cancel(signal);
         }
+        let mut request_id = None;
         if let Some(scope) = delegation {
             let propagation = &shared.settings.propagation;
-            if let Err(refusal) = stamp_handoff(&mut body, &scope, propagation) {
-                return ResponseFuture::failed(refused(&mut call, refusal));
+            match stamp_handoff(&mut body, &scope, propagation) {
+                Err(refusal) => return ResponseFuture::failed(refused(&mut call, refusal)),
+                Ok(id) => request_id = id,
             }
+        }
+        if let (Some(grace), Some(signal)) = (cascade, &cancel) {
+            let id = request_id.or_else(|| peek_request_id(&mut body));
+            if let Some(id) = id {
+                remember(signal, id, grace, self.cascade.clone());
+            }
+        }
+        if let Some(signal) = cancel {
+            call.watch_cancel(signal);
         }
         // Hedges and retries need the whole request kept for replay; a body that is
         // not all there yet (client streaming) or too large is sent once.

@@ -54,6 +54,9 @@ pub(crate) struct Settings {
     pub(crate) hedging: bool,
     /// Which messages of a stream are progress, by route (`with_progress`).
     pub(crate) progress: ProgressRoutes,
+    /// Send `CancelDelegation` for the handoffs made in a scope when it is cancelled,
+    /// with this grace (`with_cancel_cascade`).
+    pub(crate) cascade: Option<std::time::Duration>,
 }
 
 #[derive(Debug)]

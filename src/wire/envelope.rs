@@ -14,6 +14,20 @@ use crate::proto::sw4rm::handoff::BudgetEnvelope;
 
 /// `HandoffRequest.budget`.
 const BUDGET_FIELD: u32 = 100;
+/// `HandoffRequest.request_id`.
+const REQUEST_ID_FIELD: u32 = 1;
+
+/// `HandoffRequest.request_id` in an encoded message (the last occurrence, as
+/// protobuf reads a string); `None` when absent, empty or not UTF-8.
+fn request_id(msg: &[u8]) -> Option<String> {
+    let mut id = None;
+    fields(msg, |field, value| {
+        if let (REQUEST_ID_FIELD, Value::Bytes(bytes)) = (field, value) {
+            id = std::str::from_utf8(bytes).ok().map(str::to_owned);
+        }
+    })?;
+    id.filter(|s| !s.is_empty())
+}
 
 /// The envelope in an encoded `HandoffRequest` (`None` without one); `Err` for bytes
 /// that are no message.
@@ -64,14 +78,18 @@ pub(crate) enum Stamped<E> {
 /// Rewrites `HandoffRequest.budget` in the first message of a request body: `decide`
 /// gets the envelope the caller wrote (if any) and returns the one to send. The
 /// first frame is read if it is ready now, and put back (rewritten) in front of the
-/// rest.
+/// rest. `id` gets the handoff's `request_id` when the message was read.
 pub(crate) fn stamp<E>(
     body: &mut tonic::body::Body,
+    id: &mut Option<String>,
     decide: impl FnOnce(Option<Envelope>) -> Result<Envelope, E>,
 ) -> Stamped<E> {
     with_first_frame(body, |first| match first {
         Ok(frame) => match frame.into_data() {
             Ok(data) => {
+                if let Some(msg) = framing::first_message(&data) {
+                    *id = request_id(msg);
+                }
                 let (data, outcome) = stamp_frame(data, decide);
                 (Ok(Frame::data(data)), outcome)
             }
@@ -80,6 +98,22 @@ pub(crate) fn stamp<E>(
         Err(status) => (Err(status), Stamped::Untouched),
     })
     .unwrap_or(Stamped::Untouched)
+}
+
+/// The `request_id` of the `HandoffRequest` in the first frame of a request body, if
+/// it is there now; the body is left as it was.
+pub(crate) fn peek_request_id(body: &mut tonic::body::Body) -> Option<String> {
+    with_first_frame(body, |first| match first {
+        Ok(frame) => {
+            let id = frame
+                .data_ref()
+                .and_then(|data| framing::first_message(data))
+                .and_then(request_id);
+            (Ok(frame), id)
+        }
+        Err(status) => (Err(status), None),
+    })
+    .flatten()
 }
 
 /// One data frame holding (at least) the first gRPC message, stamped.
@@ -183,12 +217,18 @@ mod tests {
         let msg = request(None);
         let mut body = tonic::body::Body::new(http_body_util::Full::new(framed(&msg)));
         let seen = std::cell::Cell::new(None);
-        let outcome = stamp::<()>(&mut body, |written| {
+        let mut id = None;
+        let outcome = stamp::<()>(&mut body, &mut id, |written| {
             seen.set(Some(written));
             Ok(envelope(1_000, 1))
         });
         assert_eq!(outcome, Stamped::Written);
         assert_eq!(seen.get(), Some(None));
+        assert_eq!(
+            id.as_deref(),
+            Some("r-1"),
+            "the handoff's request_id is read"
+        );
         let bytes = http_body_util::BodyExt::collect(body)
             .await
             .unwrap()
@@ -199,7 +239,20 @@ mod tests {
 
         // Refused: the body is as it was.
         let mut body = tonic::body::Body::new(http_body_util::Full::new(framed(&msg)));
-        assert_eq!(stamp(&mut body, |_| Err("no")), Stamped::Refused("no"));
+        let mut id = None;
+        assert_eq!(
+            stamp(&mut body, &mut id, |_| Err("no")),
+            Stamped::Refused("no")
+        );
+        let bytes = http_body_util::BodyExt::collect(body)
+            .await
+            .unwrap()
+            .to_bytes();
+        assert_eq!(bytes, framed(&msg));
+
+        // Read without a stamp: the body is as it was.
+        let mut body = tonic::body::Body::new(http_body_util::Full::new(framed(&msg)));
+        assert_eq!(peek_request_id(&mut body).as_deref(), Some("r-1"));
         let bytes = http_body_util::BodyExt::collect(body)
             .await
             .unwrap()

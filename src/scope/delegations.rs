@@ -1,0 +1,394 @@
+//! SW4-004's cancel cascade, the receiving side: delegated work started from a
+//! handoff runs under its envelope's budget, registered by the handoff's `request_id`
+//! (the delegation's correlation id); a `CancelDelegation` for it cancels that scope in
+//! one line ([`Delegations::cancel`]). The work's outgoing calls end, its own handoffs
+//! are cancelled in turn (the layer's cascade), and work still running when the grace
+//! expires is dropped and reported `FORCED_PREEMPTION`.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::pin;
+use std::sync::{Arc, Mutex};
+use std::task::Poll;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::budget::{epoch_ms_now, EnvelopeError, OperationBudget};
+use super::cancel::Watch;
+use crate::policy::cancel::{CancelBook, CancelReason};
+use crate::proto::sw4rm::common::ErrorCode;
+use crate::proto::sw4rm::handoff::{
+    BudgetEnvelope, CancelDelegation, CancelDelegationResponse, HandoffRequest,
+};
+
+/// SW4-004's cancellation rules as a book on a millisecond clock you give: which
+/// delegation is a child of which, which were cancelled when, with what grace. What
+/// [`Delegations`] keeps, open for conformance tests and for agents that keep their
+/// own registry.
+///
+/// ```
+/// use sw4rm_timeouts::proto::sw4rm::handoff::CancelDelegation;
+/// use sw4rm_timeouts::scope::DelegationBook;
+/// let mut book = DelegationBook::new();
+/// book.link("parent", "child");
+/// let request = CancelDelegation { correlation_id: "parent".into(), grace_period_ms: 0, ..Default::default() };
+/// let answer = book.cancel(&request, 1_000);
+/// assert_eq!((answer.grace_ms, answer.cancelled.len()), (5_000, 2));
+/// assert!(!book.expired("child", 5_999));
+/// assert_eq!(book.error_code("child", 6_000).as_str_name(), "FORCED_PREEMPTION");
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct DelegationBook {
+    book: CancelBook,
+}
+
+/// What a cancel request did ([`DelegationBook::cancel`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CancelAnswer {
+    /// The request was taken.
+    pub acknowledged: bool,
+    /// The grace granted: the requested one, never below 5000 ms.
+    pub grace_ms: u64,
+    /// The delegation and its direct children, cancelled.
+    pub cancelled: Vec<String>,
+}
+
+impl DelegationBook {
+    /// An empty book.
+    pub fn new() -> Self {
+        DelegationBook::default()
+    }
+
+    /// `child` was delegated from the work of `parent`.
+    pub fn link(&mut self, parent: &str, child: &str) {
+        self.book.link(parent, child);
+    }
+
+    /// Cancels the delegation `request` names and its direct children at `now_ms`.
+    pub fn cancel(&mut self, request: &CancelDelegation, now_ms: u64) -> CancelAnswer {
+        let plan = self
+            .book
+            .cancel(&request.correlation_id, request.grace_period_ms, now_ms);
+        CancelAnswer {
+            acknowledged: true,
+            grace_ms: u64::try_from(plan.grace.as_millis()).unwrap_or(u64::MAX),
+            cancelled: plan.cancelled,
+        }
+    }
+
+    /// Whether the delegation was cancelled and its grace has expired at `now_ms`.
+    pub fn expired(&self, correlation_id: &str, now_ms: u64) -> bool {
+        self.book.expired(correlation_id, now_ms)
+    }
+
+    /// `FORCED_PREEMPTION` once the delegation's grace has expired, else unspecified.
+    pub fn error_code(&self, correlation_id: &str, now_ms: u64) -> ErrorCode {
+        self.book.error_code(correlation_id, now_ms)
+    }
+
+    /// Of `active`, the delegations forced at `now_ms`.
+    pub fn collect_forced<'a>(
+        &self,
+        active: impl IntoIterator<Item = &'a str>,
+        now_ms: u64,
+    ) -> Vec<String> {
+        self.book.collect_forced(active, now_ms)
+    }
+
+    /// When the delegation's grace expires (ms), if it was cancelled.
+    pub fn grace_deadline(&self, correlation_id: &str) -> Option<u64> {
+        self.book.grace_deadline(correlation_id)
+    }
+
+    /// Forgets a delegation whose work ended.
+    pub fn forget(&mut self, correlation_id: &str) {
+        self.book.forget(correlation_id);
+    }
+}
+
+/// How delegated work ended ([`Delegations::run`]).
+#[derive(Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Delegated<T> {
+    /// The work finished: before any cancel, or inside the grace after one
+    /// (`cancelled` says which).
+    Finished {
+        /// What the work returned.
+        output: T,
+        /// Why its scope was cancelled before it finished, if it was.
+        cancelled: Option<CancelReason>,
+    },
+    /// Cancelled by its delegator and still running when the grace expired: the work
+    /// was dropped (SW4-004 `FORCED_PREEMPTION`).
+    Forced {
+        /// The grace it had.
+        grace: Duration,
+    },
+}
+
+impl<T> Delegated<T> {
+    /// The SW4-004 code to report: `FORCED_PREEMPTION` for forced work.
+    pub fn error_code(&self) -> ErrorCode {
+        match self {
+            Delegated::Forced { .. } => ErrorCode::ForcedPreemption,
+            Delegated::Finished { .. } => ErrorCode::Unspecified,
+        }
+    }
+}
+
+/// One delegation running here.
+#[derive(Debug)]
+struct Running {
+    budget: OperationBudget,
+    /// When its grace expires, once its delegator cancelled it.
+    forced_at: Mutex<Option<(Instant, Duration)>>,
+}
+
+/// The delegations this agent runs, by correlation id (a handoff's `request_id`).
+/// Clone it into the handoff service: [`run`](Delegations::run) in `RequestHandoff`
+/// (or wherever the work starts), [`cancel`](Delegations::cancel) in
+/// `CancelDelegation`.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// use std::time::Duration;
+/// use sw4rm_timeouts::proto::sw4rm::handoff::{CancelDelegation, HandoffRequest};
+/// use sw4rm_timeouts::scope::{self, Delegated, Delegations};
+/// let delegations = Delegations::new();
+/// let request = HandoffRequest { request_id: "h-1".into(), ..Default::default() };
+/// // In the handler of RequestHandoff: registered now, run in a task of its own.
+/// let run = delegations.run(&request, async {
+///     let reason = scope::cancelled().await; // outgoing calls end too
+///     tokio::time::sleep(Duration::from_secs(1)).await; // cleanup, inside the grace
+///     reason
+/// });
+/// let work = tokio::spawn(scope::detach(run.expect("the envelope grants time")));
+/// // In the handler of CancelDelegation, one line:
+/// let answer = delegations.cancel(&CancelDelegation { correlation_id: "h-1".into(), ..Default::default() });
+/// assert!(answer.acknowledged);
+/// let ended = work.await.unwrap();
+/// assert!(matches!(ended, Delegated::Finished { cancelled: Some(_), .. }));
+/// assert_eq!(delegations.running(), 0);
+/// # }
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct Delegations {
+    inner: Arc<Mutex<Registry>>,
+}
+
+#[derive(Debug, Default)]
+struct Registry {
+    book: DelegationBook,
+    running: HashMap<String, Arc<Running>>,
+}
+
+impl Delegations {
+    /// No delegation running.
+    pub fn new() -> Self {
+        Delegations::default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Registry> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Delegations running now (for leak checks and dashboards).
+    pub fn running(&self) -> usize {
+        self.lock().running.len()
+    }
+
+    /// Registers the work `request` delegated, by its `request_id`, and gives the
+    /// future that runs it under its envelope's budget
+    /// ([`OperationBudget::from_envelope`]; none sets no limit) until it ends.
+    /// Refused before any work when the envelope grants nothing. Registered at once, so
+    /// a `CancelDelegation` that comes right after `RequestHandoff` is answered finds
+    /// it. A cancelled delegation sees its scope cancelled ([`super::cancelled`]) and
+    /// has the grace to wind down; still running at its end, it is dropped:
+    /// [`Delegated::Forced`].
+    pub fn run<F: Future>(
+        &self,
+        request: &HandoffRequest,
+        work: F,
+    ) -> Result<impl Future<Output = Delegated<F::Output>>, EnvelopeError> {
+        let none = BudgetEnvelope::default();
+        let budget = OperationBudget::from_envelope(request.budget.as_ref().unwrap_or(&none))?;
+        let id = request.request_id.clone();
+        let running = Arc::new(Running {
+            budget: budget.clone(),
+            forced_at: Mutex::new(None),
+        });
+        self.lock().running.insert(id.clone(), running.clone());
+        let registered = Registered {
+            delegations: self.clone(),
+            id,
+        };
+        Ok(async move {
+            let _registered = registered;
+            let mut work = pin!(budget.run(work));
+            let mut watch = Watch::new(budget.signal().clone());
+            let mut grace = pin!(tokio::time::sleep(Duration::ZERO));
+            let mut armed = false;
+            std::future::poll_fn(|cx| {
+                if let Poll::Ready(output) = work.as_mut().poll(cx) {
+                    let cancelled = budget.cancel_reason();
+                    return Poll::Ready(Delegated::Finished { output, cancelled });
+                }
+                if watch.poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                let forced = *running.forced_at.lock().unwrap_or_else(|e| e.into_inner());
+                let Some((at, grace_given)) = forced else {
+                    // Cancelled otherwise (its own parent scope): the work winds down.
+                    return Poll::Pending;
+                };
+                if !armed {
+                    grace.as_mut().reset(at);
+                    armed = true;
+                }
+                match grace.as_mut().poll(cx) {
+                    Poll::Ready(()) => Poll::Ready(Delegated::Forced { grace: grace_given }),
+                    Poll::Pending => Poll::Pending,
+                }
+            })
+            .await
+        })
+    }
+
+    /// `child` was delegated from the work of `parent`, both known here by their
+    /// correlation ids: a cancel of `parent` reaches `child` too (direct children only).
+    pub fn link(&self, parent: &str, child: &str) {
+        self.lock().book.link(parent, child);
+    }
+
+    /// Cancels the delegation `request` names (and its direct children linked here):
+    /// their scopes are cancelled ([`CancelReason::DelegationCancelled`]) and their
+    /// grace starts, the requested one raised to 5000 ms. Not acknowledged when
+    /// nothing by that id runs here.
+    pub fn cancel(&self, request: &CancelDelegation) -> CancelDelegationResponse {
+        let now = Instant::now();
+        let mut registry = self.lock();
+        let id = &request.correlation_id;
+        if !registry.running.contains_key(id) {
+            return CancelDelegationResponse {
+                acknowledged: false,
+                message: format!("no delegation {id:?} runs here"),
+            };
+        }
+        let answer = registry.book.cancel(request, epoch_ms_now());
+        let grace = Duration::from_millis(answer.grace_ms);
+        let mut stopped = 0;
+        for cancelled in &answer.cancelled {
+            if let Some(running) = registry.running.get(cancelled) {
+                let mut forced = running.forced_at.lock().unwrap_or_else(|e| e.into_inner());
+                forced.get_or_insert((now + grace, grace));
+                drop(forced);
+                running
+                    .budget
+                    .cancel_with(CancelReason::DelegationCancelled);
+                stopped += 1;
+            }
+        }
+        CancelDelegationResponse {
+            acknowledged: true,
+            message: format!(
+                "cancelled {stopped} delegation(s) here, {} ms grace",
+                answer.grace_ms
+            ),
+        }
+    }
+}
+
+/// Takes a delegation out of the registry when its work ends (or is dropped).
+struct Registered {
+    delegations: Delegations,
+    id: String,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        let mut registry = self.delegations.lock();
+        registry.running.remove(&self.id);
+        registry.book.forget(&self.id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn handoff(id: &str) -> HandoffRequest {
+        HandoffRequest {
+            request_id: id.into(),
+            ..Default::default()
+        }
+    }
+
+    fn cancel(id: &str, grace_ms: u64) -> CancelDelegation {
+        CancelDelegation {
+            correlation_id: id.into(),
+            reason: "stop".into(),
+            grace_period_ms: grace_ms,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn work_that_ignores_the_cancel_is_forced_at_the_grace_floor() {
+        let delegations = Delegations::new();
+        let d = delegations.clone();
+        let start = Instant::now();
+        let work = tokio::spawn(d.run(&handoff("h"), std::future::pending::<()>()).unwrap());
+        tokio::task::yield_now().await;
+        assert_eq!(delegations.running(), 1);
+        // A requested 0 is the 5000 ms floor.
+        assert!(delegations.cancel(&cancel("h", 0)).acknowledged);
+        let ended = work.await.unwrap();
+        assert_eq!(
+            ended,
+            Delegated::Forced {
+                grace: Duration::from_secs(5)
+            }
+        );
+        assert_eq!(ended.error_code(), ErrorCode::ForcedPreemption);
+        assert_eq!(start.elapsed(), Duration::from_secs(5));
+        assert_eq!(delegations.running(), 0);
+        assert_eq!(delegations.lock().book.book.len(), 0, "nothing remembered");
+        assert!(!delegations.cancel(&cancel("h", 0)).acknowledged, "gone");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cancel_reaches_linked_children_and_larger_graces_are_kept() {
+        let delegations = Delegations::new();
+        delegations.link("p", "c");
+        let spawn = |id: &'static str| {
+            let run = delegations.run(&handoff(id), async {
+                let reason = super::super::cancelled().await;
+                tokio::time::sleep(Duration::from_secs(7)).await;
+                reason
+            });
+            tokio::spawn(run.unwrap())
+        };
+        let (p, c, other) = (spawn("p"), spawn("c"), spawn("other"));
+        let start = Instant::now();
+        delegations.cancel(&cancel("p", 10_000));
+        for task in [p, c] {
+            let ended = task.await.unwrap();
+            let reason = Some(CancelReason::DelegationCancelled);
+            assert_eq!(
+                ended,
+                Delegated::Finished {
+                    output: CancelReason::DelegationCancelled,
+                    cancelled: reason
+                }
+            );
+        }
+        assert_eq!(
+            start.elapsed(),
+            Duration::from_secs(7),
+            "inside the 10 s grace"
+        );
+        assert!(!other.is_finished(), "not a child: runs on");
+        other.abort();
+    }
+}
