@@ -156,6 +156,36 @@ impl CancelSignal {
     }
 }
 
+/// Handoffs remembered now, in every scope of the process.
+static REMEMBERED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Handoffs remembered for a cancel cascade, now: made in a scope that is still alive
+/// and not cancelled (for leak checks and dashboards; 0 when no scope holds one).
+///
+/// ```
+/// assert_eq!(sw4rm_timeouts::scope::remembered_handoffs(), 0);
+/// ```
+pub fn remembered_handoffs() -> usize {
+    REMEMBERED.load(Ordering::Relaxed)
+}
+
+/// One handoff remembered on a signal, counted while it lives.
+#[derive(Debug)]
+pub(crate) struct RememberedHandoff(());
+
+impl RememberedHandoff {
+    pub(crate) fn new() -> Self {
+        REMEMBERED.fetch_add(1, Ordering::Relaxed);
+        RememberedHandoff(())
+    }
+}
+
+impl Drop for RememberedHandoff {
+    fn drop(&mut self) {
+        REMEMBERED.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// Waits for a signal: registers on the first poll that has to wait.
 #[derive(Debug)]
 pub(crate) struct Watch {

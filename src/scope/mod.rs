@@ -54,9 +54,8 @@ mod server;
 mod task;
 
 pub use crate::policy::cancel::{effective_grace, MIN_CANCEL_GRACE};
-pub use crate::timeout::remembered_handoffs;
 pub use budget::{EnvelopeError, OperationBudget, PauseGuard, DEFAULT_MAX_CLOCK_SKEW};
-pub use cancel::{cancel_reason, cancelled, is_cancelled, Cancelled};
+pub use cancel::{cancel_reason, cancelled, is_cancelled, remembered_handoffs, Cancelled};
 pub use delegations::{CancelAnswer, Delegated, DelegationBook, Delegations};
 pub use long_stream::{Frame, ProgressStream};
 pub use long_work::{Ending, LongWork, Outcome, Output};
@@ -67,5 +66,5 @@ pub use server::{
 pub use task::{carry, current_deadline, detach, with_deadline, Scope, Scoped};
 
 pub(crate) use budget::epoch_ms_now;
-pub(crate) use cancel::{CancelSignal, Watch};
+pub(crate) use cancel::{CancelSignal, RememberedHandoff, Watch};
 pub(crate) use task::{current, BudgetNow, Current};

@@ -8,7 +8,6 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,7 +15,7 @@ use tonic::Status;
 
 use crate::policy::cancel::CancelReason;
 use crate::proto::sw4rm::handoff::CancelDelegation;
-use crate::scope::CancelSignal;
+use crate::scope::{CancelSignal, RememberedHandoff};
 
 /// Sends one `CancelDelegation` (made by the client the layer serves).
 type SendFn = dyn Fn(CancelDelegation) -> Pin<Box<dyn Future<Output = Result<(), Status>> + Send>>
@@ -45,30 +44,13 @@ impl fmt::Debug for CascadeSender {
     }
 }
 
-/// Handoffs remembered now, in every scope of the process.
-static REMEMBERED: AtomicUsize = AtomicUsize::new(0);
-
-/// Handoffs remembered for a cancel cascade, now: made in a scope that is still alive
-/// and not cancelled (for leak checks and dashboards; 0 when no scope holds one).
-///
-/// ```
-/// assert_eq!(sw4rm_timeouts::scope::remembered_handoffs(), 0);
-/// ```
-pub fn remembered_handoffs() -> usize {
-    REMEMBERED.load(Ordering::Relaxed)
-}
-
 /// One handoff made in a scope.
 struct Remembered {
     request_id: String,
     grace: Duration,
     send: Option<CascadeSender>,
-}
-
-impl Drop for Remembered {
-    fn drop(&mut self) {
-        REMEMBERED.fetch_sub(1, Ordering::Relaxed);
-    }
+    /// Counted in `scope::remembered_handoffs()` while it lives.
+    _counted: RememberedHandoff,
 }
 
 /// Remembers the handoff `request_id` on `signal`, to cancel it with the scope
@@ -79,11 +61,11 @@ pub(crate) fn remember(
     grace: Duration,
     send: Option<CascadeSender>,
 ) {
-    REMEMBERED.fetch_add(1, Ordering::Relaxed);
     let handoff = Remembered {
         request_id,
         grace,
         send,
+        _counted: RememberedHandoff::new(),
     };
     signal.on_cancel(Box::new(move |reason| handoff.cancel(reason)));
 }

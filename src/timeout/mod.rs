@@ -52,7 +52,6 @@ mod shared;
 pub use crate::attempts::{RetryBudget, ATTEMPTS_HEADER};
 pub use crate::wire::error::BoxError;
 pub use body::TimeoutBody;
-pub use cascade::remembered_handoffs;
 pub(crate) use cascade::CascadeSender;
 pub use layer::TimeoutProfileLayer;
 pub use observations::Observations;
