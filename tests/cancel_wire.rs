@@ -7,6 +7,7 @@
 
 mod common;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::{server, Metrics, WAIT};
@@ -22,7 +23,7 @@ use sw4rm_timeouts::{
     CancelDetails, CancelReason, OperationBudget, Propagation, Sw4rm, TimeoutDetails,
     TimeoutProfileLayer,
 };
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 use tonic::transport::server::TcpIncoming;
 use tonic::{Code, Request, Response, Status};
 
@@ -47,6 +48,8 @@ struct Middle {
     downstream: Sw4rm,
     mode: Mode,
     results: mpsc::UnboundedSender<Result<(), Status>>,
+    /// Told when a handler starts.
+    started: Arc<Notify>,
 }
 
 #[tonic::async_trait]
@@ -62,6 +65,7 @@ impl RegistryService for Middle {
         &self,
         _: Request<HeartbeatRequest>,
     ) -> Result<Response<HeartbeatResponse>, Status> {
+        self.started.notify_one();
         let downstream = self.downstream.clone();
         let results = self.results.clone();
         let call = async move {
@@ -95,6 +99,7 @@ struct Chain {
     middle_url: String,
     metrics: Metrics,
     results: mpsc::UnboundedReceiver<Result<(), Status>>,
+    started: Arc<Notify>,
 }
 
 /// The downstream server (its tool call takes `latency`) and the middle agent.
@@ -109,10 +114,12 @@ async fn chain(mode: Mode, latency: Duration, propagation: Propagation) -> Chain
     let (tx, results) = mpsc::unbounded_channel();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let middle_url = format!("http://{}", listener.local_addr().unwrap());
+    let started = Arc::new(Notify::new());
     let svc = RegistryServiceServer::new(Middle {
         downstream,
         mode,
         results: tx,
+        started: started.clone(),
     });
     tokio::spawn(
         tonic::transport::Server::builder()
@@ -125,6 +132,7 @@ async fn chain(mode: Mode, latency: Duration, propagation: Propagation) -> Chain
         middle_url,
         metrics,
         results,
+        started,
     }
 }
 
@@ -242,8 +250,9 @@ async fn a_call_made_after_the_cancel_is_not_sent() {
     .await;
     let mut client = caller(&chain.middle_url).await;
     let pending = tokio::spawn(async move { client.heartbeat(HeartbeatRequest::default()).await });
-    // The middle's handler is running once its call is in.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The caller gives up once the middle's handler runs.
+    let started = tokio::time::timeout(WAIT, chain.started.notified()).await;
+    assert!(started.is_ok(), "the middle's handler never ran");
     pending.abort();
     let result = tokio::time::timeout(WAIT, chain.results.recv()).await;
     let status = result.unwrap().unwrap().unwrap_err();

@@ -144,6 +144,9 @@ struct Running {
     budget: OperationBudget,
     /// When its grace expires, once its delegator cancelled it.
     forced_at: Mutex<Option<(Instant, Duration)>>,
+    /// The run waiting for a grace after its scope was cancelled otherwise (a later
+    /// `CancelDelegation` wakes it).
+    waiting: Mutex<Option<std::task::Waker>>,
 }
 
 /// The delegations this agent runs, by correlation id (a handoff's `request_id`).
@@ -218,6 +221,7 @@ impl Delegations {
         let running = Arc::new(Running {
             budget: budget.clone(),
             forced_at: Mutex::new(None),
+            waiting: Mutex::new(None),
         });
         self.lock().running.insert(id.clone(), running.clone());
         let registered = Registered {
@@ -238,9 +242,17 @@ impl Delegations {
                 if watch.poll(cx).is_pending() {
                     return Poll::Pending;
                 }
-                let forced = *running.forced_at.lock().unwrap_or_else(|e| e.into_inner());
+                let forced = {
+                    let forced = running.forced_at.lock().unwrap_or_else(|e| e.into_inner());
+                    if forced.is_none() {
+                        // Cancelled otherwise (its own parent scope): the work winds
+                        // down, unless its delegator cancels it too.
+                        let mut waiting = running.waiting.lock().unwrap_or_else(|e| e.into_inner());
+                        *waiting = Some(cx.waker().clone());
+                    }
+                    *forced
+                };
                 let Some((at, grace_given)) = forced else {
-                    // Cancelled otherwise (its own parent scope): the work winds down.
                     return Poll::Pending;
                 };
                 if !armed {
@@ -287,6 +299,15 @@ impl Delegations {
                 running
                     .budget
                     .cancel_with(CancelReason::DelegationCancelled);
+                // A run whose scope was cancelled otherwise waits for this.
+                let waiting = running
+                    .waiting
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .take();
+                if let Some(waker) = waiting {
+                    waker.wake();
+                }
                 stopped += 1;
             }
         }
@@ -355,6 +376,31 @@ mod tests {
         assert_eq!(delegations.running(), 0);
         assert_eq!(delegations.lock().book.book.len(), 0, "nothing remembered");
         assert!(!delegations.cancel(&cancel("h", 0)).acknowledged, "gone");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_delegation_cancelled_by_its_parent_scope_first_is_still_forced_later() {
+        let delegations = Delegations::new();
+        let parent = OperationBudget::new(Duration::from_secs(600));
+        let run = delegations
+            .run(&handoff("h"), std::future::pending::<()>())
+            .unwrap();
+        // Run inside another operation, which is cancelled first.
+        let work = tokio::spawn(parent.run(run));
+        tokio::task::yield_now().await;
+        parent.cancel();
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert!(!work.is_finished(), "no grace without a CancelDelegation");
+        let start = Instant::now();
+        delegations.cancel(&cancel("h", 0));
+        let ended = work.await.unwrap();
+        assert_eq!(
+            ended,
+            Delegated::Forced {
+                grace: Duration::from_secs(5)
+            }
+        );
+        assert_eq!(start.elapsed(), Duration::from_secs(5));
     }
 
     #[tokio::test(start_paused = true)]
