@@ -164,7 +164,8 @@ pub use policy::streaming::StreamingTimeoutPolicy;
 pub use scope::{EnvelopeError, OperationBudget};
 pub use timeout::{
     BoxError, CallBudgetEnvelope, CallHedging, CallProgress, CallRetry, CallStreamingPolicy,
-    CallTimeout, RetryBudget, TimeoutProfileLayer, TimeoutProfileService, ATTEMPTS_HEADER,
+    CallTimeout, ConfigWatch, CurrentProfiles, ReloadHandle, Reloaded, RetryBudget,
+    TimeoutProfileLayer, TimeoutProfileService, ATTEMPTS_HEADER,
 };
 pub use wire::cancel::{CancelDetails, CANCEL_REASON};
 pub use wire::details::{DetectedBy, TimeoutDetails, TIMEOUT_DOMAIN, TIMEOUT_REASON};

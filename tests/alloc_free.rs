@@ -193,6 +193,20 @@ async fn a_layered_call_allocates_nothing_the_plain_call_does_not() {
         .build();
     let got = added_by_layer(layer().with_meter_provider(&provider), false).await;
     assert_eq!(got, zero, "SDK meter provider");
+    // A reloadable table: one atomic load per call, nothing allocated, before and
+    // after a swap.
+    let (reloadable, handle) = layer().with_meter_provider(&provider).reloadable();
+    let got = added_by_layer(reloadable.clone(), false).await;
+    assert_eq!(got, zero, "reloadable");
+    handle.reload(
+        ProfileSet::builder()
+            .without_global()
+            .default_timeout_ms("heartbeat", 2_000)
+            .build()
+            .unwrap(),
+    );
+    let got = added_by_layer(reloadable, false).await;
+    assert_eq!(got, zero, "reloadable, after a reload");
 
     // A per-call value other than the default is encoded into a new header value:
     // one allocation (the bytes of `grpc-timeout`), nothing else.

@@ -187,6 +187,7 @@ where
                     attempt: retry.attempt,
                     backoff: retry.backoff,
                     reason: retry.reason,
+                    status: retry.status,
                 });
                 step.set(Step::Backoff {
                     timer: Box::pin(Timer::new()),

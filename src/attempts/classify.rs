@@ -80,6 +80,17 @@ fn reset_failure(reason: h2::Reason) -> Failure {
     }
 }
 
+/// The status an attempt that failed with `failure` ended with, as gRPC's per-attempt
+/// metrics name it: the server's code, `DEADLINE_EXCEEDED` for the attempt's own
+/// timeout, `UNAVAILABLE` for a request that never reached the server.
+pub(crate) fn failure_status(failure: Failure) -> Code {
+    match failure {
+        Failure::Code(code) => Code::from_i32(code),
+        Failure::AttemptTimeout => Code::DeadlineExceeded,
+        Failure::NotSent => Code::Unavailable,
+    }
+}
+
 /// The `reason` a retry is logged with.
 pub(crate) fn reason(failure: Failure) -> &'static str {
     match (failure, failure_code(failure)) {

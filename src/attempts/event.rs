@@ -21,11 +21,13 @@ pub(crate) enum Event {
     /// Attempt `attempt` (from 1) is sent under `cap` (`None`: no attempt timeout
     /// shorter than the call's deadline).
     Attempt { attempt: u32, cap: Option<Cap> },
-    /// A retry was decided: attempt `attempt` follows after `backoff`.
+    /// A retry was decided: attempt `attempt` follows after `backoff`; the attempt
+    /// before it ended with `status` (`reason` says why it may be retried).
     Retried {
         attempt: u32,
         backoff: Duration,
         reason: &'static str,
+        status: tonic::Code,
     },
     /// The failure of attempt `attempt` is the call's answer.
     NotRetried { attempt: u32, reason: &'static str },

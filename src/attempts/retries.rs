@@ -8,7 +8,7 @@ use bytes::Bytes;
 use tokio::time::Instant;
 
 use super::budget::RetryBudget;
-use super::classify::reason;
+use super::classify::{failure_status, reason};
 use super::deadline_header::WireTimeout;
 use super::replay::{boxes, RetryState, Spare};
 use super::ATTEMPTS_HEADER;
@@ -49,6 +49,8 @@ pub(crate) struct Retry<S> {
     pub(crate) backoff: Duration,
     pub(crate) resume: Instant,
     pub(crate) reason: &'static str,
+    /// The status the failed attempt ended with.
+    pub(crate) status: tonic::Code,
     /// Boxed: a decision travels through the call loop by value, and only a retried
     /// call pays for the next attempt's size.
     pub(crate) resend: Box<Resend<S>>,
@@ -204,6 +206,7 @@ impl<S: Clone> Retries<S> {
             backoff,
             resume,
             reason: reason(failure),
+            status: failure_status(failure),
             resend: Box::new(Resend {
                 svc: self.spare.handle(),
                 attempt,

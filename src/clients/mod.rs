@@ -100,8 +100,8 @@ impl<S> Sw4rm<S> {
         }
     }
 
-    /// The profile table in use.
-    pub fn profiles(&self) -> &ProfileSet {
+    /// The profile table in use now (after a reload, the new one).
+    pub fn profiles(&self) -> crate::timeout::CurrentProfiles {
         self.channel.profiles()
     }
 }

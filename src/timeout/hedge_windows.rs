@@ -21,6 +21,15 @@ impl Learned {
         }
     }
 
+    /// The window at slot `from` of another table, kept at slot `to` of this one (a
+    /// reload keeps what each route learned).
+    pub(crate) fn carry(&self, from: &Learned, (from_slot, to_slot): (usize, usize)) {
+        let kept = from.recent.get(from_slot).and_then(OnceLock::get);
+        if let (Some(kept), Some(slot)) = (kept, self.recent.get(to_slot)) {
+            let _ = slot.set(kept.clone());
+        }
+    }
+
     /// The window of the route at `at` (`None`: a path without a slot in the table,
     /// which hedges after its policy's cap).
     pub(crate) fn route(&self, at: &LabelsRef) -> Option<Arc<RecentLatency>> {

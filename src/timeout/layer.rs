@@ -9,8 +9,10 @@ use opentelemetry::metrics::MeterProvider;
 use tower_layer::Layer;
 
 use super::observations::Observations;
+use super::reload::{CurrentProfiles, ReloadHandle};
 use super::service::TimeoutProfileService;
 use super::shared::{RetrySettings, Settings, Shared};
+use super::table::Table;
 use crate::attempts::RetryBudget;
 use crate::config::{ConfigError, ProfileSet};
 use crate::observe::metrics::{Instruments, MetricFamily};
@@ -36,14 +38,14 @@ use crate::policy::inherit::Propagation;
 /// emitted inside it.
 #[derive(Clone, Debug)]
 pub struct TimeoutProfileLayer {
-    shared: Arc<Shared>,
+    table: Table,
 }
 
 impl TimeoutProfileLayer {
     /// A layer over this profile table, recording to the global meter provider.
     pub fn new(profiles: ProfileSet) -> Self {
         TimeoutProfileLayer {
-            shared: Arc::new(Shared::new(
+            table: Table::Fixed(Arc::new(Shared::new(
                 profiles,
                 Settings {
                     instruments: Some(Instruments::from_global()),
@@ -57,7 +59,7 @@ impl TimeoutProfileLayer {
                     progress: ProgressRoutes::default(),
                     cascade: None,
                 },
-            )),
+            ))),
         }
     }
 
@@ -75,7 +77,7 @@ impl TimeoutProfileLayer {
     /// Records metrics to this meter provider instead of the global one (with the
     /// metric families already added).
     pub fn with_meter_provider(self, provider: &impl MeterProvider) -> Self {
-        let instruments = Some(match &self.shared.settings.instruments {
+        let instruments = Some(match &self.table.full().settings.instruments {
             Some(current) => current.on_provider(provider),
             None => Instruments::from_provider(provider),
         });
@@ -146,11 +148,32 @@ impl TimeoutProfileLayer {
 
     /// The same table with settings changed by `f`.
     fn with_settings(&self, f: impl FnOnce(&mut Settings)) -> Self {
-        let mut settings = self.shared.settings.clone();
+        let mut settings = self.table.full().settings.clone();
         f(&mut settings);
         TimeoutProfileLayer {
-            shared: Arc::new(self.shared.variant(settings)),
+            table: self.table.variant(settings),
         }
+    }
+
+    /// This layer, and a handle that swaps its profile table while it serves calls:
+    /// calls that start after a swap use the new table, calls in flight finish on the
+    /// one they started with, and no call fails because of a swap (see
+    /// [`ReloadHandle`]). Layers, services and clients made from the returned layer
+    /// (with other settings too, and a [`Sw4rm`](crate::Sw4rm) connected with it) are
+    /// swapped together. What each route observed and learned is kept across a swap.
+    /// A call pays one atomic load for it; a layer that is not reloadable pays nothing.
+    ///
+    /// ```
+    /// use sw4rm_timeouts::{ProfileSet, TimeoutProfileLayer};
+    /// let (layer, handle) = TimeoutProfileLayer::standard().reloadable();
+    /// let quiet = layer.clone().with_span_level(tracing::Level::TRACE); // swapped too
+    /// handle.reload(ProfileSet::builder().without_global().default_timeout_ms("heartbeat", 3_000).build()?);
+    /// assert_eq!(quiet.profiles().profile("heartbeat").unwrap().default_timeout_ms, 3_000);
+    /// # Ok::<(), sw4rm_timeouts::ConfigError>(())
+    /// ```
+    pub fn reloadable(self) -> (Self, ReloadHandle) {
+        let (table, family) = self.table.live();
+        (TimeoutProfileLayer { table }, ReloadHandle { family })
     }
 
     /// Keeps a latency estimate per route (successful unary calls, and how many timed
@@ -171,8 +194,8 @@ impl TimeoutProfileLayer {
 
     /// What this layer has observed, if built [`with_observations`](Self::with_observations).
     pub fn observations(&self) -> Option<Observations> {
-        self.shared.observed.as_ref().map(|_| Observations {
-            shared: self.shared.clone(),
+        self.table.full().observed.as_ref().map(|_| Observations {
+            table: self.table.clone(),
         })
     }
 
@@ -251,12 +274,16 @@ impl TimeoutProfileLayer {
 
     /// Names `endpoint` in the status of a call that cannot connect to it.
     pub(crate) fn naming_endpoint(self, endpoint: String) -> Self {
-        self.with_settings(|s| s.endpoint = Some(endpoint.into()))
+        let endpoint: std::sync::Arc<str> = endpoint.into();
+        self.with_settings(|s| {
+            s.instruments = s.instruments.take().map(|i| i.with_target(&endpoint));
+            s.endpoint = Some(endpoint);
+        })
     }
 
-    /// The profile table in use.
-    pub fn profiles(&self) -> &ProfileSet {
-        &self.shared.profiles
+    /// The profile table in use now (after a reload, the new one).
+    pub fn profiles(&self) -> CurrentProfiles {
+        CurrentProfiles(self.table.full())
     }
 }
 
@@ -264,6 +291,6 @@ impl<S> Layer<S> for TimeoutProfileLayer {
     type Service = TimeoutProfileService<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        TimeoutProfileService::from_shared(inner, self.shared.clone())
+        TimeoutProfileService::from_table(inner, self.table.clone())
     }
 }

@@ -14,7 +14,8 @@
 //! `delegation.rs` writes a handoff's budget envelope (SW4-004); `per_call.rs` holds the
 //! request extensions a caller sets; `shared.rs` what every call of one layer reads;
 //! `hedge_windows.rs` each hedged route's recent latency; `observations.rs` what a
-//! layer built `with_observations()` records for the advisor.
+//! layer built `with_observations()` records for the advisor; `table.rs` where a call
+//! finds all that (fixed, or swapped by `reload.rs`'s handle).
 
 /// Emits one of a call's events inside its `sw4rm_rpc` span. An enabled span already
 /// names the call's service, method and profile, so the event leaves them out and a
@@ -46,8 +47,10 @@ mod paths;
 mod per_call;
 mod plan;
 mod record;
+mod reload;
 mod service;
 mod shared;
+mod table;
 
 pub use crate::attempts::{RetryBudget, ATTEMPTS_HEADER};
 pub use crate::wire::error::BoxError;
@@ -58,4 +61,5 @@ pub use observations::Observations;
 pub use per_call::{
     CallBudgetEnvelope, CallHedging, CallProgress, CallRetry, CallStreamingPolicy, CallTimeout,
 };
+pub use reload::{ConfigWatch, CurrentProfiles, ReloadHandle, Reloaded};
 pub use service::TimeoutProfileService;

@@ -11,19 +11,29 @@ use std::time::Duration;
 
 use super::paths::LabelsRef;
 use super::shared::Shared;
+use super::table::Table;
 use crate::observe::advise::{Advice, RouteLatency};
 use crate::observe::latency::LatencyStats;
 
 /// One estimate per slot of the layer's path table.
 #[derive(Debug)]
 pub(crate) struct Observed {
-    stats: Box<[OnceLock<Box<LatencyStats>>]>,
+    stats: Box<[OnceLock<Arc<LatencyStats>>]>,
 }
 
 impl Observed {
     pub(crate) fn new(len: usize) -> Self {
         Observed {
             stats: (0..len).map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    /// The estimate at slot `from` of another table, kept at slot `to` of this one
+    /// (a reload keeps what was observed of each path).
+    pub(crate) fn carry(&self, from: &Observed, (from_slot, to_slot): (usize, usize)) {
+        let kept = from.stats.get(from_slot).and_then(OnceLock::get);
+        if let (Some(kept), Some(slot)) = (kept, self.stats.get(to_slot)) {
+            let _ = slot.set(kept.clone());
         }
     }
 
@@ -39,7 +49,7 @@ impl Observed {
         let Some(slot) = self.stats.get(*i as usize) else {
             return;
         };
-        let stats = slot.get_or_init(|| Box::new(LatencyStats::new()));
+        let stats = slot.get_or_init(|| Arc::new(LatencyStats::new()));
         match timed_out {
             true => stats.timed_out(),
             false => stats.record(elapsed),
@@ -60,36 +70,42 @@ impl Observed {
 /// ```
 #[derive(Clone, Debug)]
 pub struct Observations {
-    pub(crate) shared: Arc<Shared>,
+    /// The layer's table (read anew each time: a reload keeps what was observed).
+    pub(crate) table: Table,
 }
 
 impl Observations {
     /// Every route observed so far (at least one call), by path.
     pub fn routes(&self) -> Vec<RouteLatency> {
-        let Some(observed) = &self.shared.observed else {
-            return Vec::new();
-        };
-        let mut routes: Vec<RouteLatency> = self
-            .shared
-            .paths
-            .seated()
-            .filter_map(|(i, labels, profile)| {
-                let stats = observed.stats.get(i)?.get()?;
-                Some(RouteLatency::new(
-                    labels.service.as_ref(),
-                    labels.method.as_ref(),
-                    self.shared.profiles.get(profile).profile.name.as_ref(),
-                    stats.snapshot(),
-                ))
-            })
-            .collect();
-        routes.sort_by_key(RouteLatency::path);
-        routes
+        routes_of(&self.table.full())
     }
 
     /// The advisor's verdicts on what was observed, against the layer's own profile
     /// table, and its proposal ([`Advice::overlay`]).
     pub fn advise(&self) -> Advice {
-        Advice::new(&self.shared.profiles, &self.routes())
+        let shared = self.table.full();
+        Advice::new(&shared.profiles, &routes_of(&shared))
     }
+}
+
+/// Every route `shared` observed so far, by path.
+pub(crate) fn routes_of(shared: &Shared) -> Vec<RouteLatency> {
+    let Some(observed) = &shared.observed else {
+        return Vec::new();
+    };
+    let mut routes: Vec<RouteLatency> = shared
+        .paths
+        .seated()
+        .filter_map(|(i, labels, profile)| {
+            let stats = observed.stats.get(i)?.get()?;
+            Some(RouteLatency::new(
+                labels.service.as_ref(),
+                labels.method.as_ref(),
+                shared.profiles.get(profile).profile.name.as_ref(),
+                stats.snapshot(),
+            ))
+        })
+        .collect();
+    routes.sort_by_key(RouteLatency::path);
+    routes
 }

@@ -132,6 +132,22 @@ impl PathTable {
         })
     }
 
+    /// Every seated path: its slot's index and the path.
+    pub(crate) fn seated_paths(&self) -> impl Iterator<Item = (usize, &str)> + '_ {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, slot)| Some((i, &*slot.get()?.path)))
+    }
+
+    /// Where `path` sits in this table, seating it if it can be (`None`: no slot).
+    pub(crate) fn slot_of(&self, profiles: &ProfileSet, path: &str) -> Option<usize> {
+        match self.find(profiles, path)?.labels {
+            LabelsRef::Seen(i) => Some(i as usize),
+            LabelsRef::Owned(_) => None,
+        }
+    }
+
     /// The labels `at` points to.
     pub(crate) fn get<'a>(&'a self, at: &'a LabelsRef) -> &'a Labels {
         match at {

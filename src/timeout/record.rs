@@ -17,6 +17,7 @@ use super::paths::{Labels, LabelsRef};
 use super::plan::CallPlan;
 use super::shared::Shared;
 use crate::attempts::{RetryBudget, ATTEMPTS_HEADER};
+use crate::observe::metrics::{CallTally, Instruments};
 use crate::policy::deadline::{Cap, Due, Phase, Progress, Timers};
 use crate::policy::route::ProfileId;
 use crate::policy::source::Source;
@@ -55,21 +56,26 @@ pub(crate) struct CallRecord {
     header_code: Option<Code>,
     /// The cancel signal of the scope the call was made in, if it has one.
     cancel: Option<crate::scope::Watch>,
+    /// The call's attempts as gRPC's metrics count them, once sent, when a gRPC
+    /// family is on (boxed: a call without one pays a null pointer).
+    tally: Option<Box<CallTally>>,
 }
 
 /// What a budget that caps the call had spent at the call's start, as its timeout
 /// details report it (the record keeps these two figures, not the budget's state).
 #[derive(Clone, Copy, Debug)]
 struct BudgetSpent {
-    paused_ms: u64,
-    elapsed_ms: u64,
+    /// Milliseconds, saturated at `u32::MAX` (49 days, far past any budget): two
+    /// `u32`s keep the call's future within its size.
+    paused_ms: u32,
+    elapsed_ms: u32,
 }
 
 impl From<BudgetNow> for BudgetSpent {
     fn from(budget: BudgetNow) -> Self {
         BudgetSpent {
-            paused_ms: millis(budget.paused),
-            elapsed_ms: millis(budget.ran),
+            paused_ms: u32::try_from(millis(budget.paused)).unwrap_or(u32::MAX),
+            elapsed_ms: u32::try_from(millis(budget.ran)).unwrap_or(u32::MAX),
         }
     }
 }
@@ -98,6 +104,18 @@ impl CallRecord {
             budget: plan.budget.map(BudgetSpent::from),
             header_code: None,
             cancel: None,
+            tally: None,
+        }
+    }
+
+    /// The call's first attempt is being sent.
+    #[inline]
+    pub(crate) fn sending(&mut self) {
+        let instruments = self.shared.settings.instruments.as_ref();
+        if instruments.is_some_and(Instruments::wants_tally) {
+            let mut tally = Box::<CallTally>::default();
+            tally.started(1, self.start);
+            self.tally = Some(tally);
         }
     }
 
@@ -120,6 +138,9 @@ impl CallRecord {
     pub(crate) fn attempt(&mut self, n: u32, cap: Option<Cap>) {
         self.attempts = NonZeroU32::new(n);
         self.attempt = cap;
+        if let Some(tally) = &mut self.tally {
+            tally.started(n, Instant::now());
+        }
     }
 
     /// What metrics, logs and details say about the call's path.
@@ -219,7 +240,23 @@ impl CallRecord {
         self.finish(|| code);
     }
 
-    pub(super) fn record(&self, timed_out: bool, code: impl FnOnce() -> Code) {
+    pub(super) fn record(&mut self, timed_out: bool, code: impl FnOnce() -> Code) {
+        if let Some(mut tally) = self.tally.take() {
+            let code = if timed_out {
+                Code::DeadlineExceeded
+            } else {
+                code()
+            };
+            if let Some(instruments) = &self.shared.settings.instruments {
+                instruments.tally_ended(&mut tally, code, &self.labels().attrs);
+            }
+            return self.record_ended(timed_out, || code);
+        }
+        self.record_ended(timed_out, code)
+    }
+
+    /// Records the end of the call: its duration (and timeout) and what it observed.
+    fn record_ended(&self, timed_out: bool, code: impl FnOnce() -> Code) {
         let instruments = self.shared.settings.instruments.as_ref();
         // Unary calls only: a stream's duration is not what its timers bound.
         let Some(observed) = self.shared.observed.as_ref().filter(|_| !self.streaming) else {
@@ -341,8 +378,8 @@ impl CallRecord {
             detected_by,
             attempts: self.attempts.map(NonZeroU32::get),
             attempt_timeout_ms: self.attempt.as_ref().map(|c| millis(c.limit())),
-            budget_paused_ms: self.budget.map(|b| b.paused_ms),
-            budget_elapsed_ms: self.budget.map(|b| b.elapsed_ms),
+            budget_paused_ms: self.budget.map(|b| u64::from(b.paused_ms)),
+            budget_elapsed_ms: self.budget.map(|b| u64::from(b.elapsed_ms)),
         };
         if self.state == State::Open {
             self.state = State::Ended;

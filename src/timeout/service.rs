@@ -14,9 +14,10 @@ use super::paths::LabelsRef;
 use super::per_call::CallBudgetEnvelope;
 use super::plan::{not_a_grpc_path, plan, CallPlan, Outer};
 use super::record::CallRecord;
+use super::reload::CurrentProfiles;
 use super::shared::Shared;
+use super::table::Table;
 use crate::attempts::{HedgeContext, HedgePlan, Kept, Retries, RetryPlan, SpareSlot};
-use crate::config::ProfileSet;
 use crate::observe::latency::RecentLatency;
 use crate::policy::deadline::{Phase, Progress};
 use crate::policy::hedge::HedgingDelay;
@@ -36,17 +37,18 @@ pub struct TimeoutProfileService<S> {
     /// The handle attempts after a call's first take theirs from: one per layered
     /// service and its clones, made from `inner` when a call first needs it.
     spare: SpareSlot<S>,
-    shared: Arc<Shared>,
+    /// The layer's state, read once per call (a reload swaps it between calls).
+    table: Table,
     /// How this client sends `CancelDelegation` for the layer's cancel cascade.
     cascade: Option<CascadeSender>,
 }
 
 impl<S> TimeoutProfileService<S> {
-    pub(crate) fn from_shared(inner: S, shared: Arc<Shared>) -> Self {
+    pub(crate) fn from_table(inner: S, table: Table) -> Self {
         TimeoutProfileService {
             inner,
             spare: SpareSlot::default(),
-            shared,
+            table,
             cascade: None,
         }
     }
@@ -73,9 +75,9 @@ impl<S> TimeoutProfileService<S> {
         self.inner
     }
 
-    /// The profile table in use.
-    pub fn profiles(&self) -> &ProfileSet {
-        &self.shared.profiles
+    /// The profile table in use now (after a reload, the new one).
+    pub fn profiles(&self) -> CurrentProfiles {
+        CurrentProfiles(self.table.full())
     }
 }
 
@@ -103,7 +105,8 @@ where
     fn call(&mut self, req: Request) -> Self::Future {
         let start = Instant::now();
         let (mut parts, mut body) = req.into_parts();
-        let shared = &self.shared;
+        let current = self.table.load();
+        let shared: &Arc<Shared> = &current;
         let path = parts.uri.path();
         let Some(found) = shared.paths.find(&shared.profiles, path) else {
             return ResponseFuture::failed(not_a_grpc_path(path));
@@ -184,13 +187,16 @@ where
         if let Some(plan) = hedge_plan {
             let context = (recent, deadline, start);
             if let Some(hedges) = hedges(shared, plan, context, &parts, &mut body) {
+                call.sending();
                 call.attempt(1, None);
                 let request = http::Request::from_parts(parts, body);
                 let spare = self.spare.share(&self.inner);
                 return ResponseFuture::hedged(&mut self.inner, spare, request, hedges, call);
             }
         }
-        let retry = retry_plan.and_then(|plan| self.retries(plan, &parts, &mut body));
+        let limit = shared.settings.retry.replay_limit;
+        let retry = retry_plan.and_then(|plan| self.retries(plan, limit, &parts, &mut body));
+        call.sending();
         if let Some(retries) = &retry {
             call.attempt(1, retries.first_cap());
         }
@@ -206,11 +212,11 @@ impl<S: Clone> TimeoutProfileService<S> {
     fn retries(
         &self,
         plan: RetryPlan,
+        limit: usize,
         parts: &http::request::Parts,
         body: &mut tonic::body::Body,
     ) -> Option<Retries<S>> {
-        let settings = &self.shared.settings.retry;
-        take_whole(body, settings.replay_limit, |bytes| {
+        take_whole(body, limit, |bytes| {
             Retries::new(self.spare.share(&self.inner), plan, parts, bytes)
         })
     }

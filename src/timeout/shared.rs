@@ -79,6 +79,9 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub(crate) fn new(profiles: ProfileSet, settings: Settings) -> Self {
+        if let Some(instruments) = &settings.instruments {
+            instruments.configure(&profiles);
+        }
         let paths = Arc::new(PathTable::new(&profiles));
         let observed = settings
             .observe
@@ -94,6 +97,23 @@ impl Shared {
         }
     }
 
+    /// The same layer over another profile table (a reload): the same settings, a
+    /// path table routed by `profiles`, and what was observed and learned of each path
+    /// routed so far kept.
+    pub(crate) fn reloaded(&self, profiles: ProfileSet) -> Self {
+        let next = Shared::new(profiles, self.settings.clone());
+        for (from, path) in self.paths.seated_paths() {
+            let Some(to) = next.paths.slot_of(&next.profiles, path) else {
+                continue;
+            };
+            if let (Some(old), Some(new)) = (&self.observed, &next.observed) {
+                new.carry(old, (from, to));
+            }
+            next.learned.carry(&self.learned, (from, to));
+        }
+        next
+    }
+
     /// The same layer with other settings: the same table of routed paths, and the
     /// same observations while they stay on (so a handle taken from any variant sees
     /// the calls of the one in use).
@@ -103,6 +123,9 @@ impl Shared {
             (Some(observed), true) => Some(observed.clone()),
             (None, true) => Some(Arc::new(Observed::new(self.paths.len()))),
         };
+        if let Some(instruments) = &settings.instruments {
+            instruments.configure(&self.profiles);
+        }
         Shared {
             profiles: self.profiles.clone(),
             settings,
@@ -111,5 +134,51 @@ impl Shared {
             observed,
             learned: self.learned.clone(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::policy::progress::ProgressRoutes;
+
+    fn settings() -> Settings {
+        Settings {
+            instruments: None,
+            span_level: tracing::Level::DEBUG,
+            retry: RetrySettings::default(),
+            propagation: Propagation::default(),
+            endpoint: None,
+            envelopes: true,
+            observe: true,
+            hedging: true,
+            progress: ProgressRoutes::default(),
+            cascade: None,
+        }
+    }
+
+    #[test]
+    fn a_reload_keeps_what_each_path_observed_and_learned() {
+        const PATH: &str = "/sw4rm.registry.RegistryService/Heartbeat";
+        let old = Shared::new(ProfileSet::standard(), settings());
+        let at = old.paths.find(&old.profiles, PATH).unwrap().labels;
+        let observed = old.observed.as_ref().unwrap();
+        observed.record(&at, Duration::from_millis(7), false, true);
+        let window = old.learned.route(&at).unwrap();
+
+        // A table that routes more paths: the slots move, the estimates follow.
+        let wider = ProfileSet::builder()
+            .without_global()
+            .route("/acme.Batch/Run", "tool_call")
+            .build()
+            .unwrap();
+        let new = old.reloaded(wider);
+        let moved = new.paths.find(&new.profiles, PATH).unwrap().labels;
+        let routes = super::super::observations::routes_of(&new);
+        let heartbeat = routes.iter().find(|r| r.method == "Heartbeat").unwrap();
+        assert_eq!(heartbeat.latency.successes(), 1);
+        assert!(Arc::ptr_eq(&new.learned.route(&moved).unwrap(), &window));
     }
 }

@@ -254,6 +254,24 @@ impl Metrics {
                             });
                         }
                     }
+                    AggregatedMetrics::U64(MetricData::Histogram(h)) => {
+                        for p in h.data_points() {
+                            out.push(Point {
+                                name: name.clone(),
+                                attrs: attrs(&mut p.attributes()),
+                                value: p.count(),
+                            });
+                        }
+                    }
+                    AggregatedMetrics::F64(MetricData::Gauge(g)) => {
+                        for p in g.data_points() {
+                            out.push(Point {
+                                name: name.clone(),
+                                attrs: attrs(&mut p.attributes()),
+                                value: p.value() as u64,
+                            });
+                        }
+                    }
                     other => panic!("unexpected metric {name}: {other:?}"),
                 }
             }

@@ -77,6 +77,21 @@ impl ProfileSetBuilder {
         self
     }
 
+    /// The file [`build`](Self::build) reads, if any: the one given to
+    /// [`global_file`](Self::global_file), else the one the SDK finds (`SW4RM_CONFIG`,
+    /// else `./sw4rm.toml`); `None` for a builder given its global level or none.
+    pub(crate) fn file(&self) -> Option<std::path::PathBuf> {
+        match &self.global {
+            Global::File(path) => Some(path.clone()),
+            Global::Load => Some(
+                std::env::var_os(crate::config::CONFIG_PATH_VAR)
+                    .map(std::path::PathBuf::from)
+                    .unwrap_or_else(|| crate::config::DEFAULT_CONFIG_FILE.into()),
+            ),
+            Global::Given(_) | Global::None => None,
+        }
+    }
+
     /// Opt out of global configuration entirely (no file, no environment).
     pub fn without_global(mut self) -> Self {
         self.global = Global::None;

@@ -3,6 +3,7 @@
 
 mod build;
 mod builder;
+mod diff;
 mod explain;
 mod service_config;
 

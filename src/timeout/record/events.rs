@@ -14,9 +14,22 @@ use crate::wire::error::BoxError;
 
 impl CallRecord {
     /// Counts one retry and logs it.
-    fn retried(&self, attempt: u32, backoff: std::time::Duration, reason: &str) {
+    fn retried(
+        &mut self,
+        attempt: u32,
+        backoff: std::time::Duration,
+        reason: &str,
+        status: tonic::Code,
+    ) {
         if let Some(instruments) = &self.shared.settings.instruments {
             instruments.retried(&self.labels().attrs);
+            let ended = self
+                .tally
+                .as_mut()
+                .and_then(|tally| tally.retried(reason == "not_sent", backoff, Instant::now()));
+            if let Some(took) = ended {
+                instruments.attempt_ended(took, status, &self.labels().attrs);
+            }
         }
         let labels = self.labels();
         call_event!(
@@ -33,6 +46,9 @@ impl CallRecord {
     /// Counts hedge `attempt` and logs it (INFO): sent after `delay` without an
     /// answer, or at once after a non-fatal one.
     fn hedged(&mut self, attempt: u32, delay: Option<std::time::Duration>) {
+        if let Some(tally) = &mut self.tally {
+            tally.hedged();
+        }
         self.attempt(attempt, None);
         if let Some(instruments) = &self.shared.settings.instruments {
             instruments.hedged(&self.labels().attrs);
@@ -54,7 +70,10 @@ impl CallRecord {
     }
 
     /// Hedge `attempt` (from 2) answered first: counts the win.
-    fn hedge_won(&self, attempt: u32) {
+    fn hedge_won(&mut self, attempt: u32) {
+        if let Some(tally) = &mut self.tally {
+            tally.won(attempt);
+        }
         if let Some(instruments) = &self.shared.settings.instruments {
             instruments.hedge_won(&self.labels().attrs);
         }
@@ -106,7 +125,8 @@ impl Sink for CallRecord {
                 attempt,
                 backoff,
                 reason,
-            } => self.retried(attempt, backoff, reason),
+                status,
+            } => self.retried(attempt, backoff, reason, status),
             Event::NotRetried { attempt, reason } => self.not_retried(attempt, reason),
             Event::Hedged { attempt, delay } => self.hedged(attempt, delay),
             Event::HedgeWon { attempt } => self.hedge_won(attempt),

@@ -12,6 +12,32 @@ use tonic::Code;
 
 use crate::wire::status::code_name;
 
+mod buckets;
+mod configured;
+#[cfg(feature = "prometheus")]
+mod exposition;
+mod grpc;
+
+use buckets::seconds_boundaries;
+pub use buckets::{
+    DURATION_BOUNDARIES_MS, GRPC_LATENCY_BOUNDARIES_S, GRPC_RETRY_BOUNDARIES,
+    GRPC_TRANSPARENT_RETRY_BOUNDARIES,
+};
+use configured::ConfiguredTimeouts;
+pub use configured::CONFIGURED_TIMEOUT_MS;
+#[cfg(feature = "prometheus")]
+#[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
+#[allow(deprecated)]
+pub use exposition::{
+    prometheus_exporter, prometheus_provider, render, Registry, SdkMeterProvider, TEXT_FORMAT,
+};
+pub(crate) use grpc::CallTally;
+use grpc::{AttemptInstruments, RetryInstruments};
+pub use grpc::{
+    GRPC_ATTEMPT_DURATION, GRPC_ATTEMPT_STARTED, GRPC_CALL_HEDGES, GRPC_CALL_RETRIES,
+    GRPC_CALL_RETRY_DELAY, GRPC_CALL_TRANSPARENT_RETRIES,
+};
+
 /// Name of the timeout counter.
 pub const TIMEOUT_TOTAL: &str = "sw4rm_rpc_timeout_total";
 /// Name of the duration histogram (milliseconds).
@@ -30,36 +56,11 @@ pub const HEDGE_WINS_TOTAL: &str = "sw4rm_rpc_hedge_wins_total";
 /// beside the three of every SW4RM metric. Kept apart from the timeout counter, which
 /// counts timeouts only.
 pub const CANCELLED_TOTAL: &str = "sw4rm_rpc_cancelled_total";
+/// Name of the counter of reloads (`ReloadHandle`), with `outcome` = `applied` or
+/// `refused` (an invalid table, which left the one in use in place).
+pub const RELOADS_TOTAL: &str = "sw4rm_config_reloads_total";
 /// The instrumentation scope name.
 pub const METER_NAME: &str = "sw4rm-timeouts";
-
-/// Histogram bucket boundaries in ms: roughly 1-2.5-5 steps from 1 ms to 1 h, the
-/// range of the SW4-002 profiles (heartbeat floor 1 s, tool/HITL ceiling 1 h), with
-/// extra resolution around the common defaults (5 s, 10 s, 30 s, 60 s, 300 s).
-pub const DURATION_BOUNDARIES_MS: [f64; 22] = [
-    1.0,
-    2.5,
-    5.0,
-    10.0,
-    25.0,
-    50.0,
-    100.0,
-    250.0,
-    500.0,
-    1_000.0,
-    2_500.0,
-    5_000.0,
-    10_000.0,
-    30_000.0,
-    60_000.0,
-    120_000.0,
-    300_000.0,
-    600_000.0,
-    900_000.0,
-    1_800_000.0,
-    2_700_000.0,
-    3_600_000.0,
-];
 
 /// Name of SW4-003's duration histogram (seconds).
 pub const DURATION_SECONDS: &str = "sw4rm_rpc_duration_seconds";
@@ -93,6 +94,23 @@ pub enum MetricFamily {
     /// `OK`). Through `prometheus_provider` (feature `prometheus`) it is exposed as
     /// `rpc_client_call_duration`.
     OpenTelemetryRpc,
+    /// gRPC's per-attempt metrics (gRFC A66): `grpc.client.attempt.started` (counter)
+    /// and `grpc.client.attempt.duration` (histogram, seconds, A66's latency buckets),
+    /// with `grpc.method`, `grpc.target` and, on the duration, `grpc.status`. An
+    /// attempt that lost to a hedge, or was still in flight when the call ended
+    /// otherwise, ends `CANCELLED`. Exposed by `prometheus_provider` as
+    /// `grpc_client_attempt_started` and `grpc_client_attempt_duration`.
+    GrpcAttempts,
+    /// gRPC's retry metrics (gRFC A96), one point per call that made any:
+    /// `grpc.client.call.retries` and `grpc.client.call.hedges` (buckets 1–5),
+    /// `grpc.client.call.transparent_retries` (1–5, 10) and
+    /// `grpc.client.call.retry_delay` (seconds), with `grpc.method` and `grpc.target`.
+    /// A call with none of one kind records nothing for it.
+    GrpcRetries,
+    /// The configured timeouts, `sw4rm_rpc_configured_timeout_ms` (gauge; `profile`,
+    /// `bound` = `default`, `min` or `max`): the threshold a dashboard draws beside
+    /// the durations, updated by every reload.
+    ConfiguredTimeouts,
 }
 
 /// The attributes of one path, built once per path.
@@ -102,6 +120,8 @@ pub(crate) struct Attributes {
     sw4: [KeyValue; 3],
     /// OpenTelemetry's `rpc.method`.
     rpc_method: KeyValue,
+    /// gRPC's `grpc.method` (the same string).
+    grpc_method: KeyValue,
 }
 
 /// The attribute sets of one path (shared strings: copying one allocates nothing).
@@ -113,6 +133,7 @@ pub(crate) fn attributes(profile: &str, service: Arc<str>, method: Arc<str>) -> 
             KeyValue::new("service", service),
             KeyValue::new("method", method),
         ],
+        grpc_method: KeyValue::new("grpc.method", rpc_method.clone()),
         rpc_method: KeyValue::new("rpc.method", rpc_method),
     }
 }
@@ -134,17 +155,14 @@ pub(crate) struct Instruments {
     hedges: Counter<u64>,
     hedge_wins: Counter<u64>,
     cancelled: Counter<u64>,
+    reloads: Counter<u64>,
     sw4_003: Option<Sw4003>,
     rpc_duration: Option<Histogram<f64>>,
-}
-
-/// Histogram bucket boundaries in seconds, for the families that measure in seconds:
-/// [`DURATION_BOUNDARIES_MS`] divided by 1,000.
-fn seconds_boundaries() -> Vec<f64> {
-    DURATION_BOUNDARIES_MS
-        .iter()
-        .map(|ms| ms / 1_000.0)
-        .collect()
+    attempts: Option<AttemptInstruments>,
+    grpc_retries: Option<RetryInstruments>,
+    configured: Option<ConfiguredTimeouts>,
+    /// gRPC's `grpc.target`: the endpoint, when the layer knows it.
+    target: KeyValue,
 }
 
 impl Instruments {
@@ -159,13 +177,25 @@ impl Instruments {
     /// The same instruments on another provider, with the same families.
     pub(crate) fn on_provider(&self, provider: &impl MeterProvider) -> Self {
         let mut moved = Instruments::from_provider(provider);
-        if self.sw4_003.is_some() {
-            moved = moved.with_family(MetricFamily::Sw4003);
-        }
-        if self.rpc_duration.is_some() {
-            moved = moved.with_family(MetricFamily::OpenTelemetryRpc);
+        moved.target = self.target.clone();
+        for (on, family) in [
+            (self.sw4_003.is_some(), MetricFamily::Sw4003),
+            (self.rpc_duration.is_some(), MetricFamily::OpenTelemetryRpc),
+            (self.attempts.is_some(), MetricFamily::GrpcAttempts),
+            (self.grpc_retries.is_some(), MetricFamily::GrpcRetries),
+            (self.configured.is_some(), MetricFamily::ConfiguredTimeouts),
+        ] {
+            if on {
+                moved = moved.with_family(family);
+            }
         }
         moved
+    }
+
+    /// The same instruments, naming `endpoint` as `grpc.target`.
+    pub(crate) fn with_target(mut self, endpoint: &Arc<str>) -> Self {
+        self.target = KeyValue::new("grpc.target", endpoint.clone());
+        self
     }
 
     /// These instruments and the ones of `family`.
@@ -199,13 +229,68 @@ impl Instruments {
                         .build(),
                 );
             }
+            MetricFamily::GrpcAttempts => {
+                self.attempts = Some(AttemptInstruments::new(&self.meter));
+            }
+            MetricFamily::GrpcRetries => {
+                self.grpc_retries = Some(RetryInstruments::new(&self.meter));
+            }
+            MetricFamily::ConfiguredTimeouts => {
+                self.configured = Some(ConfiguredTimeouts::new(&self.meter));
+            }
         }
         self
     }
 
+    /// Whether calls keep a [`CallTally`] (a gRPC family is on).
+    #[inline]
+    pub(crate) fn wants_tally(&self) -> bool {
+        self.attempts.is_some() || self.grpc_retries.is_some()
+    }
+
+    /// `grpc.method` and `grpc.target` of a call on the path with `attrs`.
+    fn grpc_call(&self, attrs: &Attributes) -> [KeyValue; 2] {
+        [attrs.grpc_method.clone(), self.target.clone()]
+    }
+
+    /// An attempt that ended before the call did (a retry follows it).
+    pub(crate) fn attempt_ended(&self, took: Duration, status: Code, attrs: &Attributes) {
+        if let Some(attempts) = &self.attempts {
+            attempts.ended(took, status, &self.grpc_call(attrs));
+        }
+    }
+
+    /// A call's tally when it ends with `code`: its attempts still in flight, its
+    /// count of attempts and retries.
+    pub(crate) fn tally_ended(&self, tally: &mut CallTally, code: Code, attrs: &Attributes) {
+        let call = self.grpc_call(attrs);
+        if let Some(attempts) = &self.attempts {
+            attempts.started(u64::from(tally.started), &call);
+            for (took, status) in tally.ended(code, tokio::time::Instant::now()) {
+                attempts.ended(took, status, &call);
+            }
+        }
+        if let Some(retries) = &self.grpc_retries {
+            retries.record(tally, &call);
+        }
+    }
+
+    /// Reports `profiles` on the configured-timeout gauge, when it is on.
+    pub(crate) fn configure(&self, profiles: &crate::config::ProfileSet) {
+        if let Some(configured) = &self.configured {
+            configured.set(profiles);
+        }
+    }
+
+    /// Counts one reload: applied, or refused.
+    pub(crate) fn reloaded(&self, applied: bool) {
+        let outcome = if applied { "applied" } else { "refused" };
+        self.reloads.add(1, &[KeyValue::new("outcome", outcome)]);
+    }
+
     /// Whether a finished call's status code is needed (a family that records it is on).
     pub(crate) fn wants_status(&self) -> bool {
-        self.sw4_003.is_some() || self.rpc_duration.is_some()
+        self.sw4_003.is_some() || self.rpc_duration.is_some() || self.wants_tally()
     }
 
     fn from_meter(meter: Meter) -> Self {
@@ -240,9 +325,17 @@ impl Instruments {
                     "SW4RM RPCs cancelled because the work they were made for was (SW4-004)",
                 )
                 .build(),
+            reloads: meter
+                .u64_counter(RELOADS_TOTAL)
+                .with_description("SW4RM timeout tables applied or refused by a reload handle")
+                .build(),
             meter,
             sw4_003: None,
             rpc_duration: None,
+            attempts: None,
+            grpc_retries: None,
+            configured: None,
+            target: KeyValue::new("grpc.target", "unknown"),
         }
     }
 
@@ -319,102 +412,4 @@ impl Instruments {
             rpc_duration.record(seconds, &otel[..n]);
         }
     }
-}
-
-/// The Prometheus registry [`prometheus_provider`] exports to and [`render`] reads,
-/// re-exported so that no `prometheus` dependency of your own (at a matching version)
-/// is needed (feature `prometheus`).
-#[cfg(feature = "prometheus")]
-#[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
-pub use prometheus::{Registry, TEXT_FORMAT};
-
-/// The meter provider [`prometheus_provider`] returns (OpenTelemetry SDK's), re-exported
-/// for the same reason as [`Registry`] (feature `prometheus`).
-#[cfg(feature = "prometheus")]
-#[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
-pub use opentelemetry_sdk::metrics::SdkMeterProvider;
-
-/// The exporter behind [`prometheus_provider`]. Every metric recorded through a
-/// provider reading from it loses its unit and `_total` suffixes: give it the SW4RM
-/// layer alone, as `prometheus_provider` does.
-#[cfg(feature = "prometheus")]
-#[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
-#[deprecated(
-    since = "0.1.0",
-    note = "use `metrics::prometheus_provider(registry)`: the provider with this exporter, \
-            for the SW4RM metrics alone"
-)]
-pub fn prometheus_exporter(
-    registry: prometheus::Registry,
-) -> Result<opentelemetry_prometheus::PrometheusExporter, opentelemetry_sdk::error::OTelSdkError> {
-    exporter(registry)
-}
-
-/// An OpenTelemetry Prometheus exporter writing to `registry` with the exact names.
-#[cfg(feature = "prometheus")]
-fn exporter(
-    registry: prometheus::Registry,
-) -> Result<opentelemetry_prometheus::PrometheusExporter, opentelemetry_sdk::error::OTelSdkError> {
-    opentelemetry_prometheus::exporter()
-        .with_registry(registry)
-        .without_counter_suffixes()
-        .without_units()
-        .without_target_info()
-        .scope_info_enabled(false)
-        .build()
-}
-
-/// The one way to Prometheus: a meter provider for the SW4RM metrics alone,
-/// exporting to `registry` so that the exposition shows exactly
-/// `sw4rm_rpc_timeout_total` and `sw4rm_rpc_duration_ms` (no `_total` doubling, no
-/// unit suffix, no scope or target labels: the only labels are `profile`, `service`
-/// and `method`). Give it to [`crate::TimeoutProfileLayer::with_meter_provider`] and
-/// serve [`render`]`(&[&registry])` on `/metrics`. [`Registry`] and
-/// [`SdkMeterProvider`] are re-exported here: no `prometheus` or `opentelemetry_sdk`
-/// dependency of your own is needed (feature `prometheus`).
-///
-/// Keep your application's own metrics on a provider and registry of their own (their
-/// names then keep Prometheus' usual suffixes; two exporters cannot share a
-/// `Registry`), and render both: `render(&[&ours, &yours])`.
-///
-/// ```
-/// use sw4rm_timeouts::{metrics, ProfileSet, TimeoutProfileLayer};
-/// let registry = metrics::Registry::new();
-/// let provider = metrics::prometheus_provider(registry.clone())?;
-/// let layer = TimeoutProfileLayer::new(ProfileSet::standard()).with_meter_provider(&provider);
-/// let body = metrics::render(&[&registry]); // a /metrics response, content type metrics::TEXT_FORMAT
-/// # drop((layer, body));
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-#[cfg(feature = "prometheus")]
-#[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
-pub fn prometheus_provider(
-    registry: prometheus::Registry,
-) -> Result<opentelemetry_sdk::metrics::SdkMeterProvider, opentelemetry_sdk::error::OTelSdkError> {
-    let exporter = exporter(registry)?;
-    Ok(opentelemetry_sdk::metrics::SdkMeterProvider::builder()
-        .with_reader(exporter)
-        .build())
-}
-
-/// The Prometheus text exposition of everything in these registries (the body of a
-/// `/metrics` response, content type [`TEXT_FORMAT`]); a metric family
-/// that cannot be encoded is left out rather than failing the scrape
-/// (feature `prometheus`).
-#[cfg(feature = "prometheus")]
-#[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
-pub fn render(registries: &[&prometheus::Registry]) -> String {
-    use prometheus::Encoder;
-    let encoder = prometheus::TextEncoder::new();
-    let mut out = Vec::new();
-    for family in registries.iter().flat_map(|r| r.gather()) {
-        let mut one = Vec::new();
-        if encoder
-            .encode(std::slice::from_ref(&family), &mut one)
-            .is_ok()
-        {
-            out.extend_from_slice(&one);
-        }
-    }
-    String::from_utf8(out).unwrap_or_default()
 }
