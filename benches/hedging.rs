@@ -18,6 +18,12 @@
 //!   whose tail is shorter makes more calls per second here, so its p50 is measured
 //!   under more load than the baseline's.
 //!
+//! Then **drift**: the route steps from 2 ms to 20 ms for every call, and two clients
+//! hedging after the learned p95 — with the layer's default cap (10 % of calls per
+//! second) and without it — are offered 1,000 calls/s each for 4 s; per second, the
+//! share of calls that sent a hedge, and when the learned delay caught up (no call
+//! hedged any more).
+//!
 //! Run with `cargo bench --bench hedging`.
 
 use std::sync::Arc;
@@ -192,6 +198,81 @@ fn main() {
     let schedule = schedule();
     for load in [Load::Open, Load::Closed] {
         rt.block_on(run(&clients, load, &schedule));
+    }
+    rt.block_on(drift(&server));
+}
+
+/// The drift scenario: a step change to 20 ms for every call, offered to a learned
+/// client with the default hedge cap and to one without it.
+async fn drift(server: &TestServer) {
+    let channel = tonic::transport::Endpoint::from_shared(server.url())
+        .expect("url")
+        .connect()
+        .await
+        .expect("connect");
+    let learned = HedgingPolicy::builder()
+        .max_attempts(2)
+        .learned_delay(95)
+        .min_delay(Duration::from_millis(1))
+        .build()
+        .expect("learned");
+    let capped = SchedulerServiceClient::new(layer(Some(learned)).layer(channel.clone()));
+    let uncapped = SchedulerServiceClient::new(
+        layer(Some(learned))
+            .without_hedge_cap()
+            .layer(channel.clone()),
+    );
+    println!(
+        "\nhedging, drift: 2 ms answers, then every call 20 ms; 1,000 calls/s offered for 4 s"
+    );
+    for (name, client) in [
+        ("learned_p95 capped", capped),
+        ("learned_p95 no cap", uncapped),
+    ] {
+        // Learn the fast route first.
+        server
+            .script("GetTaskStatus", Script::latency(Duration::from_millis(2)))
+            .expect("script");
+        for _ in 0..4 {
+            window(&client, Load::Open, &schedule()).await;
+        }
+        server
+            .script("GetTaskStatus", Script::latency(Duration::from_millis(20)))
+            .expect("script");
+        let start = tokio::time::Instant::now();
+        let mut tasks = Vec::new();
+        for i in 0..4_000u64 {
+            tokio::time::sleep_until(start + Duration::from_millis(i)).await;
+            let mut client = client.clone();
+            tasks.push(tokio::spawn(async move {
+                (i / 1_000, call(&mut client).await.1)
+            }));
+        }
+        let mut per_second = [(0u32, 0u32); 4];
+        let mut last_hedged = None;
+        for (n, task) in tasks.into_iter().enumerate() {
+            let (second, attempts) = task.await.expect("task");
+            let s = &mut per_second[second as usize];
+            s.0 += 1;
+            if attempts > 1 {
+                s.1 += 1;
+                last_hedged = Some(n);
+            }
+        }
+        let shares: Vec<String> = per_second
+            .iter()
+            .map(|(calls, hedged)| {
+                format!("{:.1} %", f64::from(*hedged) * 100.0 / f64::from(*calls))
+            })
+            .collect();
+        let caught_up = match last_hedged {
+            Some(n) => format!("last hedge at call {n} ({} ms after the step)", n),
+            None => "no call hedged".into(),
+        };
+        println!(
+            "  {name:<18} calls hedged per second: {}   {caught_up}",
+            shares.join(", ")
+        );
     }
 }
 

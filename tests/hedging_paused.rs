@@ -163,7 +163,9 @@ fn fixed(attempts: u32, delay: u64) -> HedgingPolicy {
 }
 
 /// A layer whose `workflow_status` and `task_submit` profiles hedge with `policy`
-/// (10 s deadline), without a budget unless given.
+/// (10 s deadline), without a budget unless given, and without the layer's cap on the
+/// share of calls that hedge: these tests send every call one after another, each a
+/// hedge candidate, to test the policy itself (the cap is tested below, with it on).
 fn layer(policy: HedgingPolicy) -> TimeoutProfileLayer {
     let profiles = ProfileSet::builder()
         .without_global()
@@ -174,6 +176,58 @@ fn layer(policy: HedgingPolicy) -> TimeoutProfileLayer {
     TimeoutProfileLayer::new(profiles)
         .without_metrics()
         .without_retry_budget()
+        .without_hedge_cap()
+}
+
+/// A step change makes every call slow: with the default cap, 10 % of the calls of
+/// each second send a hedge (every one would without it), and the learned delay
+/// follows the route within 30 s.
+#[tokio::test(start_paused = true)]
+async fn after_a_step_change_the_cap_holds_hedges_to_a_tenth_each_second() {
+    let profiles = ProfileSet::builder()
+        .without_global()
+        .hedging("workflow_status", learned(95))
+        .build()
+        .unwrap();
+    let layer = TimeoutProfileLayer::new(profiles)
+        .without_metrics()
+        .without_retry_budget();
+    // 40 calls a second (one every 25 ms, concurrently), fast for 10 s, then every
+    // first attempt takes 500 ms (its hedge 1 ms) for 40 s.
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for i in 0..2_000u64 {
+        let at = start + ms(25 * i);
+        let layer = layer.clone();
+        tasks.push(tokio::spawn(async move {
+            tokio::time::sleep_until(at).await;
+            let first = if i < 400 { ok_after(10) } else { ok_after(500) };
+            let server = Server::new(&[first, ok_after(1)]);
+            call(&layer, &server, request(STATUS)).await.unwrap();
+            (at - start, server.seen().len() > 1)
+        }));
+    }
+    let mut per_second = vec![(0u32, 0u32); 50];
+    for task in tasks {
+        let (at, hedged) = task.await.unwrap();
+        let s = &mut per_second[(at.as_secs() as usize).min(49)];
+        s.0 += 1;
+        s.1 += u32::from(hedged);
+    }
+    // Calls counted by when they started; a hedge falls in the cap's window of the
+    // moment it is sent, so count by the calls of each second as a share.
+    let slow: Vec<(u32, u32)> = per_second[10..].to_vec();
+    for (second, (calls, hedged)) in slow.iter().enumerate() {
+        assert!(
+            *hedged * 10 <= *calls + 10,
+            "second {}: {hedged} of {calls} hedged",
+            second + 10
+        );
+    }
+    // Without the cap, every slow call would hedge until the delay caught up; with
+    // it, after 30 s the learned delay is the new p95 (500 ms): no call hedges.
+    let last: u32 = per_second[45..].iter().map(|s| s.1).sum();
+    assert_eq!(last, 0, "{per_second:?}");
 }
 
 async fn call(

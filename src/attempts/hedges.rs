@@ -22,6 +22,7 @@ use tower_service::Service;
 use super::attempt::{Attempt, Ended};
 use super::budget::RetryBudget;
 use super::deadline_header::WireTimeout;
+use super::hedge_rate::HedgeRate;
 use super::replay::{Kept, Spare};
 use super::timer::Timer;
 use super::ATTEMPTS_HEADER;
@@ -52,6 +53,8 @@ pub(crate) struct HedgeContext {
     pub(crate) recent: Option<Arc<RecentLatency>>,
     /// When the call started.
     pub(crate) start: Instant,
+    /// The layer's cap on the share of calls that hedge (`None`: no cap).
+    pub(crate) rate: Option<Arc<HedgeRate>>,
 }
 
 pin_project! {
@@ -106,11 +109,14 @@ impl<S: Clone, F> Hedges<S, F> {
         first: Attempt<S, F>,
         (kept, plan, context): (Kept, HedgePlan, HedgeContext),
     ) -> Self {
+        if let Some(rate) = &context.rate {
+            rate.call(context.start);
+        }
         let learned = match plan.policy.delay() {
             HedgingDelay::Learned { percentile, .. } => context
                 .recent
                 .as_ref()
-                .and_then(|r| r.percentile(percentile)),
+                .and_then(|r| r.percentile(percentile, context.start)),
             HedgingDelay::Fixed(_) => None,
         };
         let delay = hedge_delay(&plan.policy, learned);
@@ -228,10 +234,11 @@ impl<S: Clone, F> Hedges<S, F> {
         }
         if let Some(recent) = self.context.recent.as_ref().filter(|_| ok) {
             let elapsed = self.context.start.elapsed();
-            recent.record(match attempt {
+            let latency = match attempt {
                 1 => elapsed,
                 _ => elapsed.min(self.delay),
-            });
+            };
+            recent.record(latency, Instant::now());
         }
         self.mark(response);
     }
@@ -267,6 +274,13 @@ fn send<S: Clone, F>(
             floor: *this.floor,
         },
     )?;
+    // The cap counts calls that hedge: a call's first hedge takes from it, the ones
+    // after it (up to the policy's attempts) do not.
+    if let Some(rate) = this.context.rate.as_ref().filter(|_| *this.sent == 1) {
+        if !rate.try_hedge(now) {
+            return Err(NoHedge::Cap);
+        }
+    }
     let attempt = *this.sent + 1;
     let mut request = this.kept.request(attempt);
     WireTimeout::of(remaining).apply(request.headers_mut());

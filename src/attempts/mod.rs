@@ -15,7 +15,8 @@
 //! `deadline_header.rs` (the one writer of an attempt's `grpc-timeout`) →
 //! `event.rs` (what is reported, and to whom). A hedged call: `hedges.rs` (its
 //! concurrent attempts) and `hedge_verdict.rs` (what each one's end means).
-//! `budget.rs` is the layer's retry budget; `replay/` what a call keeps so that it can
+//! `budget.rs` is the layer's retry budget; `hedge_rate.rs` its cap on the share of
+//! calls that hedge; `replay/` what a call keeps so that it can
 //! send its request again, and why that costs one allocation.
 //!
 //! Only what happens before the response headers reach the caller is retried: a
@@ -29,6 +30,7 @@ mod call_loop;
 mod classify;
 mod deadline_header;
 mod event;
+mod hedge_rate;
 mod hedge_verdict;
 mod hedges;
 mod replay;
@@ -40,6 +42,8 @@ pub use budget::RetryBudget;
 pub(crate) use call_loop::CallLoop;
 pub(crate) use deadline_header::WireTimeout;
 pub(crate) use event::{Ending, Event, Sink};
+pub use hedge_rate::HedgeCap;
+pub(crate) use hedge_rate::HedgeRate;
 pub(crate) use hedges::{HedgeContext, HedgePlan};
 pub(crate) use replay::{Kept, Spare, SpareSlot, DEFAULT_REPLAY_LIMIT};
 pub(crate) use retries::{Retries, RetryPlan};

@@ -372,6 +372,9 @@ pub(crate) enum NoHedge {
     Budget,
     /// Less than the profile's minimum remains of the call's deadline.
     NoTimeLeft,
+    /// The layer's share of calls that hedge is used up for the window
+    /// (`TimeoutProfileLayer::with_hedge_cap`).
+    Cap,
 }
 
 impl NoHedge {
@@ -381,6 +384,7 @@ impl NoHedge {
             NoHedge::Pushback => "pushback",
             NoHedge::Budget => "budget",
             NoHedge::NoTimeLeft => "no_time_left",
+            NoHedge::Cap => "hedge_cap",
         }
     }
 }

@@ -13,7 +13,7 @@ use super::reload::{CurrentProfiles, ReloadHandle};
 use super::service::TimeoutProfileService;
 use super::shared::{RetrySettings, Settings, Shared};
 use super::table::Table;
-use crate::attempts::RetryBudget;
+use crate::attempts::{HedgeCap, HedgeRate, RetryBudget};
 use crate::config::{ConfigError, ProfileSet};
 use crate::observe::metrics::{Instruments, MetricFamily};
 use crate::policy::inherit::Propagation;
@@ -58,6 +58,7 @@ impl TimeoutProfileLayer {
                     hedging: true,
                     progress: ProgressRoutes::default(),
                     cascade: None,
+                    hedge_cap: Some(Arc::new(HedgeRate::new(HedgeCap::default()))),
                 },
             ))),
         }
@@ -219,6 +220,28 @@ impl TimeoutProfileLayer {
     /// ```
     pub fn without_hedging(self) -> Self {
         self.with_settings(|s| s.hedging = false)
+    }
+
+    /// Caps the share of hedged calls that send a hedge, counted over the layer's
+    /// calls (default: 10 % of them in every second, at least 1 a second): a step
+    /// change that makes every call slow hedges no more than that while the learned
+    /// delay catches up. A hedge the cap refuses is not sent; the call goes on with
+    /// its attempts in flight (logged at DEBUG with reason `hedge_cap`).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use sw4rm_timeouts::{HedgeCap, TimeoutProfileLayer};
+    /// let layer = TimeoutProfileLayer::standard().with_hedge_cap(HedgeCap::share(0.05));
+    /// # drop(layer);
+    /// ```
+    pub fn with_hedge_cap(self, cap: HedgeCap) -> Self {
+        self.with_settings(|s| s.hedge_cap = Some(Arc::new(HedgeRate::new(cap))))
+    }
+
+    /// Hedges as the hedging policies say, with no cap on the share of calls that
+    /// hedge (the retry budget still applies).
+    pub fn without_hedge_cap(self) -> Self {
+        self.with_settings(|s| s.hedge_cap = None)
     }
 
     /// Shares this retry budget among the layer's calls, retries and hedges alike

@@ -246,6 +246,7 @@ fn hedges(
         deadline,
         recent,
         start,
+        rate: shared.settings.hedge_cap.clone(),
     };
     Some((kept, plan, context))
 }

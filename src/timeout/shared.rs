@@ -5,7 +5,7 @@
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use crate::attempts::{RetryBudget, DEFAULT_REPLAY_LIMIT};
+use crate::attempts::{HedgeRate, RetryBudget, DEFAULT_REPLAY_LIMIT};
 use crate::policy::inherit::Propagation;
 use crate::policy::progress::ProgressRoutes;
 
@@ -13,7 +13,7 @@ use super::hedge_windows::Learned;
 use super::observations::Observed;
 use super::paths::PathTable;
 use crate::config::ProfileSet;
-use crate::observe::metrics::Instruments;
+use crate::observe::metrics::{BudgetReader, Instruments};
 
 /// How a layer retries (SW4-002 §5.2).
 #[derive(Clone, Debug)]
@@ -57,6 +57,9 @@ pub(crate) struct Settings {
     /// Send `CancelDelegation` for the handoffs made in a scope when it is cancelled,
     /// with this grace (`with_cancel_cascade`).
     pub(crate) cascade: Option<std::time::Duration>,
+    /// The cap on the share of calls that hedge, counted for the whole layer (its
+    /// variants and reloads share the count).
+    pub(crate) hedge_cap: Option<Arc<HedgeRate>>,
 }
 
 #[derive(Debug)]
@@ -80,7 +83,7 @@ pub(crate) struct Shared {
 impl Shared {
     pub(crate) fn new(profiles: ProfileSet, settings: Settings) -> Self {
         if let Some(instruments) = &settings.instruments {
-            instruments.configure(&profiles);
+            instruments.configure(&profiles, || budget_reader(&settings));
         }
         let paths = Arc::new(PathTable::new(&profiles));
         let observed = settings
@@ -124,7 +127,7 @@ impl Shared {
             (None, true) => Some(Arc::new(Observed::new(self.paths.len()))),
         };
         if let Some(instruments) = &settings.instruments {
-            instruments.configure(&self.profiles);
+            instruments.configure(&self.profiles, || budget_reader(&settings));
         }
         Shared {
             profiles: self.profiles.clone(),
@@ -135,6 +138,14 @@ impl Shared {
             learned: self.learned.clone(),
         }
     }
+}
+
+/// How the retry-budget gauges read the layer's budget.
+fn budget_reader(settings: &Settings) -> Option<BudgetReader> {
+    let budget = settings.retry.budget.clone()?;
+    Some(Arc::new(move || {
+        (budget.tokens(), f64::from(budget.max_tokens()))
+    }))
 }
 
 #[cfg(test)]
@@ -156,6 +167,7 @@ mod tests {
             hedging: true,
             progress: ProgressRoutes::default(),
             cascade: None,
+            hedge_cap: None,
         }
     }
 

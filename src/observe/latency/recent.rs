@@ -4,9 +4,13 @@
 //! started; a hedging delay has to follow the route as it is now, so it reads a
 //! window: the last [`HedgingPolicy::WINDOW`] latencies in a ring of atomics, and
 //! the percentile interpolated between its two closest ranks.
-//! Recording is one atomic addition and one store (no lock, no allocation). The
+//! The window also forgets with time: a call older than [`FORGET_AFTER`] (30 s) no
+//! longer counts, so after a step change the delay reaches the new percentile within
+//! 30 s or 256 calls, whichever comes first, however few calls the route has.
+//! Recording is one atomic addition and two stores (no lock, no allocation). The
 //! percentile is computed from the window (a selection over at most 256 values, on the
-//! stack) at most once per [`REFRESH`] recorded calls and kept until then.
+//! stack) at most once per [`REFRESH`] recorded calls or [`REFRESH_AFTER`], and kept
+//! until then.
 //!
 //! What a hedged route records is the time from the call's start to its answer, or
 //! the delay for a call a hedge answered (its first attempt took at least that long).
@@ -17,6 +21,8 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use crate::policy::hedge::HedgingPolicy;
 
 const WINDOW: usize = HedgingPolicy::WINDOW;
@@ -24,30 +30,52 @@ const WINDOW: usize = HedgingPolicy::WINDOW;
 /// The kept percentile is recomputed after this many new calls.
 pub(crate) const REFRESH: u64 = 16;
 
+/// A call older than this no longer counts.
+pub(crate) const FORGET_AFTER: Duration = Duration::from_secs(30);
+
+/// The kept percentile is recomputed when it is older than this (old calls leave
+/// the window with time, not only with new calls).
+pub(crate) const REFRESH_AFTER: Duration = Duration::from_secs(1);
+
 /// The latest answered calls of one route, in whole microseconds.
 #[derive(Debug)]
 pub(crate) struct RecentLatency {
     slots: [AtomicU32; WINDOW],
+    /// When each slot was written, in ms from `born`.
+    stamps: [AtomicU64; WINDOW],
+    born: Instant,
     recorded: AtomicU64,
     /// `percentile << 32 | micros` of the last computed percentile; 0: none kept.
     kept: AtomicU64,
+    /// When it was computed, in ms from `born`.
+    kept_at: AtomicU64,
 }
 
 impl RecentLatency {
     pub(crate) fn new() -> Self {
         RecentLatency {
             slots: std::array::from_fn(|_| AtomicU32::new(0)),
+            stamps: std::array::from_fn(|_| AtomicU64::new(0)),
+            born: Instant::now(),
             recorded: AtomicU64::new(0),
             kept: AtomicU64::new(0),
+            kept_at: AtomicU64::new(0),
         }
     }
 
-    /// Records one answered call's latency.
+    /// `at` in ms from `born`.
+    fn ms(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.born).as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Records one answered call's latency, answered at `now`.
     #[inline]
-    pub(crate) fn record(&self, latency: Duration) {
+    pub(crate) fn record(&self, latency: Duration, now: Instant) {
         let micros = u32::try_from(latency.as_micros()).unwrap_or(u32::MAX);
         let n = self.recorded.fetch_add(1, Ordering::Relaxed);
-        self.slots[(n % WINDOW as u64) as usize].store(micros, Ordering::Relaxed);
+        let at = (n % WINDOW as u64) as usize;
+        self.slots[at].store(micros, Ordering::Relaxed);
+        self.stamps[at].store(self.ms(now), Ordering::Relaxed);
         if (n + 1).is_multiple_of(REFRESH) {
             self.kept.store(0, Ordering::Relaxed);
         }
@@ -58,27 +86,37 @@ impl RecentLatency {
         self.recorded.load(Ordering::Relaxed)
     }
 
-    /// The `percentile` (1 to 99) of the window; `None` before
-    /// [`HedgingPolicy::MIN_SAMPLES`] calls.
-    pub(crate) fn percentile(&self, percentile: u32) -> Option<Duration> {
+    /// The `percentile` (1 to 99) of the window at `now` (the calls of the last
+    /// [`FORGET_AFTER`]); `None` with fewer than [`HedgingPolicy::MIN_SAMPLES`] of
+    /// them.
+    pub(crate) fn percentile(&self, percentile: u32, now: Instant) -> Option<Duration> {
+        let now = self.ms(now);
         let kept = self.kept.load(Ordering::Relaxed);
-        if kept != 0 && kept >> 32 == u64::from(percentile) {
+        let fresh = now.saturating_sub(self.kept_at.load(Ordering::Relaxed))
+            < REFRESH_AFTER.as_millis() as u64;
+        if kept != 0 && fresh && kept >> 32 == u64::from(percentile) {
             return Some(Duration::from_micros(kept & u64::from(u32::MAX)));
         }
-        let recorded = self.recorded();
-        if recorded < HedgingPolicy::MIN_SAMPLES {
+        let n = self.recorded().min(WINDOW as u64) as usize;
+        let oldest = now.saturating_sub(FORGET_AFTER.as_millis() as u64);
+        let mut values = [0u32; WINDOW];
+        let mut len = 0;
+        for (slot, stamp) in self.slots[..n].iter().zip(&self.stamps[..n]) {
+            if stamp.load(Ordering::Relaxed) >= oldest {
+                values[len] = slot.load(Ordering::Relaxed);
+                len += 1;
+            }
+        }
+        if (len as u64) < HedgingPolicy::MIN_SAMPLES {
+            self.kept.store(0, Ordering::Relaxed);
             return None;
         }
-        let n = recorded.min(WINDOW as u64) as usize;
-        let mut values = [0u32; WINDOW];
-        for (value, slot) in values.iter_mut().zip(&self.slots[..n]) {
-            *value = slot.load(Ordering::Relaxed);
-        }
-        let micros = interpolated(&mut values[..n], percentile);
+        let micros = interpolated(&mut values[..len], percentile);
         self.kept.store(
             u64::from(percentile) << 32 | u64::from(micros),
             Ordering::Relaxed,
         );
+        self.kept_at.store(now, Ordering::Relaxed);
         Some(Duration::from_micros(u64::from(micros)))
     }
 }
@@ -138,11 +176,14 @@ mod tests {
     fn nothing_before_enough_calls() {
         let recent = RecentLatency::new();
         for _ in 1..HedgingPolicy::MIN_SAMPLES {
-            recent.record(Duration::from_millis(3));
+            recent.record(Duration::from_millis(3), Instant::now());
         }
-        assert_eq!(recent.percentile(95), None);
-        recent.record(Duration::from_millis(3));
-        assert_eq!(recent.percentile(95), Some(Duration::from_millis(3)));
+        assert_eq!(recent.percentile(95, Instant::now()), None);
+        recent.record(Duration::from_millis(3), Instant::now());
+        assert_eq!(
+            recent.percentile(95, Instant::now()),
+            Some(Duration::from_millis(3))
+        );
     }
 
     #[test]
@@ -150,34 +191,85 @@ mod tests {
         let recent = RecentLatency::new();
         // A slow past, then a full window of fast calls.
         for _ in 0..WINDOW {
-            recent.record(Duration::from_millis(500));
+            recent.record(Duration::from_millis(500), Instant::now());
         }
-        assert_eq!(recent.percentile(95), Some(Duration::from_millis(500)));
+        assert_eq!(
+            recent.percentile(95, Instant::now()),
+            Some(Duration::from_millis(500))
+        );
         for _ in 0..WINDOW {
-            recent.record(Duration::from_millis(2));
+            recent.record(Duration::from_millis(2), Instant::now());
         }
-        assert_eq!(recent.percentile(95), Some(Duration::from_millis(2)));
+        assert_eq!(
+            recent.percentile(95, Instant::now()),
+            Some(Duration::from_millis(2))
+        );
     }
 
     #[test]
     fn a_kept_percentile_is_refreshed_after_new_calls() {
         let recent = RecentLatency::new();
         for _ in 0..WINDOW {
-            recent.record(Duration::from_millis(1));
+            recent.record(Duration::from_millis(1), Instant::now());
         }
-        assert_eq!(recent.percentile(90), Some(Duration::from_millis(1)));
+        assert_eq!(
+            recent.percentile(90, Instant::now()),
+            Some(Duration::from_millis(1))
+        );
         // The tail grows to 50 of 256 (20 %): p90 moves once the kept value is
         // refreshed (every REFRESH calls), not before.
         for _ in 0..50 {
-            recent.record(Duration::from_millis(40));
+            recent.record(Duration::from_millis(40), Instant::now());
         }
         assert_eq!(recent.recorded() % REFRESH, (WINDOW as u64 + 50) % REFRESH);
         for _ in 0..(REFRESH - (WINDOW as u64 + 50) % REFRESH) {
-            recent.record(Duration::from_millis(40));
+            recent.record(Duration::from_millis(40), Instant::now());
         }
-        assert_eq!(recent.percentile(90), Some(Duration::from_millis(40)));
+        assert_eq!(
+            recent.percentile(90, Instant::now()),
+            Some(Duration::from_millis(40))
+        );
         // Another percentile is computed on its own.
-        assert_eq!(recent.percentile(50), Some(Duration::from_millis(1)));
+        assert_eq!(
+            recent.percentile(50, Instant::now()),
+            Some(Duration::from_millis(1))
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_step_change_is_followed_within_thirty_seconds_however_few_calls() {
+        let recent = RecentLatency::new();
+        // A full window of fast calls, then the route turns slow at 1 call/s.
+        for _ in 0..WINDOW {
+            recent.record(Duration::from_millis(2), Instant::now());
+        }
+        let step = Instant::now();
+        let mut followed = None;
+        for s in 1..=40u64 {
+            tokio::time::advance(Duration::from_secs(1)).await;
+            recent.record(Duration::from_millis(300), Instant::now());
+            if followed.is_none()
+                && recent.percentile(95, Instant::now()) == Some(Duration::from_millis(300))
+            {
+                followed = Some(s);
+            }
+        }
+        let after = followed.expect("the new percentile is reached");
+        assert!(after <= 30, "after {after} s");
+        assert_eq!(step.elapsed(), Duration::from_secs(40));
+        // And with many calls, 256 of them are enough, well before 30 s.
+        let recent = RecentLatency::new();
+        for _ in 0..WINDOW {
+            recent.record(Duration::from_millis(2), Instant::now());
+        }
+        for _ in 0..WINDOW {
+            recent.record(Duration::from_millis(300), Instant::now());
+        }
+        tokio::time::advance(REFRESH_AFTER).await;
+        assert_eq!(
+            recent.percentile(95, Instant::now()),
+            Some(Duration::from_millis(300))
+        );
     }
 
     proptest! {
@@ -190,14 +282,14 @@ mod tests {
         ) {
             let recent = RecentLatency::new();
             for v in &values {
-                recent.record(Duration::from_micros(u64::from(*v)));
+                recent.record(Duration::from_micros(u64::from(*v)), Instant::now());
             }
             let mut last: Vec<u32> = values.iter().rev().take(WINDOW).copied().collect();
             last.sort_unstable();
             let (lo, frac) = position(percentile, last.len());
             let hi = (lo + 1).min(last.len() - 1);
             let want = f64::from(last[lo]) + frac * f64::from(last[hi] - last[lo]);
-            let got = recent.percentile(percentile).unwrap().as_micros() as f64;
+            let got = recent.percentile(percentile, Instant::now()).unwrap().as_micros() as f64;
             prop_assert!((got - want).abs() <= 0.5, "{got} vs {want}");
             prop_assert!(got >= f64::from(last[lo]) && got <= f64::from(last[hi]));
         }

@@ -23,8 +23,9 @@ pub use buckets::{
     DURATION_BOUNDARIES_MS, GRPC_LATENCY_BOUNDARIES_S, GRPC_RETRY_BOUNDARIES,
     GRPC_TRANSPARENT_RETRY_BOUNDARIES,
 };
+pub(crate) use configured::BudgetReader;
 use configured::ConfiguredTimeouts;
-pub use configured::CONFIGURED_TIMEOUT_MS;
+pub use configured::{CONFIGURED_TIMEOUT_MS, RETRY_BUDGET_MAX_TOKENS, RETRY_BUDGET_TOKENS};
 #[cfg(feature = "prometheus")]
 #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
 #[allow(deprecated)]
@@ -275,10 +276,15 @@ impl Instruments {
         }
     }
 
-    /// Reports `profiles` on the configured-timeout gauge, when it is on.
-    pub(crate) fn configure(&self, profiles: &crate::config::ProfileSet) {
+    /// Reports `profiles` on the configured-timeout gauge, and the retry budget
+    /// `budget` reads, when the family is on.
+    pub(crate) fn configure(
+        &self,
+        profiles: &crate::config::ProfileSet,
+        budget: impl FnOnce() -> Option<BudgetReader>,
+    ) {
         if let Some(configured) = &self.configured {
-            configured.set(profiles);
+            configured.set(profiles, budget());
         }
     }
 
