@@ -174,17 +174,7 @@ fn main() {
             .connect()
             .await
             .expect("connect");
-        let fixed = HedgingPolicy::builder()
-            .max_attempts(2)
-            .delay(Duration::from_millis(5))
-            .build()
-            .expect("fixed");
-        let learned = HedgingPolicy::builder()
-            .max_attempts(2)
-            .learned_delay(95)
-            .min_delay(Duration::from_millis(1))
-            .build()
-            .expect("learned");
+        let (fixed, learned) = (fixed_5ms(), learned_p95());
         // Hedging on, with a delay no call reaches: what the machinery itself costs.
         let armed = HedgingPolicy::builder()
             .max_attempts(2)
@@ -204,25 +194,34 @@ fn main() {
     rt.block_on(drift(&server));
 }
 
-/// The drift scenario: a step change to 20 ms for every call, offered to a learned
-/// client with the default hedge cap and to one without it.
+/// Hedging once after a fixed 5 ms.
+fn fixed_5ms() -> HedgingPolicy {
+    HedgingPolicy::builder()
+        .max_attempts(2)
+        .delay(Duration::from_millis(5))
+        .build()
+        .expect("fixed")
+}
+
+/// Hedging once after the route's learned p95.
+fn learned_p95() -> HedgingPolicy {
+    HedgingPolicy::builder()
+        .max_attempts(2)
+        .learned_delay(95)
+        .min_delay(Duration::from_millis(1))
+        .build()
+        .expect("learned")
+}
+
+/// The drift scenario: a step change to 20 ms for every call, offered to a fixed-delay
+/// client with the default hedge cap and without it, and to a learned one with it.
 async fn drift(server: &TestServer) {
     let channel = tonic::transport::Endpoint::from_shared(server.url())
         .expect("url")
         .connect()
         .await
         .expect("connect");
-    let learned = HedgingPolicy::builder()
-        .max_attempts(2)
-        .learned_delay(95)
-        .min_delay(Duration::from_millis(1))
-        .build()
-        .expect("learned");
-    let fixed = HedgingPolicy::builder()
-        .max_attempts(2)
-        .delay(Duration::from_millis(5))
-        .build()
-        .expect("fixed");
+    let (fixed, learned) = (fixed_5ms(), learned_p95());
     let client = |policy, cap: bool| {
         let layer = layer(Some(policy));
         let layer = if cap {
