@@ -98,7 +98,7 @@ impl ReloadHandle {
         drop(cells);
         let changes = changes.unwrap_or_default();
         self.family.applied.fetch_add(1, Ordering::Relaxed);
-        if let Some(instruments) = self.instruments(&live) {
+        if let Some(instruments) = self.instruments() {
             instruments.reloaded(true);
         }
         match changes.is_empty() {
@@ -139,11 +139,7 @@ impl ReloadHandle {
 
     /// The table in use now.
     pub fn profiles(&self) -> Option<CurrentProfiles> {
-        let cells = self.family.lock();
-        let cell = cells.iter().find_map(Weak::upgrade)?;
-        drop(cells);
-        let current = cell.current.load_full();
-        Some(CurrentProfiles(current))
+        Some(CurrentProfiles(self.family.first()?.current.load_full()))
     }
 
     /// How many tables were refused so far.
@@ -222,13 +218,7 @@ impl ReloadHandle {
     /// Counts and logs a refused table.
     fn refuse(&self, err: &ConfigError) {
         self.family.refused.fetch_add(1, Ordering::Relaxed);
-        let live: Vec<Arc<Cell>> = self
-            .family
-            .lock()
-            .iter()
-            .filter_map(Weak::upgrade)
-            .collect();
-        if let Some(instruments) = self.instruments(&live) {
+        if let Some(instruments) = self.instruments() {
             instruments.reloaded(false);
         }
         tracing::warn!(
@@ -238,9 +228,10 @@ impl ReloadHandle {
     }
 
     /// The instruments of the layer as built (the first variant still in use).
-    fn instruments(&self, live: &[Arc<Cell>]) -> Option<crate::observe::metrics::Instruments> {
-        let first = live.first()?.current.load();
-        first.settings.instruments.clone()
+    fn instruments(&self) -> Option<crate::observe::metrics::Instruments> {
+        let first = self.family.first()?;
+        let current = first.current.load();
+        current.settings.instruments.clone()
     }
 }
 

@@ -32,6 +32,11 @@ pub(crate) struct Family {
 }
 
 impl Family {
+    /// The first variant still in use (the layer as built, unless it is gone).
+    pub(crate) fn first(&self) -> Option<Arc<Cell>> {
+        self.lock().iter().find_map(Weak::upgrade)
+    }
+
     /// The cells, locked: variants cannot join while a reload swaps them.
     pub(crate) fn lock(&self) -> MutexGuard<'_, Vec<Weak<Cell>>> {
         match self.cells.lock() {
