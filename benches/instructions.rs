@@ -4,13 +4,14 @@
 //!
 //! ```sh
 //! cargo bench --bench instructions --no-run   # prints the executable's path
-//! for v in plain retries-off retries-on; do
+//! for v in plain retries-off retries-on reloadable; do
 //!   valgrind --tool=callgrind --callgrind-out-file=cg.$v EXECUTABLE $v
 //! done
 //! ```
 //!
 //! The layer's instructions per call are a variant's total minus `plain`'s, divided by
-//! 20,000 (setting up the layer is a few thousand instructions in all). Run without a
+//! 20,000 (setting up the layer is a few thousand instructions in all); `reloadable` is
+//! `retries-on` with its table behind a `ReloadHandle`. Run without a
 //! variant (as `cargo bench` does), it runs each once and prints nothing else.
 
 use sw4rm_timeouts::{ProfileSet, TimeoutProfileLayer};
@@ -44,15 +45,18 @@ fn main() {
         .expect("runtime");
     let on = TimeoutProfileLayer::new(ProfileSet::standard()).without_metrics();
     let off = on.clone().without_retries();
+    let (live, _handle) = on.clone().reloadable();
     rt.block_on(async {
         match variant.as_str() {
             "plain" => calls(&mut InMemory::empty()).await,
             "retries-off" => calls(&mut off.layer(InMemory::empty())).await,
             "retries-on" => calls(&mut on.layer(InMemory::empty())).await,
+            "reloadable" => calls(&mut live.layer(InMemory::empty())).await,
             _ => {
                 calls(&mut InMemory::empty()).await;
                 calls(&mut off.layer(InMemory::empty())).await;
                 calls(&mut on.layer(InMemory::empty())).await;
+                calls(&mut live.layer(InMemory::empty())).await;
             }
         }
     });

@@ -2,8 +2,8 @@
 //! service (answers at once with an empty body) called plainly, with the deadline set
 //! by hand as tonic would, and through the layer (metrics off, and on through the
 //! OpenTelemetry SDK, both with retries on as by default; with retries and metrics
-//! off; and with the advisor's observations on), for an exact route, a whole-service
-//! route and the fallback.
+//! off; with the advisor's observations on; and reloadable, its table behind a
+//! `ReloadHandle`), for an exact route, a whole-service route and the fallback.
 //! Each sample is a batch of calls, every route's variants interleaved in the same
 //! rounds; the layer's work is the median, over rounds, of a layered batch minus the
 //! same round's batch with the deadline set by hand.
@@ -23,7 +23,7 @@ mod in_memory;
 
 use in_memory::{drive, request, InMemory};
 
-const NAMES: [&str; 7] = [
+const NAMES: [&str; 8] = [
     "plain",
     "plain_deadline_by_hand",
     "layer_metrics_off",
@@ -31,6 +31,7 @@ const NAMES: [&str; 7] = [
     "layer_retries_off",
     "layer_answered_ok",
     "layer_answered_ok_observed",
+    "layer_reloadable",
 ];
 const PATHS: [(&str, &str); 3] = [
     ("exact", "/sw4rm.registry.RegistryService/Heartbeat"),
@@ -57,6 +58,7 @@ fn bench(c: &mut Criterion) {
     let once = off.clone().without_retries();
     let on = TimeoutProfileLayer::new(profiles).with_meter_provider(&provider);
     let observed = off.clone().with_observations();
+    let (reloadable, _handle) = off.clone().reloadable();
 
     let run = |route: usize, variant: usize| {
         let path = PATHS[route].1;
@@ -68,6 +70,7 @@ fn bench(c: &mut Criterion) {
         );
         let (mut answered_ok, mut answered_ok_observed) =
             (off.layer(InMemory::ok()), observed.layer(InMemory::ok()));
+        let mut live = reloadable.layer(InMemory::empty());
         async move {
             for _ in 0..BATCH {
                 match variant {
@@ -77,7 +80,8 @@ fn bench(c: &mut Criterion) {
                     3 => drive(&mut layered_on, request(path, false)).await,
                     4 => drive(&mut layered_once, request(path, false)).await,
                     5 => drive(&mut answered_ok, request(path, false)).await,
-                    _ => drive(&mut answered_ok_observed, request(path, false)).await,
+                    6 => drive(&mut answered_ok_observed, request(path, false)).await,
+                    _ => drive(&mut live, request(path, false)).await,
                 }
             }
         }
@@ -113,7 +117,10 @@ fn bench(c: &mut Criterion) {
         );
         // The advisor's estimate on: paired against the same layer without it.
         let observing = interleaved::paired_difference_ns(&mine[6], &mine[5]) / BATCH as f64;
-        println!("  observations on add {observing:.1} ns per call ({kind})\n");
+        println!("  observations on add {observing:.1} ns per call ({kind})");
+        // Reload on: paired against the same layer with a fixed table.
+        let reload = interleaved::paired_difference_ns(&mine[7], &mine[2]) / BATCH as f64;
+        println!("  reload on adds {reload:.1} ns per call ({kind})\n");
     }
 
     for (route, (kind, _)) in PATHS.iter().enumerate() {

@@ -11,7 +11,7 @@ use std::time::Duration;
 use common::{call, connect, server, Metrics, Opts};
 use sw4rm_timeouts::metrics::{self, GRPC_LATENCY_BOUNDARIES_S};
 use sw4rm_timeouts::testing::Script;
-use sw4rm_timeouts::{MetricFamily, ProfileSet, RetryPolicy, TimeoutProfileLayer};
+use sw4rm_timeouts::{HedgingPolicy, MetricFamily, ProfileSet, RetryPolicy, TimeoutProfileLayer};
 
 const HEARTBEAT: &str = "/sw4rm.registry.RegistryService/Heartbeat";
 
@@ -239,4 +239,48 @@ async fn off_they_record_nothing() {
     for absent in ["grpc_client", "sw4rm_rpc_configured_timeout_ms"] {
         assert!(!text.contains(absent), "{absent} in:\n{text}");
     }
+}
+
+#[tokio::test]
+async fn a_hedge_that_failed_non_fatally_ends_with_its_own_status() {
+    let server = server().await;
+    // The first attempt answers UNAVAILABLE (non-fatal): the hedge goes out at once
+    // and answers OK.
+    server
+        .script("Heartbeat", Script::fail_first(1, tonic::Code::Unavailable))
+        .unwrap();
+    let policy = HedgingPolicy::builder()
+        .max_attempts(2)
+        .delay(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let profiles = ProfileSet::builder()
+        .without_global()
+        .hedging("heartbeat", policy)
+        .build()
+        .unwrap();
+    let registry = metrics::Registry::new();
+    let provider = metrics::prometheus_provider(registry.clone()).unwrap();
+    let layer = with_families(TimeoutProfileLayer::new(profiles).with_meter_provider(&provider));
+    let sw4rm = connect(&server, layer).await;
+    call(&sw4rm, HEARTBEAT, Opts::default())
+        .await
+        .expect("the hedge answers");
+    assert_eq!(server.calls_to("Heartbeat").len(), 2);
+    let text = metrics::render(&[&registry]);
+    let method = "grpc_method=\"sw4rm.registry.RegistryService/Heartbeat\"";
+    let count = |status: &str| {
+        samples(
+            &text,
+            "grpc_client_attempt_duration_count",
+            &[method, &format!("grpc_status=\"{status}\"")],
+        )
+        .iter()
+        .map(|(_, v)| *v)
+        .sum::<f64>()
+    };
+    assert_eq!(count("UNAVAILABLE"), 1.0, "{text}");
+    assert_eq!(count("OK"), 1.0, "{text}");
+    assert_eq!(count("CANCELLED"), 0.0, "{text}");
+    assert_eq!(one(&text, "grpc_client_call_hedges_sum", &[method]), 1.0);
 }

@@ -41,6 +41,9 @@ pub(crate) enum Event {
     HedgeWon { attempt: u32 },
     /// No further hedge is sent after `attempts`.
     NotHedged { attempts: u32, reason: &'static str },
+    /// Attempt `attempt` of a hedged call ended with `status`, a non-fatal one, and
+    /// the call goes on with the others.
+    HedgeEnded { attempt: u32, status: tonic::Code },
 }
 
 /// How a call fails; the sink ends the call's record and gives the error the caller

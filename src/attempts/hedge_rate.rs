@@ -1,9 +1,18 @@
 //! [`HedgeRate`]: the share of a layer's hedged calls that send a hedge, held at or
-//! below [`HedgeCap`]'s share in every window of its clock (10 % per second by
-//! default), whatever the latency does: after a step change that makes every call
-//! slow, the learned delay takes time to follow, and without a cap every call would
-//! hedge until it did. Counting is three relaxed atomics (no lock, no allocation);
-//! the rule itself is [`within_cap`].
+//! below [`HedgeCap`]'s share in every window (10 % in any one second by default),
+//! whatever the latency does: after a step change that makes every call slow, the
+//! learned delay takes time to follow, and without a cap every call would hedge until
+//! it did.
+//!
+//! The window slides: it is kept as [`SLICES`] slices of a twentieth of it, and a hedge is
+//! allowed only if the hedges of the last `SLICES + 1` slices (more than a window, so
+//! every window of time ending at this hedge is inside them) stay within the share of
+//! the calls of the last `SLICES` slices (at most a window). A window's hedges are thus
+//! held to the share of the calls of the window before its last hedge; at a steady
+//! call rate that is the share of its own calls. A fixed window would allow twice the
+//! share across its edge: the tail of one and the head of the next. Each slice is one
+//! atomic word (its number, calls and hedges packed), updated by compare-and-swap: no
+//! lock, no allocation. The rule itself is [`within_cap`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -80,15 +89,57 @@ pub(crate) fn within_cap(cap: &HedgeCap, hedges: u64, calls: u64) -> bool {
     next <= u64::from(cap.floor) || next as f64 <= cap.share * calls as f64
 }
 
-/// One layer's count of hedged calls and hedges in the current window.
+/// How many slices a window is kept in.
+pub(crate) const SLICES: u64 = 20;
+
+/// Slots in the ring: the window's slices and the one before them.
+const SLOTS: usize = SLICES as usize + 1;
+
+/// A slot's word: the slice's number (low bits) in the high 28 bits, then its calls
+/// and its hedges in 18 bits each (they saturate, at 262,143 a slice).
+const NUMBER_BITS: u32 = 28;
+const COUNT_BITS: u32 = 18;
+const COUNT_MAX: u64 = (1 << COUNT_BITS) - 1;
+const NUMBER_MASK: u64 = (1 << NUMBER_BITS) - 1;
+
+/// One slot's word, unpacked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Slice {
+    number: u64,
+    calls: u64,
+    hedges: u64,
+}
+
+impl Slice {
+    fn pack(self) -> u64 {
+        ((self.number & NUMBER_MASK) << (2 * COUNT_BITS))
+            | (self.calls.min(COUNT_MAX) << COUNT_BITS)
+            | self.hedges.min(COUNT_MAX)
+    }
+
+    fn unpack(word: u64) -> Self {
+        Slice {
+            number: word >> (2 * COUNT_BITS),
+            calls: (word >> COUNT_BITS) & COUNT_MAX,
+            hedges: word & COUNT_MAX,
+        }
+    }
+
+    /// Whether this word holds slice `number` (compared in the bits a word keeps; a
+    /// slot untouched for 2^28 slices, 155 days at 50 ms, could be misread once).
+    fn is(self, number: u64) -> bool {
+        self.number == number & NUMBER_MASK
+    }
+}
+
+/// One layer's count of hedged calls and hedges over its sliding window.
 #[derive(Debug)]
 pub(crate) struct HedgeRate {
     cap: HedgeCap,
     born: Instant,
-    /// The window counted now, by index from `born`.
-    window: AtomicU64,
-    calls: AtomicU64,
-    hedges: AtomicU64,
+    /// The slice width in nanoseconds (a twentieth of the window, at least 1).
+    slice: u128,
+    slots: [AtomicU64; SLOTS],
 }
 
 impl HedgeRate {
@@ -96,45 +147,111 @@ impl HedgeRate {
         HedgeRate {
             cap,
             born: Instant::now(),
-            window: AtomicU64::new(0),
-            calls: AtomicU64::new(0),
-            hedges: AtomicU64::new(0),
+            slice: (cap.window.as_nanos() / u128::from(SLICES)).max(1),
+            // Slice 0 of every slot, empty: slots 1.. are only read for slices they
+            // do not hold, so they count nothing until written.
+            slots: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
 
-    /// Starts counting the window `now` is in, if it is a new one.
-    fn roll(&self, now: Instant) {
-        let window = self.cap.window.as_nanos().max(1);
-        let at = (now.saturating_duration_since(self.born).as_nanos() / window) as u64;
-        let current = self.window.load(Ordering::Acquire);
-        if at > current
-            && self
-                .window
-                .compare_exchange(current, at, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-        {
-            self.calls.store(0, Ordering::Release);
-            self.hedges.store(0, Ordering::Release);
+    /// The number of the slice `now` is in.
+    fn number(&self, now: Instant) -> u64 {
+        let elapsed = now.saturating_duration_since(self.born).as_nanos();
+        u64::try_from(elapsed / self.slice).unwrap_or(u64::MAX)
+    }
+
+    fn slot(&self, number: u64) -> &AtomicU64 {
+        &self.slots[(number % SLOTS as u64) as usize]
+    }
+
+    /// Adds a call or a hedge to slice `number`, starting the slice afresh if its slot
+    /// still holds an older one.
+    fn add(&self, number: u64, calls: u64, hedges: u64) {
+        let slot = self.slot(number);
+        let mut word = slot.load(Ordering::Acquire);
+        loop {
+            let held = Slice::unpack(word);
+            let base = if held.is(number) {
+                held
+            } else {
+                Slice {
+                    number,
+                    calls: 0,
+                    hedges: 0,
+                }
+            };
+            let next = Slice {
+                number,
+                calls: base.calls.saturating_add(calls),
+                hedges: base.hedges.saturating_add(hedges),
+            }
+            .pack();
+            match slot.compare_exchange_weak(word, next, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return,
+                Err(now_held) => word = now_held,
+            }
         }
+    }
+
+    /// Calls of the last [`SLICES`] slices and hedges of the last `SLICES + 1`, up to
+    /// slice `number`.
+    fn window(&self, number: u64) -> (u64, u64) {
+        let (mut calls, mut hedges) = (0, 0);
+        for back in 0..SLOTS as u64 {
+            let Some(at) = number.checked_sub(back) else {
+                break;
+            };
+            let held = Slice::unpack(self.slot(at).load(Ordering::Acquire));
+            if held.is(at) {
+                hedges += held.hedges;
+                if back < SLICES {
+                    calls += held.calls;
+                }
+            }
+        }
+        (calls, hedges)
     }
 
     /// A hedged call started at `now`.
     #[inline]
     pub(crate) fn call(&self, now: Instant) {
-        self.roll(now);
-        self.calls.fetch_add(1, Ordering::AcqRel);
+        self.add(self.number(now), 1, 0);
     }
 
-    /// Takes one hedge of the window `now` is in, if the cap allows it.
+    /// Takes one hedge at `now`, if the cap allows it. The hedge is counted first and
+    /// taken back if it does not fit, so that hedges decided at the same moment on
+    /// other threads see each other: together they never pass the cap (at worst one
+    /// is refused that would have fitted).
     pub(crate) fn try_hedge(&self, now: Instant) -> bool {
-        self.roll(now);
-        let calls = self.calls.load(Ordering::Acquire);
-        let hedges = self.hedges.fetch_add(1, Ordering::AcqRel);
-        if within_cap(&self.cap, hedges, calls) {
+        let number = self.number(now);
+        self.add(number, 0, 1);
+        let (calls, hedges) = self.window(number);
+        if within_cap(&self.cap, hedges.saturating_sub(1), calls) {
             return true;
         }
-        self.hedges.fetch_sub(1, Ordering::AcqRel);
+        self.take_back(number);
         false
+    }
+
+    /// Takes back a hedge counted in slice `number`, unless the slot moved on.
+    fn take_back(&self, number: u64) {
+        let slot = self.slot(number);
+        let mut word = slot.load(Ordering::Acquire);
+        loop {
+            let held = Slice::unpack(word);
+            if !held.is(number) {
+                return;
+            }
+            let next = Slice {
+                hedges: held.hedges.saturating_sub(1),
+                ..held
+            }
+            .pack();
+            match slot.compare_exchange_weak(word, next, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return,
+                Err(now_held) => word = now_held,
+            }
+        }
     }
 }
 
@@ -164,27 +281,134 @@ mod tests {
         assert_eq!(HedgeCap::share(7.0).share, 1.0);
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn every_call_slow_hedges_a_tenth_per_window() {
-        let rate = HedgeRate::new(HedgeCap::default());
-        let mut per_window = Vec::new();
-        for _ in 0..5 {
-            let mut hedged = 0;
-            for _ in 0..200 {
-                rate.call(Instant::now());
-                // Every call would hedge (a step change made all slow).
-                hedged += u32::from(rate.try_hedge(Instant::now()));
-                tokio::time::advance(Duration::from_millis(5)).await;
-            }
-            per_window.push(hedged);
+    /// Calls and hedges, each at a time from the rate's birth.
+    #[derive(Default)]
+    struct Log {
+        calls: Vec<Duration>,
+        hedges: Vec<Duration>,
+    }
+
+    impl Log {
+        fn count(times: &[Duration], from: Duration, to: Duration) -> usize {
+            times.iter().filter(|t| **t >= from && **t < to).count()
         }
-        assert_eq!(per_window, [20, 20, 20, 20, 20]);
+
+        /// The largest share of calls that hedged in any window `[t, t + 1 s)`
+        /// starting at a call and ending before the last one, by when the hedges were
+        /// sent and the calls started.
+        fn worst_share(&self) -> f64 {
+            let second = Duration::from_secs(1);
+            let last = self.calls.last().copied().unwrap_or_default();
+            self.calls
+                .iter()
+                .filter(|from| **from + second <= last)
+                .map(|from| {
+                    let to = *from + second;
+                    let hedges = Log::count(&self.hedges, *from, to) as f64;
+                    hedges / Log::count(&self.calls, *from, to) as f64
+                })
+                .fold(0.0, f64::max)
+        }
+    }
+
+    /// `fast` calls that do not hedge, then `slow` calls that all want to, one every
+    /// 5 ms.
+    fn step(fast: usize, slow: usize) -> Log {
+        let rate = HedgeRate::new(HedgeCap::default());
+        let mut log = Log::default();
+        for i in 0..fast + slow {
+            let at = Duration::from_millis(5 * i as u64);
+            rate.call(rate.born + at);
+            log.calls.push(at);
+            // A slow call wants its hedge after the 5 ms delay.
+            let hedge_at = at + Duration::from_millis(5);
+            if i >= fast && rate.try_hedge(rate.born + hedge_at) {
+                log.hedges.push(hedge_at);
+            }
+        }
+        log
+    }
+
+    #[test]
+    fn every_call_slow_hedges_a_tenth_of_any_second() {
+        let log = step(0, 1_000);
+        assert!(log.worst_share() <= 0.10, "{}", log.worst_share());
+        // The cap does not starve: each whole second after the first still hedges
+        // close to its tenth: 18 of 200, as a window's hedges are counted over 21
+        // slices and its calls over at most 20.
+        for second in 1..5 {
+            let from = Duration::from_secs(second);
+            let hedges = Log::count(&log.hedges, from, from + Duration::from_secs(1));
+            assert!(hedges >= 18, "second {second}: {hedges}");
+        }
+    }
+
+    #[test]
+    fn a_step_change_mid_window_stays_within_a_tenth() {
+        // Fast calls for 1.5 s, then every call slow: a fixed window would allow the
+        // tenth of the fast half-second and again the tenth of the next, 15 % across
+        // the edge.
+        for fast in [100, 150, 170, 199] {
+            let log = step(fast, 600);
+            assert!(log.worst_share() <= 0.10, "{fast}: {}", log.worst_share());
+        }
+    }
+
+    #[test]
+    fn hedges_decided_at_once_on_many_threads_stay_within_the_cap() {
+        let rate = HedgeRate::new(HedgeCap::default());
+        let now = rate.born + Duration::from_millis(10);
+        for _ in 0..1_000 {
+            rate.call(now);
+        }
+        let taken: u32 = std::thread::scope(|threads| {
+            let racing: Vec<_> = (0..8)
+                .map(|_| {
+                    threads.spawn(|| {
+                        (0..100)
+                            .map(|_| u32::from(rate.try_hedge(now)))
+                            .sum::<u32>()
+                    })
+                })
+                .collect();
+            racing.into_iter().map(|t| t.join().unwrap_or(0)).sum()
+        });
+        assert!(taken <= 100, "{taken} hedges of 1,000 calls");
+        // Every refused hedge was taken back: the rest of the tenth is still there.
+        let mut rest = 0;
+        while rate.try_hedge(now) {
+            rest += 1;
+        }
+        assert_eq!(taken + rest, 100);
+    }
+
+    #[test]
+    fn counts_saturate_in_their_bits() {
+        let full = Slice {
+            number: 3,
+            calls: u64::MAX,
+            hedges: COUNT_MAX + 5,
+        };
+        let back = Slice::unpack(full.pack());
+        assert_eq!(
+            (back.number, back.calls, back.hedges),
+            (3, COUNT_MAX, COUNT_MAX)
+        );
+        assert!(Slice::unpack(
+            Slice {
+                number: NUMBER_MASK + 4,
+                calls: 0,
+                hedges: 0
+            }
+            .pack()
+        )
+        .is(NUMBER_MASK + 4));
     }
 
     proptest! {
-        /// In any window, hedges never pass max(floor, share × calls).
+        /// Counted together, hedges never pass max(floor, share × calls).
         #[test]
-        fn no_window_passes_the_cap(
+        fn no_count_passes_the_cap(
             share in 0.0f64..=1.0,
             floor in 0u32..4,
             events in proptest::collection::vec((any::<bool>(), 0u64..400), 1..400),
@@ -199,6 +423,35 @@ mod tests {
                 }
                 let bound = (share * calls as f64).floor() as u64;
                 prop_assert!(hedges <= bound.max(u64::from(floor)));
+            }
+        }
+
+        /// At every hedge the rate allows, the hedges of the window of time ending
+        /// there stay within max(floor, share × the calls of that window).
+        #[test]
+        fn no_sliding_window_passes_the_cap(
+            share in 0.0f64..=1.0,
+            floor in 0u32..4,
+            events in proptest::collection::vec((any::<bool>(), 0u64..60_000), 1..600),
+        ) {
+            let window = Duration::from_secs(1);
+            let rate = HedgeRate::new(HedgeCap::share(share).at_least(floor));
+            let mut log = Log::default();
+            let mut at = Duration::ZERO;
+            for (is_call, gap_us) in events {
+                at += Duration::from_micros(gap_us);
+                if is_call {
+                    rate.call(rate.born + at);
+                    log.calls.push(at);
+                } else if rate.try_hedge(rate.born + at) {
+                    log.hedges.push(at);
+                    let from = at.saturating_sub(window);
+                    let in_window = |t: &&Duration| **t > from && **t <= at;
+                    let hedges = log.hedges.iter().filter(in_window).count() as u64;
+                    let calls = log.calls.iter().filter(in_window).count() as f64;
+                    let bound = ((share * calls).floor() as u64).max(u64::from(floor));
+                    prop_assert!(hedges <= bound, "{hedges} hedges, {calls} calls at {at:?}");
+                }
             }
         }
     }

@@ -59,7 +59,7 @@ fn ended_attempt<S: Clone, F, B, R: Sink>(
 ) -> Option<Result<http::Response<B>, BoxError>> {
     match ended {
         Ended::Answered(response) => answered(response, attempt, hedges, sink),
-        Ended::Failed(err) => failed(err, hedges, sink),
+        Ended::Failed(err) => failed(err, attempt, hedges, sink),
     }
 }
 
@@ -77,6 +77,10 @@ fn answered<S: Clone, F, B, R: Sink>(
     if let Some((Failure::Code(code), pushback)) = failure {
         if hedges.policy().is_non_fatal(code) {
             if non_fatal(pushback, hedges.as_mut(), sink) {
+                sink.on(Event::HedgeEnded {
+                    attempt,
+                    status: tonic::Code::from(code),
+                });
                 return None;
             }
             // The last attempt's non-fatal answer is the call's.
@@ -101,19 +105,27 @@ fn answered<S: Clone, F, B, R: Sink>(
 /// when the policy calls it non-fatal.
 fn failed<S: Clone, F, B, R: Sink>(
     err: BoxError,
+    attempt: u32,
     mut hedges: Pin<&mut Hedges<S, F>>,
     sink: &mut R,
 ) -> Option<Result<http::Response<B>, BoxError>> {
     if is_transport_timeout(&*err) {
         return Some(Err(transport_timed_out(sink)));
     }
-    let non_fatal_failure = match classify_error(&err) {
-        Failure::NotSent => true,
-        Failure::Code(code) => hedges.policy().is_non_fatal(code),
-        Failure::AttemptTimeout => false,
+    // The status a non-fatal failure ended its attempt with (one never sent counts as
+    // `UNAVAILABLE`, as gRPC reports a failed connection).
+    let non_fatal_status = match classify_error(&err) {
+        Failure::NotSent => Some(tonic::Code::Unavailable),
+        Failure::Code(code) => Some(code)
+            .filter(|c| hedges.policy().is_non_fatal(*c))
+            .map(tonic::Code::from),
+        Failure::AttemptTimeout => None,
     };
-    if non_fatal_failure && non_fatal(Pushback::None, hedges.as_mut(), sink) {
-        return None;
+    if let Some(status) = non_fatal_status {
+        if non_fatal(Pushback::None, hedges.as_mut(), sink) {
+            sink.on(Event::HedgeEnded { attempt, status });
+            return None;
+        }
     }
     Some(Err(sink.end(Ending::Failed(err))))
 }

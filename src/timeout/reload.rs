@@ -93,7 +93,7 @@ impl ReloadHandle {
                 Some(first) => Arc::new(first.variant(old.settings.clone())),
             };
             first.get_or_insert_with(|| new.clone());
-            cell.current.store(new);
+            cell.store(new);
         }
         drop(cells);
         let changes = changes.unwrap_or_default();

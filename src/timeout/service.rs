@@ -16,7 +16,7 @@ use super::plan::{not_a_grpc_path, plan, CallPlan, Outer};
 use super::record::CallRecord;
 use super::reload::CurrentProfiles;
 use super::shared::Shared;
-use super::table::Table;
+use super::table::{Reader, Table};
 use crate::attempts::{HedgeContext, HedgePlan, Kept, Retries, RetryPlan, SpareSlot};
 use crate::observe::latency::RecentLatency;
 use crate::policy::deadline::{Phase, Progress};
@@ -38,7 +38,7 @@ pub struct TimeoutProfileService<S> {
     /// service and its clones, made from `inner` when a call first needs it.
     spare: SpareSlot<S>,
     /// The layer's state, read once per call (a reload swaps it between calls).
-    table: Table,
+    table: Reader,
     /// How this client sends `CancelDelegation` for the layer's cancel cascade.
     cascade: Option<CascadeSender>,
 }
@@ -48,7 +48,7 @@ impl<S> TimeoutProfileService<S> {
         TimeoutProfileService {
             inner,
             spare: SpareSlot::default(),
-            table,
+            table: Reader::new(table),
             cascade: None,
         }
     }
@@ -105,8 +105,7 @@ where
     fn call(&mut self, req: Request) -> Self::Future {
         let start = Instant::now();
         let (mut parts, mut body) = req.into_parts();
-        let current = self.table.load();
-        let shared: &Arc<Shared> = &current;
+        let shared: &Arc<Shared> = self.table.current();
         let path = parts.uri.path();
         let Some(found) = shared.paths.find(&shared.profiles, path) else {
             return ResponseFuture::failed(not_a_grpc_path(path));
@@ -195,7 +194,8 @@ where
             }
         }
         let limit = shared.settings.retry.replay_limit;
-        let retry = retry_plan.and_then(|plan| self.retries(plan, limit, &parts, &mut body));
+        let retry = retry_plan
+            .and_then(|plan| retries(&self.spare, &self.inner, plan, limit, &parts, &mut body));
         call.sending();
         if let Some(retries) = &retry {
             call.attempt(1, retries.first_cap());
@@ -205,21 +205,19 @@ where
     }
 }
 
-impl<S: Clone> TimeoutProfileService<S> {
-    /// A call's retry state: the request kept for replay and a share of the spare
-    /// handle; `None` when the body is not whole (client streaming) or too large to
-    /// keep.
-    fn retries(
-        &self,
-        plan: RetryPlan,
-        limit: usize,
-        parts: &http::request::Parts,
-        body: &mut tonic::body::Body,
-    ) -> Option<Retries<S>> {
-        take_whole(body, limit, |bytes| {
-            Retries::new(self.spare.share(&self.inner), plan, parts, bytes)
-        })
-    }
+/// A call's retry state: the request kept for replay and a share of the spare handle;
+/// `None` when the body is not whole (client streaming) or too large to keep.
+fn retries<S: Clone>(
+    spare: &SpareSlot<S>,
+    inner: &S,
+    plan: RetryPlan,
+    limit: usize,
+    parts: &http::request::Parts,
+    body: &mut tonic::body::Body,
+) -> Option<Retries<S>> {
+    take_whole(body, limit, |bytes| {
+        Retries::new(spare.share(inner), plan, parts, bytes)
+    })
 }
 
 /// The route's recent latency, for a learned delay (allocated on first use).

@@ -1,14 +1,14 @@
 //! Where a layer finds its state for each call: fixed when the layer is built, or
 //! live — swapped by a [`super::ReloadHandle`] while calls run. A call reads it once,
 //! when it starts, and keeps what it read to the end, so a call in flight finishes on
-//! the table it started with. Live, the read is one atomic load (`arc-swap`'s debt
-//! slots: no lock, no allocation, no reference count unless the call keeps it).
+//! the table it started with. Live, a service keeps the state it last read with the
+//! cell's version, and a call reads one atomic (the version) unless a reload changed
+//! it: no lock, no allocation, no reference count.
 
-use std::ops::Deref;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
-use arc_swap::{ArcSwap, Guard};
+use arc_swap::ArcSwap;
 
 use super::shared::{Settings, Shared};
 
@@ -16,8 +16,27 @@ use super::shared::{Settings, Shared};
 #[derive(Debug)]
 pub(crate) struct Cell {
     pub(crate) current: ArcSwap<Shared>,
+    /// Bumped after every store: a service reads `current` again only when it moved.
+    version: AtomicU64,
     /// Every variant of the layer, for the handle to swap them all.
     pub(crate) family: Arc<Family>,
+}
+
+impl Cell {
+    fn new(shared: Arc<Shared>, family: Arc<Family>) -> Self {
+        Cell {
+            current: ArcSwap::new(shared),
+            version: AtomicU64::new(0),
+            family,
+        }
+    }
+
+    /// Makes `shared` the state for calls that start from now on.
+    pub(crate) fn store(&self, shared: Arc<Shared>) {
+        self.current.store(shared);
+        // After the store: a service that sees the new version reads the new state.
+        self.version.fetch_add(1, Ordering::Release);
+    }
 }
 
 /// The variants of one reloadable layer (the layer as built, and each made from it
@@ -54,34 +73,65 @@ pub(crate) enum Table {
     Live(Arc<Cell>),
 }
 
-/// The state one call reads when it starts.
-pub(crate) enum Current<'a> {
-    Fixed(&'a Arc<Shared>),
-    Live(Guard<Arc<Shared>>),
+/// A service's read of its layer's state: fixed, or live with the state it last read
+/// and the cell's version then.
+#[derive(Clone, Debug)]
+pub(crate) enum Reader {
+    Fixed(Arc<Shared>),
+    Live {
+        cell: Arc<Cell>,
+        version: u64,
+        shared: Arc<Shared>,
+    },
 }
 
-impl Deref for Current<'_> {
-    type Target = Arc<Shared>;
+impl Reader {
+    pub(crate) fn new(table: Table) -> Self {
+        match table {
+            Table::Fixed(shared) => Reader::Fixed(shared),
+            Table::Live(cell) => {
+                let version = cell.version.load(Ordering::Acquire);
+                let shared = cell.current.load_full();
+                Reader::Live {
+                    cell,
+                    version,
+                    shared,
+                }
+            }
+        }
+    }
 
+    /// The state for a call starting now: live, one atomic load unless a reload
+    /// happened since the last call.
     #[inline]
-    fn deref(&self) -> &Arc<Shared> {
+    pub(crate) fn current(&mut self) -> &Arc<Shared> {
         match self {
-            Current::Fixed(shared) => shared,
-            Current::Live(guard) => guard,
+            Reader::Fixed(shared) => shared,
+            Reader::Live {
+                cell,
+                version,
+                shared,
+            } => {
+                let now = cell.version.load(Ordering::Acquire);
+                if now != *version {
+                    *shared = cell.current.load_full();
+                    *version = now;
+                }
+                shared
+            }
+        }
+    }
+
+    /// The state now, kept (for handles read later: the profiles).
+    pub(crate) fn full(&self) -> Arc<Shared> {
+        match self {
+            Reader::Fixed(shared) => shared.clone(),
+            Reader::Live { cell, .. } => cell.current.load_full(),
         }
     }
 }
 
 impl Table {
-    /// The state for a call starting now.
-    #[inline]
-    pub(crate) fn load(&self) -> Current<'_> {
-        match self {
-            Table::Fixed(shared) => Current::Fixed(shared),
-            Table::Live(cell) => Current::Live(cell.current.load()),
-        }
-    }
-
     /// The state now, kept (for handles read later: observations, the profiles).
     pub(crate) fn full(&self) -> Arc<Shared> {
         match self {
@@ -101,10 +151,7 @@ impl Table {
                 // Under the family's lock: a reload cannot slip between reading the
                 // table and joining the family.
                 let shared = cell.current.load().variant(settings);
-                let joined = Arc::new(Cell {
-                    current: ArcSwap::from_pointee(shared),
-                    family: family.clone(),
-                });
+                let joined = Arc::new(Cell::new(Arc::new(shared), family.clone()));
                 cells.push(Arc::downgrade(&joined));
                 drop(cells);
                 Table::Live(joined)
@@ -118,10 +165,7 @@ impl Table {
             Table::Live(cell) => (self.clone(), cell.family.clone()),
             Table::Fixed(shared) => {
                 let family = Arc::new(Family::default());
-                let cell = Arc::new(Cell {
-                    current: ArcSwap::new(shared.clone()),
-                    family: family.clone(),
-                });
+                let cell = Arc::new(Cell::new(shared.clone(), family.clone()));
                 family.lock().push(Arc::downgrade(&cell));
                 (Table::Live(cell), family)
             }

@@ -204,6 +204,14 @@ impl CallTally {
         Some(now.saturating_duration_since(began))
     }
 
+    /// Attempt `n` ended at `now` while the call goes on (a hedged call's non-fatal
+    /// answer): how long it took, once.
+    pub(crate) fn attempt_ended(&mut self, n: u32, now: Instant) -> Option<Duration> {
+        let i = n.checked_sub(1)? as usize;
+        let began = self.open.get_mut(i)?.take()?;
+        Some(now.saturating_duration_since(began))
+    }
+
     /// A hedge was sent (it is started with [`started`](Self::started)).
     pub(crate) fn hedged(&mut self) {
         self.hedges += 1;

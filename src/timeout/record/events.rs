@@ -69,6 +69,21 @@ impl CallRecord {
         );
     }
 
+    /// Attempt `attempt` of a hedged call ended non-fatally with `status` while the
+    /// call goes on: its end is recorded now, with its own status.
+    fn hedge_ended(&mut self, attempt: u32, status: tonic::Code) {
+        let Some(instruments) = &self.shared.settings.instruments else {
+            return;
+        };
+        let took = self
+            .tally
+            .as_mut()
+            .and_then(|tally| tally.attempt_ended(attempt, Instant::now()));
+        if let Some(took) = took {
+            instruments.attempt_ended(took, status, &self.labels().attrs);
+        }
+    }
+
     /// Hedge `attempt` (from 2) answered first: counts the win.
     fn hedge_won(&mut self, attempt: u32) {
         if let Some(tally) = &mut self.tally {
@@ -131,6 +146,7 @@ impl Sink for CallRecord {
             Event::Hedged { attempt, delay } => self.hedged(attempt, delay),
             Event::HedgeWon { attempt } => self.hedge_won(attempt),
             Event::NotHedged { attempts, reason } => self.not_hedged(attempts, reason),
+            Event::HedgeEnded { attempt, status } => self.hedge_ended(attempt, status),
         }
     }
 
