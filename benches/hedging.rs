@@ -18,11 +18,11 @@
 //!   whose tail is shorter makes more calls per second here, so its p50 is measured
 //!   under more load than the baseline's.
 //!
-//! Then **drift**: the route steps from 2 ms to 20 ms for every call, and clients
-//! hedging after a fixed 5 ms (which every call now passes) with the layer's default
-//! cap (10 % of calls per second) and without it, and after the learned p95 with the
-//! cap, are offered 1,000 calls/s each for 4 s; per second, the share of calls that
-//! sent a hedge.
+//! Then **drift**: one call a millisecond for a second on the 2 ms route, then the
+//! route steps to 20 ms for every call, and clients hedging after a fixed 5 ms (which
+//! every call now passes) with the layer's default cap (10 % of calls in any second)
+//! and without it, and after the learned p95 with the cap, are offered the same load
+//! for 4 s more; per second, the share of calls that sent a hedge.
 //!
 //! Run with `cargo bench --bench hedging` (`-- drift` for the drift scenario alone).
 
@@ -239,33 +239,16 @@ async fn drift(server: &TestServer) {
         ("fixed_5ms capped", client(fixed, true)),
         ("learned_p95 capped", client(learned, true)),
     ] {
-        // Learn the fast route first.
+        // Learn the fast route first, at the same load.
         server
             .script("GetTaskStatus", Script::latency(Duration::from_millis(2)))
             .expect("script");
-        for _ in 0..4 {
-            window(&client, Load::Open, &schedule()).await;
-        }
+        offer(&client, 1).await;
         server
             .script("GetTaskStatus", Script::latency(Duration::from_millis(20)))
             .expect("script");
-        let start = tokio::time::Instant::now();
-        let mut tasks = Vec::new();
-        for i in 0..4_000u64 {
-            tokio::time::sleep_until(start + Duration::from_millis(i)).await;
-            let mut client = client.clone();
-            tasks.push(tokio::spawn(async move {
-                (i / 1_000, call(&mut client).await.1)
-            }));
-        }
-        let mut per_second = [(0u32, 0u32); 4];
-        for task in tasks {
-            let (second, attempts) = task.await.expect("task");
-            let s = &mut per_second[second as usize];
-            s.0 += 1;
-            s.1 += u32::from(attempts > 1);
-        }
-        let shares: Vec<String> = per_second
+        let shares: Vec<String> = offer(&client, 4)
+            .await
             .iter()
             .map(|(calls, hedged)| {
                 format!("{:.1} %", f64::from(*hedged) * 100.0 / f64::from(*calls))
@@ -276,6 +259,29 @@ async fn drift(server: &TestServer) {
             shares.join(", ")
         );
     }
+}
+
+/// One call a millisecond for `seconds`; per second (by when each call started), the
+/// calls and how many of them sent a hedge.
+async fn offer(client: &Client, seconds: u64) -> Vec<(u32, u32)> {
+    let start = tokio::time::Instant::now();
+    let mut tasks = Vec::new();
+    for i in 0..seconds * 1_000 {
+        tokio::time::sleep_until(start + Duration::from_millis(i)).await;
+        let mut client = client.clone();
+        tasks.push(tokio::spawn(async move {
+            (i / 1_000, call(&mut client).await.1)
+        }));
+    }
+    let mut per_second = vec![(0u32, 0u32); seconds as usize];
+    for task in tasks {
+        let (second, attempts) = task.await.expect("task");
+        if let Some(s) = per_second.get_mut(second as usize) {
+            s.0 += 1;
+            s.1 += u32::from(attempts > 1);
+        }
+    }
+    per_second
 }
 
 /// Every round of one load, then its table.

@@ -92,8 +92,10 @@ pub(crate) fn within_cap(cap: &HedgeCap, hedges: u64, calls: u64) -> bool {
 /// How many slices a window is kept in.
 pub(crate) const SLICES: u64 = 20;
 
-/// Slots in the ring: the window's slices and the one before them.
-const SLOTS: usize = SLICES as usize + 1;
+/// Slots in the ring: the window's slices, the one before them, and one more, so that
+/// a thread whose clock just entered the next slice does not clear a slot another
+/// thread, a moment behind it, still reads.
+const SLOTS: usize = SLICES as usize + 2;
 
 /// A slot's word: the slice's number (low bits) in the high 28 bits, then its calls
 /// and its hedges in 18 bits each (they saturate, at 262,143 a slice).
@@ -130,6 +132,13 @@ impl Slice {
     fn is(self, number: u64) -> bool {
         self.number == number & NUMBER_MASK
     }
+
+    /// Whether this word holds a slice later than `number` (a thread a moment behind
+    /// counts nothing into it rather than clearing it).
+    fn is_after(self, number: u64) -> bool {
+        let ahead = self.number.wrapping_sub(number) & NUMBER_MASK;
+        ahead != 0 && ahead < NUMBER_MASK / 2
+    }
 }
 
 /// One layer's count of hedged calls and hedges over its sliding window.
@@ -165,12 +174,16 @@ impl HedgeRate {
     }
 
     /// Adds a call or a hedge to slice `number`, starting the slice afresh if its slot
-    /// still holds an older one.
-    fn add(&self, number: u64, calls: u64, hedges: u64) {
+    /// still holds an older one. Whether it was counted (not when the slot already
+    /// holds a later slice: this thread's clock is behind another's).
+    fn add(&self, number: u64, calls: u64, hedges: u64) -> bool {
         let slot = self.slot(number);
         let mut word = slot.load(Ordering::Acquire);
         loop {
             let held = Slice::unpack(word);
+            if held.is_after(number) {
+                return false;
+            }
             let base = if held.is(number) {
                 held
             } else {
@@ -187,7 +200,7 @@ impl HedgeRate {
             }
             .pack();
             match slot.compare_exchange_weak(word, next, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return,
+                Ok(_) => return true,
                 Err(now_held) => word = now_held,
             }
         }
@@ -197,7 +210,7 @@ impl HedgeRate {
     /// slice `number`.
     fn window(&self, number: u64) -> (u64, u64) {
         let (mut calls, mut hedges) = (0, 0);
-        for back in 0..SLOTS as u64 {
+        for back in 0..=SLICES {
             let Some(at) = number.checked_sub(back) else {
                 break;
             };
@@ -215,7 +228,7 @@ impl HedgeRate {
     /// A hedged call started at `now`.
     #[inline]
     pub(crate) fn call(&self, now: Instant) {
-        self.add(self.number(now), 1, 0);
+        let _ = self.add(self.number(now), 1, 0);
     }
 
     /// Takes one hedge at `now`, if the cap allows it. The hedge is counted first and
@@ -224,7 +237,9 @@ impl HedgeRate {
     /// is refused that would have fitted).
     pub(crate) fn try_hedge(&self, now: Instant) -> bool {
         let number = self.number(now);
-        self.add(number, 0, 1);
+        if !self.add(number, 0, 1) {
+            return false;
+        }
         let (calls, hedges) = self.window(number);
         if within_cap(&self.cap, hedges.saturating_sub(1), calls) {
             return true;
@@ -380,6 +395,29 @@ mod tests {
             rest += 1;
         }
         assert_eq!(taken + rest, 100);
+    }
+
+    #[test]
+    fn a_thread_behind_the_ring_counts_nothing_and_clears_nothing() {
+        let rate = HedgeRate::new(HedgeCap::default());
+        let slice = Duration::from_millis(50);
+        let late = rate.born + slice * SLOTS as u32;
+        rate.call(late);
+        // Slice 0 shares the slot with the slice `late` is in.
+        rate.call(rate.born);
+        assert!(!rate.try_hedge(rate.born));
+        let held = Slice::unpack(rate.slots[0].load(Ordering::Acquire));
+        assert_eq!((held.number, held.calls, held.hedges), (SLOTS as u64, 1, 0));
+        assert!(!held.is_after(SLOTS as u64) && held.is_after(0));
+        let wrapped = Slice {
+            number: 2,
+            calls: 0,
+            hedges: 0,
+        };
+        assert!(
+            wrapped.is_after(NUMBER_MASK),
+            "2 follows the last number a word keeps"
+        );
     }
 
     #[test]
