@@ -1,10 +1,11 @@
 //! The timeout advisor: verdicts and the TOML overlay on known latencies (golden),
 //! the overlay accepted by the configuration, a layer observing real calls over
-//! loopback, and the overlay removing the false failures it saw.
+//! loopback, and the overlay's suggestion, once accepted, removing the false failures
+//! it saw.
 
 use std::time::Duration;
 
-use sw4rm_timeouts::advise::{Advice, LatencySnapshot, RouteLatency, Verdict};
+use sw4rm_timeouts::advise::{Advice, LatencySnapshot, RouteLatency, Verdict, SUGGESTION};
 use sw4rm_timeouts::proto::sw4rm::registry::HeartbeatRequest;
 use sw4rm_timeouts::testing::{Script, TestServer};
 use sw4rm_timeouts::{GlobalConfig, ProfileSet, Sw4rm, TimeoutProfileLayer};
@@ -127,9 +128,11 @@ fn the_overlay_is_a_valid_global_configuration_and_applies() {
         set.profile_for_path("/sw4rm.tool.ToolService/Render").name,
         "tool_call_render"
     );
+    // Its own profile keeps it at the default it had (4 x its p99.9 would be more,
+    // which no replay can show is better), while `tool_call` drops to 1 s.
     assert_eq!(
         set.profile("tool_call_render").unwrap().default_timeout(),
-        ms(50_000)
+        ms(30_000)
     );
     // Every proposal stays within SW4-002's bounds of its standard profile.
     for p in advice.profiles() {
@@ -206,18 +209,104 @@ async fn a_layer_observes_false_failures_and_its_overlay_removes_them() {
         proposed > ms(2_500) && proposed <= ms(30_000),
         "{proposed:?}"
     );
+    // A longer default cannot be shown to be better by a replay (the calls that timed
+    // out have no latency): the overlay writes it as a suggestion, not as a value.
     let overlay = advice.overlay();
     let line = format!(
-        "[profiles.room]\ndefault_timeout_ms = {}\n",
+        "#? [profiles.room]\n#? default_timeout_ms = {}\n",
         proposed.as_millis()
     );
     assert!(overlay.contains(&line), "{overlay}");
+    assert!(
+        overlay.contains("does not dominate: it raises detection time"),
+        "{overlay}"
+    );
+    let as_written = GlobalConfig::from_toml_str(&overlay, "overlay.toml").unwrap();
+    let unchanged = ProfileSet::builder()
+        .global(file.clone().merged_with(as_written))
+        .build()
+        .unwrap();
+    assert_eq!(
+        unchanged.profile("room").unwrap().default_timeout(),
+        ms(1_000)
+    );
 
-    let applied = file.merged_with(GlobalConfig::from_toml_str(&overlay, "overlay.toml").unwrap());
+    // The operator applies the suggestion, as `sed 's/^#? //'` would.
+    let accepted = overlay.replace(SUGGESTION, "");
+    let applied = file.merged_with(GlobalConfig::from_toml_str(&accepted, "overlay.toml").unwrap());
     let (failed, advice) = run(applied).await;
     assert_eq!(failed, 0, "the overlay removed the false failures");
     assert!(
         matches!(advice.profiles()[0].finding.verdict, Verdict::Fits),
         "{advice}"
+    );
+}
+
+/// A route that does not fit `tool_call` but whose own profile would cut its longest
+/// calls keeps running under `tool_call`: the profile's proposal is replayed on its
+/// calls too, would cut them, and is left a suggestion.
+#[test]
+fn a_proposal_that_would_cut_a_route_left_under_it_is_not_written() {
+    let mut render = latency(3_000, 3_000, 3_001, 0);
+    for _ in 0..2 {
+        render.record(ms(25_000));
+    }
+    let routes = vec![
+        RouteLatency::new(
+            "sw4rm.tool.ToolService",
+            "Call",
+            "tool_call",
+            latency(5_000, 100, 200, 0),
+        ),
+        RouteLatency::new(
+            "sw4rm.tool.ToolService",
+            "Describe",
+            "tool_call",
+            latency(2_000, 20, 60, 0),
+        ),
+        RouteLatency::new("sw4rm.tool.ToolService", "Render", "tool_call", render),
+    ];
+    let advice = Advice::new(&ProfileSet::standard(), &routes);
+    let tool_call = &advice.profiles()[0];
+    // The routes that fit alone would have it at 1 s ...
+    assert!(matches!(
+        tool_call.finding.verdict,
+        Verdict::DetectionSlow { .. }
+    ));
+    // ... but Render's own profile (20 s) would cut its two 25 s calls, so Render
+    // stays, and 1 s would cut its 3,000 calls of 3 s.
+    let (_, render) = &tool_call.routes[2];
+    assert!(
+        matches!(render.verdict, Verdict::DoesNotFit { .. }),
+        "{render:?}"
+    );
+    assert!(!render.evaluation.unwrap().holds());
+    let e = tool_call.finding.evaluation.unwrap();
+    assert_eq!(
+        e.dominance(),
+        Err(sw4rm_timeouts::advise::NotDominant::MoreFalseTimeouts)
+    );
+    assert!(e.proposed.false_timeouts >= 3_000, "{e:?}");
+
+    let overlay = advice.overlay();
+    assert!(overlay.contains("# 0 of 2 proposals written."), "{overlay}");
+    assert!(
+        overlay.contains("#? [profiles.tool_call]\n#? default_timeout_ms = 1000\n"),
+        "{overlay}"
+    );
+    let set = ProfileSet::builder()
+        .global(GlobalConfig::from_toml_str(&overlay, "overlay.toml").unwrap())
+        .build()
+        .unwrap();
+    assert_eq!(
+        set.profile("tool_call").unwrap().default_timeout(),
+        ms(30_000)
+    );
+    // Render gets no route of its own.
+    assert!(
+        !overlay
+            .lines()
+            .any(|l| l.starts_with("\"/sw4rm.tool.ToolService/Render\"")),
+        "{overlay}"
     );
 }

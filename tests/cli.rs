@@ -425,3 +425,41 @@ fn every_problem_of_a_file_at_once_through_every_door() {
     assert_eq!(problems(&check), problems(&explain), "{check}\n{explain}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A proposal the replay cannot show is better (a longer default, for calls that
+/// time out near it) is written as a suggestion, and the exit code says so.
+#[test]
+fn advise_exits_3_when_a_proposal_does_not_dominate() {
+    let route =
+        "method=\"Heartbeat\",profile=\"heartbeat\",service=\"sw4rm.registry.RegistryService\"";
+    let exposition = format!(
+        "sw4rm_rpc_duration_ms_bucket{{{route},le=\"2500\"}} 0\n\
+         sw4rm_rpc_duration_ms_bucket{{{route},le=\"5000\"}} 950\n\
+         sw4rm_rpc_duration_ms_bucket{{{route},le=\"10000\"}} 1000\n\
+         sw4rm_rpc_duration_ms_bucket{{{route},le=\"+Inf\"}} 1000\n\
+         sw4rm_rpc_timeout_total{{{route}}} 50\n"
+    );
+    let dir = std::env::temp_dir().join(format!("sw4rm-cli-advise3-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let metrics = dir.join("metrics.txt");
+    std::fs::write(&metrics, &exposition).unwrap();
+    let (code, out, err) = cli(&["advise", metrics.to_str().unwrap()]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("1 proposal(s) do not dominate"), "{err}");
+    assert!(
+        out.contains("#? [profiles.heartbeat]\n#? default_timeout_ms = "),
+        "{out}"
+    );
+    assert!(out.contains("0 of 1 proposals written"), "{out}");
+    // As written it changes nothing, and is a valid file.
+    let overlay = dir.join("overlay.toml");
+    std::fs::write(&overlay, &out).unwrap();
+    let (code, out, err) = cli(&["explain", "--config", overlay.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("heartbeat") && l.contains("5000")),
+        "{out}"
+    );
+    std::fs::remove_dir_all(dir).ok();
+}

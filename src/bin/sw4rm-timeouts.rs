@@ -12,7 +12,9 @@
 //!
 //! Without `--config` the global configuration is read as the SDK reads it
 //! (`SW4RM_CONFIG` or `./sw4rm.toml`, and `SW4RM_*`). Exit codes: 0 success, 1 an
-//! invalid configuration (the problems on stderr), 2 a usage error.
+//! invalid configuration or input (the problems on stderr), 2 a usage error, 3 (advise)
+//! the overlay is written but holds proposals that do not dominate the table in use,
+//! left as suggestions.
 
 use std::process::ExitCode;
 
@@ -46,7 +48,9 @@ const COMMANDS: [(&str, &str, &str); 5] = [
         "reads a Prometheus exposition of sw4rm_rpc_duration_ms and sw4rm_rpc_timeout_total \
          (a file, or - for stdin) and writes the profile values that fit what the calls took, \
          as a TOML overlay for the global configuration, each verdict as a comment above the \
-         values it changes",
+         values it changes; each proposal is replayed on the calls, and one that does not \
+         dominate the value in use (no more false timeouts, less detection time) is left a \
+         suggestion, its lines led by `#? ` (exit code 3)",
     ),
 ];
 
@@ -125,6 +129,14 @@ fn main() -> ExitCode {
             eprintln!("{why}");
             ExitCode::from(1)
         }
+        Err(Failure::Unproven { overlay, count }) => {
+            print!("{overlay}");
+            eprintln!(
+                "sw4rm-timeouts: {count} proposal(s) do not dominate the table in use: left \
+                 as suggestions (lines led by `#? `)"
+            );
+            ExitCode::from(3)
+        }
     }
 }
 
@@ -133,6 +145,11 @@ enum Failure {
     Config(sw4rm_timeouts::ConfigError),
     /// Input that cannot be read or is not what the command reads.
     Input(String),
+    /// An overlay written with `count` proposals left as suggestions.
+    Unproven {
+        overlay: String,
+        count: usize,
+    },
 }
 
 /// The value after `flag`, if the flag is there.
@@ -232,7 +249,12 @@ fn advise(source: &str, set: &ProfileSet) -> Result<String, Failure> {
     };
     let routes = sw4rm_timeouts::advise::from_exposition(&text)
         .map_err(|e| Failure::Input(format!("{source}: {e}")))?;
-    Ok(sw4rm_timeouts::advise::Advice::new(set, &routes).overlay())
+    let advice = sw4rm_timeouts::advise::Advice::new(set, &routes);
+    let overlay = advice.overlay();
+    match advice.suggestions() {
+        0 => Ok(overlay),
+        count => Err(Failure::Unproven { overlay, count }),
+    }
 }
 
 /// Tab-separated: pattern, profile, unary|streaming|long-lived, idempotent|-, source.

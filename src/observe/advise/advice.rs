@@ -2,10 +2,11 @@
 //! a TOML overlay for the global configuration.
 
 use std::collections::BTreeMap;
-use std::fmt::{self, Write as _};
+use std::fmt;
 use std::time::Duration;
 
-use super::rules::{judge, Bound, Facts, Verdict, HEADROOM, MIN_CALLS};
+use super::replay::Evaluation;
+use super::rules::{judge, Facts, Verdict, MIN_CALLS};
 use crate::config::ProfileSet;
 use crate::observe::latency::{LatencySnapshot, Resolution};
 use crate::policy::profile::TimeoutProfile;
@@ -72,6 +73,9 @@ pub struct Finding {
     pub resolution: Resolution,
     /// What the figures say, with the proposal if any.
     pub verdict: Verdict,
+    /// The proposal replayed against these calls beside the profile's default in use
+    /// (`None` without a proposal).
+    pub evaluation: Option<Evaluation>,
 }
 
 impl Finding {
@@ -97,6 +101,13 @@ impl Finding {
             max: profile.max_timeout(),
             peers_p99,
         });
+        let proposed = match verdict {
+            Verdict::DetectionSlow { proposed, .. }
+            | Verdict::FalseFailures { proposed, .. }
+            | Verdict::DoesNotFit { proposed } => Some(proposed),
+            _ => None,
+        };
+        let evaluation = proposed.map(|p| Evaluation::of(latency, profile.default_timeout(), p));
         Finding {
             calls,
             timed_out: if calls == 0 {
@@ -109,13 +120,33 @@ impl Finding {
             p999,
             resolution: latency.resolution(),
             verdict,
+            evaluation,
+        }
+    }
+
+    /// `; proposed 1000 ms dominates (5.0x sooner)`, or why it does not; nothing
+    /// without a proposal.
+    fn dominance_text(&self) -> String {
+        let Some(e) = &self.evaluation else {
+            return String::new();
+        };
+        match e.dominance() {
+            Ok(sooner) => format!(
+                "; proposed {} dominates ({sooner:.1}x sooner)",
+                ms(e.proposed.timeout)
+            ),
+            Err(why) => format!(
+                "; proposed {} does not dominate: {}",
+                ms(e.proposed.timeout),
+                why.text()
+            ),
         }
     }
 
     /// `p50 12 ms, p99 80 ms, p99.9 122 ms over 4000 calls, 0.00 % timed out`; from a
     /// scrape, each quantile as its bucket (`p50 ≤ 10 ms, …`), and once when all three
     /// lie in one bucket (`p50, p99 and p99.9 all ≤ 1000 ms`).
-    fn figures(&self) -> String {
+    pub(super) fn figures(&self) -> String {
         let bucketed = self.resolution == Resolution::Buckets;
         let q = |d: Option<Duration>| match d {
             None => "-".to_owned(),
@@ -214,27 +245,52 @@ impl Advice {
     /// as a comment above the values it changes. Check it with `sw4rm-timeouts check
     /// FILE`; see it applied with `sw4rm-timeouts explain --config FILE`.
     pub fn overlay(&self) -> String {
-        let calls: u64 = self.profiles.iter().map(|p| p.finding.calls).sum();
-        let routes: usize = self.profiles.iter().map(|p| p.routes.len()).sum();
-        let mut out = format!(
-            "# SW4-002 timeouts proposed by sw4rm-timeouts advise from {calls} calls on {routes} \
-             routes.\n# Quantiles: {}.\n# A global configuration overlay: check it with \
-             `sw4rm-timeouts check FILE`,\n# see it applied with `sw4rm-timeouts explain --config \
-             FILE`.\n",
-            resolution_text(self.resolution)
-        );
-        let mut new_routes = String::new();
-        for p in &self.profiles {
-            profile_overlay(&mut out, p);
-            for (path, finding) in &p.routes {
-                route_overlay(&mut out, &mut new_routes, p, path, finding);
-            }
-        }
-        if !new_routes.is_empty() {
-            out.push_str("\n[routes]\n");
-            out.push_str(&new_routes);
-        }
-        out
+        super::overlay::write(self)
+    }
+
+    /// Proposals the overlay leaves as suggestions: they do not dominate the value in
+    /// use (and, for a route's own profile, do not hold the route where it is).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use sw4rm_timeouts::advise::{Advice, LatencySnapshot, RouteLatency};
+    /// use sw4rm_timeouts::ProfileSet;
+    ///
+    /// // Heartbeats near their 5 s default, and 5 % timing out: raising the default
+    /// // cannot be shown better by a replay (the timed-out calls have no latency).
+    /// let mut latency = LatencySnapshot::default();
+    /// for i in 0..950u64 {
+    ///     latency.record(Duration::from_millis(3_000 + i));
+    /// }
+    /// latency.record_timeouts(50);
+    /// let route = RouteLatency::new("sw4rm.registry.RegistryService", "Heartbeat", "heartbeat", latency);
+    /// let advice = Advice::new(&ProfileSet::standard(), &[route]);
+    /// assert_eq!(advice.suggestions(), 1);
+    /// assert!(advice.overlay().contains("#? [profiles.heartbeat]"));
+    /// ```
+    pub fn suggestions(&self) -> usize {
+        self.proposals()
+            .filter(|f| !super::overlay::is_written(f))
+            .count()
+    }
+
+    /// The findings whose proposal the overlay writes, as values or as a suggestion:
+    /// each profile's new default, each route's own profile.
+    pub(super) fn proposals(&self) -> impl Iterator<Item = &Finding> {
+        self.profiles.iter().flat_map(|p| {
+            let own = p.finding.evaluation.as_ref().and(Some(&p.finding));
+            let splits = p
+                .routes
+                .iter()
+                .map(|(_, f)| f)
+                .filter(|f| matches!(f.verdict, Verdict::DoesNotFit { .. }));
+            own.into_iter().chain(splits)
+        })
+    }
+
+    /// How precise the figures are (the least precise of the routes').
+    pub fn resolution(&self) -> Resolution {
+        self.resolution
     }
 }
 
@@ -252,24 +308,35 @@ fn profile_advice(profile: &TimeoutProfile, routes: &[&RouteLatency]) -> Profile
         .iter()
         .map(|r| (r.path(), Finding::of(&r.latency, profile, typical)))
         .collect();
-    // The profile's own verdict: its routes that fit it, together.
+    // The profile's own verdict: its routes that fit it, together. Its proposal is
+    // replayed on every route that would run under it: those, and each route that
+    // does not fit but whose own profile the overlay does not write.
     let mut fitting = LatencySnapshot::default();
+    let mut staying = LatencySnapshot::default();
     for (r, (_, f)) in routes.iter().zip(&findings) {
-        if !matches!(f.verdict, Verdict::DoesNotFit { .. }) {
+        let split = matches!(f.verdict, Verdict::DoesNotFit { .. });
+        if !split {
             fitting.merge(&r.latency);
         }
+        if !split || !f.evaluation.as_ref().is_some_and(Evaluation::holds) {
+            staying.merge(&r.latency);
+        }
+    }
+    let mut finding = Finding::of(&fitting, profile, None);
+    if let Some(e) = &mut finding.evaluation {
+        *e = Evaluation::of(&staying, e.current.timeout, e.proposed.timeout);
     }
     ProfileAdvice {
         name: profile.name.to_string(),
         default: profile.default_timeout(),
         min: profile.min_timeout(),
         max: profile.max_timeout(),
-        finding: Finding::of(&fitting, profile, None),
+        finding,
         routes: findings,
     }
 }
 
-fn ms(d: Duration) -> String {
+pub(super) fn ms(d: Duration) -> String {
     let micros = d.as_micros();
     if micros < 10_000 {
         format!("{:.1} ms", micros as f64 / 1_000.0)
@@ -278,7 +345,7 @@ fn ms(d: Duration) -> String {
     }
 }
 
-fn resolution_text(r: Resolution) -> &'static str {
+pub(super) fn resolution_text(r: Resolution) -> &'static str {
     match r {
         Resolution::Estimate => "the in-process estimate, within 1.6 % of the observed values",
         _ => {
@@ -288,131 +355,6 @@ fn resolution_text(r: Resolution) -> &'static str {
     }
 }
 
-fn bound_text(bound: Option<Bound>) -> &'static str {
-    match bound {
-        Some(Bound::Min) => "; held at the profile's min_timeout_ms",
-        Some(Bound::Max) => {
-            "; the data asks for more than the profile's max_timeout_ms allows (a standard \
-             profile's bounds are a MUST: give the routes a custom profile for more)"
-        }
-        _ => "",
-    }
-}
-
-fn profile_overlay(out: &mut String, p: &ProfileAdvice) {
-    let f = &p.finding;
-    let proposal = match &f.verdict {
-        Verdict::DetectionSlow { proposed, bound } => {
-            Some((*proposed, *bound, "p99.9, rounded up"))
-        }
-        Verdict::FalseFailures { proposed, bound } => Some((
-            *proposed,
-            *bound,
-            "p99.9 or twice the default, the larger, rounded up: re-measure after",
-        )),
-        _ => None,
-    };
-    let _ = write!(
-        out,
-        "\n# {}: {} (default {}; {})",
-        p.name,
-        f.verdict.name(),
-        ms(p.default),
-        f.figures()
-    );
-    match proposal {
-        Some((proposed, bound, how)) => {
-            let _ = writeln!(
-                out,
-                "\n# proposed: {} ({HEADROOM}x {how}{})",
-                ms(proposed),
-                bound_text(bound)
-            );
-            let _ = writeln!(
-                out,
-                "[profiles.{}]\ndefault_timeout_ms = {}",
-                p.name,
-                proposed.as_millis()
-            );
-        }
-        None => out.push('\n'),
-    }
-}
-
-fn route_overlay(
-    out: &mut String,
-    new_routes: &mut String,
-    p: &ProfileAdvice,
-    path: &str,
-    f: &Finding,
-) {
-    let Verdict::DoesNotFit { proposed } = f.verdict else {
-        let _ = writeln!(
-            out,
-            "#   {}: {} ({})",
-            in_comment(path),
-            f.verdict.name(),
-            f.figures()
-        );
-        return;
-    };
-    let method = path.rsplit('/').next().unwrap_or_default();
-    let name = format!("{}_{}", p.name, snake(method));
-    let _ = writeln!(
-        out,
-        "#   {}: does not fit its profile ({}): a profile of its own\n\
-         [profiles.{name}]\ndefault_timeout_ms = {}\nmin_timeout_ms = {}\nmax_timeout_ms = {}",
-        in_comment(path),
-        f.figures(),
-        proposed.as_millis(),
-        p.min.min(proposed).as_millis().max(1),
-        p.max.max(proposed).as_millis(),
-    );
-    let _ = writeln!(new_routes, "{} = \"{name}\"", toml_string(path));
-}
-
-/// A path (from a scrape: peer input) in a comment: control characters, which could
-/// end the comment and add lines of configuration, become `?`.
-fn in_comment(path: &str) -> String {
-    path.chars()
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect()
-}
-
-/// A TOML basic string: quotes, backslashes and control characters escaped.
-fn toml_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if c.is_control() => {
-                let _ = write!(out, "\\u{:04X}", u32::from(c));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
-/// `GetToolSchema` → `get_tool_schema` (profile names use letters, digits and `_`).
-fn snake(method: &str) -> String {
-    let mut out = String::new();
-    for (i, c) in method.chars().enumerate() {
-        if c.is_ascii_uppercase() && i > 0 {
-            out.push('_');
-        }
-        if c.is_ascii_alphanumeric() {
-            out.push(c.to_ascii_lowercase());
-        } else {
-            out.push('_');
-        }
-    }
-    out
-}
-
 impl fmt::Display for Advice {
     /// The report: one line per profile and per route, with the verdict.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -420,38 +362,23 @@ impl fmt::Display for Advice {
         for p in &self.profiles {
             writeln!(
                 f,
-                "{:<22} default {:>10}  {}: {}",
+                "{:<22} default {:>10}  {}: {}{}",
                 p.name,
                 ms(p.default),
                 p.finding.verdict.name(),
-                p.finding.figures()
+                p.finding.figures(),
+                p.finding.dominance_text()
             )?;
             for (path, finding) in &p.routes {
                 writeln!(
                     f,
-                    "  {path}: {}: {}",
+                    "  {path}: {}: {}{}",
                     finding.verdict.name(),
-                    finding.figures()
+                    finding.figures(),
+                    finding.dominance_text()
                 )?;
             }
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn peer_input_cannot_add_lines_or_break_strings() {
-        assert_eq!(in_comment("/a.B/C\n[profiles.x]"), "/a.B/C?[profiles.x]");
-        assert_eq!(toml_string("/a\"b\\c\n"), "\"/a\\\"b\\\\c\\u000A\"");
-    }
-
-    #[test]
-    fn method_names_become_profile_names() {
-        assert_eq!(snake("GetToolSchema"), "get_tool_schema");
-        assert_eq!(snake("Heartbeat"), "heartbeat");
     }
 }

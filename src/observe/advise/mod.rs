@@ -3,17 +3,23 @@
 //!
 //! Reading order: `crate::observe::latency` (the per-route estimate, its error bound) →
 //! `rules.rs` (the verdicts, one pure function) → `advice.rs` (verdicts on every
-//! route and profile, and the proposal as a TOML overlay) → `exposition.rs` (the same
+//! route and profile) → `replay.rs` (each proposal replayed against the observed
+//! calls: does it dominate the value in use?) → `overlay.rs` (the proposal as a TOML
+//! overlay, values only where they dominate) → `exposition.rs` (the same
 //! from a Prometheus exposition, for the `sw4rm-timeouts advise` command). The layer's
 //! side, recording each call, is `timeout/observations.rs`.
 
 mod advice;
 mod exposition;
+mod overlay;
+mod replay;
 mod rules;
 
 pub use crate::observe::latency::{LatencySnapshot, Resolution};
 pub use advice::{Advice, Finding, ProfileAdvice, RouteLatency};
 pub use exposition::{from_exposition, ExpositionError};
+pub use overlay::SUGGESTION;
+pub use replay::{Evaluation, NotDominant, Replay};
 pub use rules::{
     Bound, Verdict, CLUSTER_SHARE, HEADROOM, MIN_CALLS, MISFIT_FACTOR, SLOW_FACTOR, TIMEOUT_SHARE,
 };

@@ -76,7 +76,8 @@ pub enum Verdict {
         bound: Option<Bound>,
     },
     /// The route's p99 is an order of magnitude ([`MISFIT_FACTOR`]) from the median
-    /// p99 of its profile's routes: it wants a profile of its own, with this default.
+    /// p99 of its profile's routes: it wants a profile of its own, with this default
+    /// ([`HEADROOM`] times its p99.9, rounded up, and never above the default in use).
     DoesNotFit {
         /// The proposed default of the route's own profile.
         proposed: Duration,
@@ -117,7 +118,10 @@ pub(crate) fn judge(f: &Facts) -> Verdict {
         let (hi, lo) = (p99.max(peers), p99.min(peers).max(Duration::from_micros(1)));
         if hi >= lo * MISFIT_FACTOR {
             return Verdict::DoesNotFit {
-                proposed: nice(p999 * HEADROOM),
+                // Never above the default in use: a replay cannot show a longer
+                // one is better, and the route's own profile is there to keep it
+                // where it is while the profile it leaves moves.
+                proposed: nice(p999 * HEADROOM).min(f.default),
             };
         }
     }
@@ -262,8 +266,17 @@ mod tests {
                     ..facts(1_000, 0, 4_000, 4_400)
                 },
                 want: Verdict::DoesNotFit {
-                    proposed: ms(20_000),
+                    // 4 x p99.9 is 20 s: held at the default in use.
+                    proposed: ms(5_000),
                 },
+            },
+            Row {
+                name: "a route 20x faster than its profile's others",
+                facts: Facts {
+                    peers_p99: Some(ms(2_000)),
+                    ..facts(1_000, 0, 100, 120)
+                },
+                want: Verdict::DoesNotFit { proposed: ms(500) },
             },
             Row {
                 name: "a route 9x its peers fits",

@@ -119,6 +119,15 @@ pub enum Resolution {
     Buckets,
 }
 
+/// Successful calls above a limit, as far as a snapshot can tell.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Above {
+    /// Calls known to have taken longer.
+    pub(crate) at_least: u64,
+    /// Calls that may have taken longer.
+    pub(crate) at_most: u64,
+}
+
 /// The latencies of one route at one moment: successful calls per bucket, and calls
 /// that timed out.
 ///
@@ -229,6 +238,41 @@ impl LatencySnapshot {
             }
         }
         None
+    }
+
+    /// How many successful calls took longer than `limit`: at least (those known to)
+    /// and at most (those that may have), as the buckets tell it. From a scrape a
+    /// call is known only to lie between its bucket's bounds.
+    pub(crate) fn above(&self, limit: Duration) -> Above {
+        let limit = u64::try_from(limit.as_micros()).unwrap_or(u64::MAX);
+        let mut above = Above::default();
+        for (i, &n) in self.counts.iter().enumerate().filter(|(_, n)| **n > 0) {
+            // The values the bucket's calls may have, in whole µs: [low, high].
+            let (low, high) = match self.resolution {
+                Resolution::Estimate => {
+                    let (low, width) = bounds(i);
+                    (low, low.saturating_add(width) - 1)
+                }
+                Resolution::Buckets => {
+                    let (low, width) = bounds(i);
+                    let bound = self
+                        .bounds
+                        .iter()
+                        .copied()
+                        .find(|b| (low..low.saturating_add(width)).contains(b))
+                        .unwrap_or(low);
+                    let below = self.bounds.iter().copied().filter(|b| *b < bound).max();
+                    (below.map_or(0, |b| b.saturating_add(1)), bound)
+                }
+            };
+            if low > limit {
+                above.at_least += n;
+            }
+            if high > limit {
+                above.at_most += n;
+            }
+        }
+        above
     }
 
     /// A snapshot from histogram buckets as a Prometheus exposition gives them:
