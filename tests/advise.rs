@@ -30,19 +30,8 @@ fn latency(n: u64, from: u64, to: u64, timeouts: u64) -> LatencySnapshot {
 /// default, one tool an order of magnitude slower than the others, heartbeats
 /// that fit, and a registry call with too few calls to judge.
 fn mix() -> Vec<RouteLatency> {
-    vec![
-        RouteLatency::new(
-            "sw4rm.tool.ToolService",
-            "Call",
-            "tool_call",
-            latency(5_000, 100, 200, 0),
-        ),
-        RouteLatency::new(
-            "sw4rm.tool.ToolService",
-            "Describe",
-            "tool_call",
-            latency(2_000, 20, 60, 0),
-        ),
+    let mut routes = fast_tools();
+    routes.extend([
         RouteLatency::new(
             "sw4rm.tool.ToolService",
             "Render",
@@ -60,6 +49,25 @@ fn mix() -> Vec<RouteLatency> {
             "RegisterAgent",
             "registration",
             latency(40, 5, 10, 0),
+        ),
+    ]);
+    routes
+}
+
+/// Two tools of `tool_call` that answer in 20-200 ms.
+fn fast_tools() -> Vec<RouteLatency> {
+    vec![
+        RouteLatency::new(
+            "sw4rm.tool.ToolService",
+            "Call",
+            "tool_call",
+            latency(5_000, 100, 200, 0),
+        ),
+        RouteLatency::new(
+            "sw4rm.tool.ToolService",
+            "Describe",
+            "tool_call",
+            latency(2_000, 20, 60, 0),
         ),
     ]
 }
@@ -251,21 +259,13 @@ fn a_proposal_that_would_cut_a_route_left_under_it_is_not_written() {
     for _ in 0..2 {
         render.record(ms(25_000));
     }
-    let routes = vec![
-        RouteLatency::new(
-            "sw4rm.tool.ToolService",
-            "Call",
-            "tool_call",
-            latency(5_000, 100, 200, 0),
-        ),
-        RouteLatency::new(
-            "sw4rm.tool.ToolService",
-            "Describe",
-            "tool_call",
-            latency(2_000, 20, 60, 0),
-        ),
-        RouteLatency::new("sw4rm.tool.ToolService", "Render", "tool_call", render),
-    ];
+    let mut routes = fast_tools();
+    routes.push(RouteLatency::new(
+        "sw4rm.tool.ToolService",
+        "Render",
+        "tool_call",
+        render,
+    ));
     let advice = Advice::new(&ProfileSet::standard(), &routes);
     let tool_call = &advice.profiles()[0];
     // The routes that fit alone would have it at 1 s ...

@@ -258,6 +258,17 @@ fn mistakes_are_named_as_written() {
     }
 }
 
+/// `advise` on `exposition` written to a file in a directory of its own (`tag`):
+/// the directory, and the exit code, stdout and stderr.
+fn advise_file(tag: &str, exposition: &str) -> (std::path::PathBuf, (i32, String, String)) {
+    let dir = std::env::temp_dir().join(format!("{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let metrics = dir.join("metrics.txt");
+    std::fs::write(&metrics, exposition).unwrap();
+    let run = cli(&["advise", metrics.to_str().unwrap()]);
+    (dir, run)
+}
+
 #[test]
 fn advise_reads_an_exposition_and_writes_an_overlay() {
     let route = "method=\"Call\",profile=\"tool_call\",service=\"sw4rm.tool.ToolService\"";
@@ -268,11 +279,7 @@ fn advise_reads_an_exposition_and_writes_an_overlay() {
          sw4rm_rpc_duration_ms_bucket{{{route},le=\"+Inf\"}} 1000\n\
          sw4rm_rpc_timeout_total{{{route}}} 0\n"
     );
-    let dir = std::env::temp_dir().join(format!("sw4rm-cli-advise-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let metrics = dir.join("metrics.txt");
-    std::fs::write(&metrics, &exposition).unwrap();
-    let (code, out, err) = cli(&["advise", metrics.to_str().unwrap()]);
+    let (dir, (code, out, err)) = advise_file("sw4rm-cli-advise", &exposition);
     assert_eq!(code, 0, "{err}");
     // p99.9 in the 250 ms bucket: 4x its upper bound, rounded up, is 1 s.
     assert!(
@@ -358,11 +365,7 @@ fn advise_refuses_a_histogram_without_its_inf_bucket() {
         "sw4rm_rpc_duration_ms_bucket{{{route},le=\"100\"}} 900\n\
          sw4rm_rpc_duration_ms_bucket{{{route},le=\"250\"}} 1000\n"
     );
-    let dir = std::env::temp_dir().join(format!("sw4rm-cli-noinf-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let metrics = dir.join("metrics.txt");
-    std::fs::write(&metrics, &exposition).unwrap();
-    let (code, out, err) = cli(&["advise", metrics.to_str().unwrap()]);
+    let (dir, (code, out, err)) = advise_file("sw4rm-cli-noinf", &exposition);
     assert_eq!(code, 1, "{out}");
     assert!(out.is_empty(), "no overlay: {out}");
     assert!(
@@ -439,11 +442,7 @@ fn advise_exits_3_when_a_proposal_does_not_dominate() {
          sw4rm_rpc_duration_ms_bucket{{{route},le=\"+Inf\"}} 1000\n\
          sw4rm_rpc_timeout_total{{{route}}} 50\n"
     );
-    let dir = std::env::temp_dir().join(format!("sw4rm-cli-advise3-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let metrics = dir.join("metrics.txt");
-    std::fs::write(&metrics, &exposition).unwrap();
-    let (code, out, err) = cli(&["advise", metrics.to_str().unwrap()]);
+    let (dir, (code, out, err)) = advise_file("sw4rm-cli-advise3", &exposition);
     assert_eq!(code, 3, "{err}");
     assert!(err.contains("1 proposal(s) do not dominate"), "{err}");
     assert!(
