@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
-use super::replay::Evaluation;
+use super::replay::{Evaluation, NotDominant};
 use super::rules::{judge, Facts, Verdict, MIN_CALLS};
 use crate::config::ProfileSet;
 use crate::observe::latency::{LatencySnapshot, Resolution};
@@ -124,23 +124,34 @@ impl Finding {
         }
     }
 
-    /// `; proposed 1000 ms dominates (5.0x sooner)`, or why it does not; nothing
-    /// without a proposal.
+    /// What the replay says of the proposal, if there is one: a route's own profile
+    /// that does not dominate but is no worse on either count holds the route where
+    /// it is (and is written).
+    pub(super) fn replayed(&self) -> Option<Replayed> {
+        let e = self.evaluation.as_ref()?;
+        let split = matches!(self.verdict, Verdict::DoesNotFit { .. });
+        Some(match e.dominance() {
+            Ok(sooner) => Replayed::Dominates(sooner),
+            Err(_) if split && e.holds() => Replayed::Holds,
+            Err(why) => Replayed::Not(why),
+        })
+    }
+
+    /// Whether the overlay writes the proposal as values.
+    pub(super) fn is_written(&self) -> bool {
+        matches!(
+            self.replayed(),
+            Some(Replayed::Dominates(_) | Replayed::Holds)
+        )
+    }
+
+    /// `; proposed 1000 ms dominates (5.0x sooner)`, or what else the replay says;
+    /// nothing without a proposal.
     fn dominance_text(&self) -> String {
-        let Some(e) = &self.evaluation else {
+        let (Some(e), Some(replayed)) = (&self.evaluation, self.replayed()) else {
             return String::new();
         };
-        match e.dominance() {
-            Ok(sooner) => format!(
-                "; proposed {} dominates ({sooner:.1}x sooner)",
-                ms(e.proposed.timeout)
-            ),
-            Err(why) => format!(
-                "; proposed {} does not dominate: {}",
-                ms(e.proposed.timeout),
-                why.text()
-            ),
-        }
+        format!("; proposed {}: {replayed}", ms(e.proposed.timeout))
     }
 
     /// `p50 12 ms, p99 80 ms, p99.9 122 ms over 4000 calls, 0.00 % timed out`; from a
@@ -168,6 +179,29 @@ impl Finding {
             self.calls,
             self.timed_out * 100.0
         )
+    }
+}
+
+/// What the replay says of a proposal.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum Replayed {
+    /// It dominates the value in use, detecting a dead peer this many times sooner.
+    Dominates(f64),
+    /// A route's own profile no worse on either count: it holds the route where it is.
+    Holds,
+    /// It does not dominate, for this reason.
+    Not(NotDominant),
+}
+
+impl fmt::Display for Replayed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Replayed::Dominates(sooner) => write!(f, "dominates ({sooner:.1}x sooner)"),
+            Replayed::Holds => f.write_str(
+                "holds the route where it is (no worse on either count) while its profile moves",
+            ),
+            Replayed::Not(why) => write!(f, "does not dominate: {}", why.text()),
+        }
     }
 }
 
@@ -269,9 +303,7 @@ impl Advice {
     /// assert!(advice.overlay().contains("#? [profiles.heartbeat]"));
     /// ```
     pub fn suggestions(&self) -> usize {
-        self.proposals()
-            .filter(|f| !super::overlay::is_written(f))
-            .count()
+        self.proposals().filter(|f| !f.is_written()).count()
     }
 
     /// The findings whose proposal the overlay writes, as values or as a suggestion:

@@ -6,7 +6,6 @@
 use std::fmt::Write as _;
 
 use super::advice::{ms, resolution_text, Advice, Finding, ProfileAdvice};
-use super::replay::Evaluation;
 use super::rules::{Bound, Verdict, HEADROOM};
 
 /// How a suggestion's lines begin: `sed 's/^#? //'` applies every one.
@@ -24,7 +23,7 @@ pub(super) fn write(advice: &Advice) -> String {
         resolution_text(advice.resolution())
     );
     let (offered, written) = advice.proposals().fold((0, 0), |(all, n), f| {
-        (all + 1, n + usize::from(is_written(f)))
+        (all + 1, n + usize::from(f.is_written()))
     });
     let _ = writeln!(
         out,
@@ -46,15 +45,6 @@ pub(super) fn write(advice: &Advice) -> String {
         out.push_str(&new_routes);
     }
     out
-}
-
-/// Whether the overlay writes a finding's proposal as values: it dominates the value
-/// in use, or (a route's own profile) holds the route where it is.
-pub(super) fn is_written(f: &Finding) -> bool {
-    let split = matches!(f.verdict, Verdict::DoesNotFit { .. });
-    f.evaluation
-        .as_ref()
-        .is_some_and(|e| e.dominates() || (split && e.holds()))
 }
 
 fn bound_text(bound: Option<Bound>) -> &'static str {
@@ -97,7 +87,7 @@ fn profile_overlay(out: &mut String, p: &ProfileAdvice) {
                 ms(proposed),
                 bound_text(bound)
             );
-            let lead = replayed(out, f.evaluation.as_ref(), false);
+            let lead = replayed(out, f);
             let _ = writeln!(
                 out,
                 "{lead}[profiles.{}]\n{lead}default_timeout_ms = {}",
@@ -109,17 +99,17 @@ fn profile_overlay(out: &mut String, p: &ProfileAdvice) {
     }
 }
 
-/// Writes the replay's comment; the lead of the proposal's lines: none when it
-/// dominates, [`SUGGESTION`] when it does not.
-fn replayed(out: &mut String, evaluation: Option<&Evaluation>, split: bool) -> &'static str {
-    let Some(e) = evaluation else {
+/// Writes the replay's comment; the lead of the proposal's lines: none when it is
+/// written, [`SUGGESTION`] when it is not.
+fn replayed(out: &mut String, f: &Finding) -> &'static str {
+    let (Some(e), Some(replayed)) = (&f.evaluation, f.replayed()) else {
         return "";
     };
     let (now, next) = (&e.current, &e.proposed);
-    let _ = write!(
+    let _ = writeln!(
         out,
         "# replayed on these calls: detection {} -> {}, false timeouts {} ({:.3} %) -> at most \
-         {} ({:.3} %): ",
+         {} ({:.3} %): {replayed}",
         ms(now.detection),
         ms(next.detection),
         now.false_timeouts,
@@ -127,22 +117,10 @@ fn replayed(out: &mut String, evaluation: Option<&Evaluation>, split: bool) -> &
         next.false_timeouts,
         next.false_timeout_rate * 100.0,
     );
-    match e.dominance() {
-        Ok(sooner) => {
-            let _ = writeln!(out, "dominates ({sooner:.1}x sooner)");
-            ""
-        }
-        Err(_) if split && e.holds() => {
-            let _ = writeln!(
-                out,
-                "holds the route where it is (no worse on either count) while its profile moves"
-            );
-            ""
-        }
-        Err(why) => {
-            let _ = writeln!(out, "does not dominate: {}", why.text());
-            SUGGESTION
-        }
+    if f.is_written() {
+        ""
+    } else {
+        SUGGESTION
     }
 }
 
@@ -171,7 +149,7 @@ fn route_overlay(
         in_comment(path),
         f.figures(),
     );
-    let lead = replayed(out, f.evaluation.as_ref(), true);
+    let lead = replayed(out, f);
     let _ = writeln!(
         out,
         "{lead}[profiles.{name}]\n{lead}default_timeout_ms = {}\n{lead}min_timeout_ms = {}\n\

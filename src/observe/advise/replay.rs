@@ -50,6 +50,8 @@ pub enum NotDominant {
     /// It makes a caller wait longer on a dead peer (it raises the timeout: the
     /// calls that timed out may have needed it, but the replay cannot know).
     SlowerDetection,
+    /// It makes a caller wait on a dead peer just as long.
+    NoSoonerDetection,
 }
 
 impl NotDominant {
@@ -63,6 +65,7 @@ impl NotDominant {
                 "it raises detection time, and the replay cannot show the calls that \
                  timed out would have succeeded (how long they would have taken is unknown)"
             }
+            NotDominant::NoSoonerDetection => "it detects a dead peer no sooner",
         }
     }
 }
@@ -91,8 +94,11 @@ impl Evaluation {
         if next.false_timeouts > now.false_timeouts {
             return Err(NotDominant::MoreFalseTimeouts);
         }
-        if next.detection >= now.detection {
+        if next.detection > now.detection {
             return Err(NotDominant::SlowerDetection);
+        }
+        if next.detection == now.detection {
+            return Err(NotDominant::NoSoonerDetection);
         }
         Ok(now.detection.as_secs_f64() / next.detection.as_secs_f64().max(1e-9))
     }
@@ -180,7 +186,7 @@ mod tests {
                 1_000,
                 1_000,
                 (0, 0),
-                Err(NotDominant::SlowerDetection),
+                Err(NotDominant::NoSoonerDetection),
             ),
             // Calls that ran under a longer per-call value and took longer than the
             // default count against the default too.
