@@ -60,7 +60,9 @@ pub enum Verdict {
     /// The default suits what the calls take.
     Fits,
     /// The default is at least [`SLOW_FACTOR`] times the successful calls' p99.9: a
-    /// dead peer is noticed later than it needs to be.
+    /// dead peer is noticed later than it needs to be. Whatever share timed out: with
+    /// the successful calls that far below the default, the timeouts are calls that
+    /// never answer (a black-holed peer), and they fail sooner under a shorter one.
     DetectionSlow {
         /// The proposed default.
         proposed: Duration,
@@ -125,7 +127,10 @@ pub(crate) fn judge(f: &Facts) -> Verdict {
             };
         }
     }
-    if share <= TIMEOUT_SHARE && f.default >= p999 * SLOW_FACTOR {
+    // Whatever share timed out: with the successful calls this far below the
+    // default, the timeouts are calls that never answer (a dead or black-holed peer),
+    // and they fail under a shorter default too, only sooner.
+    if f.default >= p999 * SLOW_FACTOR {
         let (proposed, bound) = within(nice(p999 * HEADROOM), f);
         if proposed < f.default {
             return Verdict::DetectionSlow { proposed, bound };
@@ -242,9 +247,16 @@ mod tests {
                 },
             },
             Row {
-                name:
-                    "timeouts, but successes far from the default: a dead peer, not a short default",
+                name: "timeouts, but successes far from the default: a dead peer, noticed sooner",
                 facts: facts(9_500, 500, 100, 150),
+                want: Verdict::DetectionSlow {
+                    proposed: ms(1_000),
+                    bound: None,
+                },
+            },
+            Row {
+                name: "timeouts, successes a fifth of the default: fits",
+                facts: facts(9_500, 500, 900, 1_000),
                 want: Verdict::Fits,
             },
             Row {
