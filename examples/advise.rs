@@ -4,7 +4,8 @@
 //! registry whose heartbeats answer in 20 ms but hang for 1.5 s one time in twenty. A
 //! layer observes the calls; the advisor says what it sees and proposes an overlay;
 //! the room runs again with the overlay applied.
-//! Run with `cargo run --example advise`.
+//! Run with `cargo run --example advise`; `cargo run --example advise -- --report
+//! advice.html` also writes the first advice as a page of charts.
 
 use std::time::Duration;
 
@@ -104,6 +105,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("{advice}");
     let overlay = advice.overlay();
     println!("-- the proposed overlay --\n{overlay}");
+    if let Some(path) = std::env::args().skip_while(|a| a != "--report").nth(1) {
+        std::fs::write(&path, advice.html_report())?;
+        println!("-- the advice as a page: {path}\n");
+    }
 
     println!("== with the overlay laid over the deployment's file\n");
     for name in ["Call", "SubmitVote", "Heartbeat"] {

@@ -318,6 +318,34 @@ fn advise_reads_an_exposition_and_writes_an_overlay() {
     assert!(err.contains("missing.txt: cannot read"), "{err}");
     let (code, _, err) = cli(&["advise"]);
     assert_eq!(code, 2, "{err}");
+
+    // --report: the same overlay on stdout, and the page written beside it.
+    let page = dir.join("advice.html");
+    let (code, with_report, err) = cli(&[
+        "advise",
+        dir.join("metrics.txt").to_str().unwrap(),
+        "--report",
+        page.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let (_, without, _) = cli(&["advise", dir.join("metrics.txt").to_str().unwrap()]);
+    assert_eq!(with_report, without);
+    let html = std::fs::read_to_string(&page).expect("the page is written");
+    assert!(html.starts_with("<!DOCTYPE html>"), "{html}");
+    assert!(
+        html.contains(r#"id="/sw4rm.tool.ToolService/Call""#),
+        "{html}"
+    );
+    let (code, _, err) = cli(&[
+        "advise",
+        dir.join("metrics.txt").to_str().unwrap(),
+        "--report",
+        dir.join("no-such-dir/advice.html").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1);
+    assert!(err.contains("cannot write"), "{err}");
+    let (code, _, err) = cli(&["advise", "-", "--report"]);
+    assert_eq!(code, 2, "{err}");
 }
 
 #[test]

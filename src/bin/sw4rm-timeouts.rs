@@ -6,7 +6,8 @@
 //! sw4rm-timeouts check FILE                   validate a deployment file (and SW4RM_*)
 //! sw4rm-timeouts routes [--config FILE]       path → profile, shape, idempotent
 //! sw4rm-timeouts service-config [--mode default|max] [--config FILE]
-//! sw4rm-timeouts advise METRICS_FILE|- [--config FILE]   proposed profile values (TOML)
+//! sw4rm-timeouts advise METRICS_FILE|- [--config FILE] [--report FILE.html]
+//!                                             proposed profile values (TOML), and a page of charts
 //! sw4rm-timeouts help [COMMAND] | --help | --version
 //! ```
 //!
@@ -44,13 +45,16 @@ const COMMANDS: [(&str, &str, &str); 5] = [
     ),
     (
         "advise",
-        "advise METRICS_FILE|- [--config FILE]",
+        "advise METRICS_FILE|- [--config FILE] [--report FILE.html]",
         "reads a Prometheus exposition of sw4rm_rpc_duration_ms and sw4rm_rpc_timeout_total \
          (a file, or - for stdin) and writes the profile values that fit what the calls took, \
          as a TOML overlay for the global configuration, each verdict as a comment above the \
          values it changes; each proposal is replayed on the calls, and one that does not \
          dominate the value in use (no more false timeouts, less detection time) is left a \
-         suggestion, its lines led by `#? ` (exit code 3)",
+         suggestion, its lines led by `#? ` (exit code 3); --report also writes one \
+         self-contained HTML page with a chart per route (latency on a log axis, p50, p99 \
+         and p99.9, the timeout in use, the profile's min and max, the proposal, the share \
+         that timed out)",
     ),
 ];
 
@@ -232,15 +236,16 @@ fn run(args: &[String]) -> Result<String, Failure> {
                 .ok_or_else(|| {
                     Failure::Usage("advise needs a METRICS_FILE (or - for stdin)".into())
                 })?;
-            advise(source, &profiles(config)?)
+            advise(source, &profiles(config)?, option(args, "--report")?)
         }
         Some(other) => Err(Failure::Usage(unknown_command(other))),
         None => Err(Failure::Usage("no command given".into())),
     }
 }
 
-/// The overlay for the exposition in `source` (a file, or `-` for stdin).
-fn advise(source: &str, set: &ProfileSet) -> Result<String, Failure> {
+/// The overlay for the exposition in `source` (a file, or `-` for stdin); with
+/// `report`, the HTML page written there too.
+fn advise(source: &str, set: &ProfileSet, report: Option<&str>) -> Result<String, Failure> {
     let text = match source {
         "-" => std::io::read_to_string(std::io::stdin())
             .map_err(|e| Failure::Input(format!("stdin: cannot read: {e}")))?,
@@ -250,6 +255,10 @@ fn advise(source: &str, set: &ProfileSet) -> Result<String, Failure> {
     let routes = sw4rm_timeouts::advise::from_exposition(&text)
         .map_err(|e| Failure::Input(format!("{source}: {e}")))?;
     let advice = sw4rm_timeouts::advise::Advice::new(set, &routes);
+    if let Some(path) = report {
+        std::fs::write(path, advice.html_report())
+            .map_err(|e| Failure::Input(format!("--report {path}: cannot write: {e}")))?;
+    }
     let overlay = advice.overlay();
     match advice.suggestions() {
         0 => Ok(overlay),

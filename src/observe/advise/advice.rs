@@ -76,6 +76,7 @@ pub struct Finding {
     /// The proposal replayed against these calls beside the profile's default in use
     /// (`None` without a proposal).
     pub evaluation: Option<Evaluation>,
+    latency: LatencySnapshot,
 }
 
 impl Finding {
@@ -121,7 +122,13 @@ impl Finding {
             resolution: latency.resolution(),
             verdict,
             evaluation,
+            latency: latency.clone(),
         }
+    }
+
+    /// The calls the figures come from (for a profile, its routes that fit it).
+    pub fn latency(&self) -> &LatencySnapshot {
+        &self.latency
     }
 
     /// What the replay says of the proposal, if there is one: a route's own profile
@@ -147,7 +154,7 @@ impl Finding {
 
     /// `; proposed 1000 ms dominates (5.0x sooner)`, or what else the replay says;
     /// nothing without a proposal.
-    fn dominance_text(&self) -> String {
+    pub(super) fn dominance_text(&self) -> String {
         let (Some(e), Some(replayed)) = (&self.evaluation, self.replayed()) else {
             return String::new();
         };
@@ -280,6 +287,31 @@ impl Advice {
     /// FILE`; see it applied with `sw4rm-timeouts explain --config FILE`.
     pub fn overlay(&self) -> String {
         super::overlay::write(self)
+    }
+
+    /// The advice as one self-contained HTML page (inline SVG, nothing fetched from
+    /// elsewhere): per profile its verdict and replay, and per route a chart of its
+    /// successful calls' latency on a log axis with p50, p99 and p99.9 marked, the
+    /// timeout in use, the profile's min and max and the proposal as lines, and the
+    /// share that timed out. `sw4rm-timeouts advise --report FILE.html` writes it.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use sw4rm_timeouts::advise::{Advice, LatencySnapshot, RouteLatency};
+    /// use sw4rm_timeouts::ProfileSet;
+    ///
+    /// let mut latency = LatencySnapshot::default();
+    /// for i in 0..1_000u64 {
+    ///     latency.record(Duration::from_millis(15 + i % 10));
+    /// }
+    /// let route = RouteLatency::new("sw4rm.registry.RegistryService", "Heartbeat", "heartbeat", latency);
+    /// let page = Advice::new(&ProfileSet::standard(), &[route]).html_report();
+    /// assert!(page.starts_with("<!DOCTYPE html>"));
+    /// assert_eq!(page.matches("<svg ").count(), 1);
+    /// assert!(page.contains(r#"class="limit current" data-ms="5000""#));
+    /// ```
+    pub fn html_report(&self) -> String {
+        super::report::page(self)
     }
 
     /// Proposals the overlay leaves as suggestions: they do not dominate the value in

@@ -5,7 +5,8 @@
 //! `rules.rs` (the verdicts, one pure function) → `advice.rs` (verdicts on every
 //! route and profile) → `replay.rs` (each proposal replayed against the observed
 //! calls: does it dominate the value in use?) → `overlay.rs` (the proposal as a TOML
-//! overlay, values only where they dominate) → `exposition.rs` (the same
+//! overlay, values only where they dominate) → `report/` (the same as an HTML page
+//! with a chart per route) → `exposition.rs` (the same
 //! from a Prometheus exposition, for the `sw4rm-timeouts advise` command). The layer's
 //! side, recording each call, is `timeout/observations.rs`.
 
@@ -13,6 +14,7 @@ mod advice;
 mod exposition;
 mod overlay;
 mod replay;
+mod report;
 mod rules;
 
 pub use crate::observe::latency::{LatencySnapshot, Resolution};

@@ -246,25 +246,7 @@ impl LatencySnapshot {
     pub(crate) fn above(&self, limit: Duration) -> Above {
         let limit = u64::try_from(limit.as_micros()).unwrap_or(u64::MAX);
         let mut above = Above::default();
-        for (i, &n) in self.counts.iter().enumerate().filter(|(_, n)| **n > 0) {
-            // The values the bucket's calls may have, in whole µs: [low, high].
-            let (low, high) = match self.resolution {
-                Resolution::Estimate => {
-                    let (low, width) = bounds(i);
-                    (low, low.saturating_add(width) - 1)
-                }
-                Resolution::Buckets => {
-                    let (low, width) = bounds(i);
-                    let bound = self
-                        .bounds
-                        .iter()
-                        .copied()
-                        .find(|b| (low..low.saturating_add(width)).contains(b))
-                        .unwrap_or(low);
-                    let below = self.bounds.iter().copied().filter(|b| *b < bound).max();
-                    (below.map_or(0, |b| b.saturating_add(1)), bound)
-                }
-            };
+        for (low, high, n) in self.spans() {
             if low > limit {
                 above.at_least += n;
             }
@@ -273,6 +255,33 @@ impl LatencySnapshot {
             }
         }
         above
+    }
+
+    /// Each bucket that holds calls, ascending: the values its calls may have had, in
+    /// whole µs (`low..=high`), and how many there were. From a scrape, the range of
+    /// the exposition's bucket.
+    pub(crate) fn spans(&self) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
+        self.counts
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n > 0)
+            .map(move |(i, &n)| {
+                let (low, width) = bounds(i);
+                let (low, high) = match self.resolution {
+                    Resolution::Estimate => (low, low.saturating_add(width) - 1),
+                    Resolution::Buckets => {
+                        let bound = self
+                            .bounds
+                            .iter()
+                            .copied()
+                            .find(|b| (low..low.saturating_add(width)).contains(b))
+                            .unwrap_or(low);
+                        let below = self.bounds.iter().copied().filter(|b| *b < bound).max();
+                        (below.map_or(0, |b| b.saturating_add(1)), bound)
+                    }
+                };
+                (low, high, n)
+            })
     }
 
     /// A snapshot from histogram buckets as a Prometheus exposition gives them:

@@ -1,0 +1,116 @@
+//! [`Advice::html_report`](super::Advice::html_report): the advice as one
+//! self-contained HTML page (inline CSS and SVG, nothing fetched from elsewhere):
+//! per profile its verdict and replay, and per route a chart of what its calls took
+//! (`chart.rs`, on the log axis of `axis.rs`).
+
+mod axis;
+mod chart;
+
+use std::fmt::Write as _;
+
+use super::advice::{ms, resolution_text, Advice, Finding, ProfileAdvice};
+use super::rules::Verdict;
+
+const STYLE: &str =
+    "body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#222;max-width:760px}\
+h1{font-size:20px}h2{font-size:16px;margin-top:28px;border-top:1px solid #ddd;padding-top:12px}\
+h3{font-size:13px;font-family:ui-monospace,monospace;margin:14px 0 2px}p{margin:4px 0}\
+.figures{color:#555}.chart text{font-size:10px;fill:#333}.bar{fill:#7fa7d9}\
+.axis,.tick{stroke:#444}.mark{stroke:#222;stroke-width:2}\
+.limit{stroke-width:1.5}line.current{stroke:#c0392b}line.min,line.max{stroke:#888}\
+line.written{stroke:#1e8449}line.suggested{stroke:#d68910}\
+text.current{fill:#c0392b}text.min,text.max{fill:#666}text.written{fill:#1e8449}\
+text.suggested{fill:#b9770e}.meter{fill:#eee}.meter-fill{fill:#c0392b}";
+
+/// The page.
+pub(super) fn page(advice: &Advice) -> String {
+    let calls: u64 = advice.profiles().iter().map(|p| p.finding.calls).sum();
+    let routes: usize = advice.profiles().iter().map(|p| p.routes.len()).sum();
+    let (offered, written) = advice.proposals().fold((0, 0), |(all, n), f| {
+        (all + 1, n + usize::from(f.is_written()))
+    });
+    let mut out = format!(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n\
+         <title>SW4-002 timeout advice</title>\n<style>{STYLE}</style>\n</head>\n<body>\n\
+         <h1>SW4-002 timeout advice</h1>\n\
+         <p>{calls} calls on {routes} routes. Quantiles: {}.</p>\n\
+         <p>Each proposal was replayed on the observed calls beside the value in use; \
+         {written} of {offered} proposals dominate it (no more false timeouts, less \
+         detection time) and are written as values, the others are suggestions.</p>\n\
+         <p class=\"figures\">Bars: successful calls per decade of latency (log axis). \
+         Under the axis: p50, p99, p99.9. Lines: the timeout in use (red), the \
+         profile's min and max (grey, dashed), the proposal (green when written, \
+         orange and dashed when only a suggestion).</p>\n",
+        escape(resolution_text(advice.resolution()))
+    );
+    for p in advice.profiles() {
+        profile(&mut out, p);
+    }
+    out.push_str("</body>\n</html>\n");
+    out
+}
+
+fn profile(out: &mut String, p: &ProfileAdvice) {
+    let f = &p.finding;
+    let _ = write!(
+        out,
+        "<section class=\"profile\" id=\"{id}\">\n<h2>{name}: {verdict}</h2>\n\
+         <p>default {default} (min {min}, max {max}); {figures}{replay}</p>\n",
+        id = escape(&format!("profile-{}", p.name)),
+        name = escape(&p.name),
+        verdict = escape(f.verdict.name()),
+        default = ms(p.default),
+        min = ms(p.min),
+        max = ms(p.max),
+        figures = escape(&f.figures()),
+        replay = escape(&f.dominance_text()),
+    );
+    for (path, route) in &p.routes {
+        // What the route would run under: its own profile where it does not fit, else
+        // the profile's proposal.
+        let applies = if matches!(route.verdict, Verdict::DoesNotFit { .. }) {
+            route
+        } else {
+            f
+        };
+        let lines = chart::Lines {
+            current: p.default,
+            min: p.min,
+            max: p.max,
+            proposal: proposal(applies),
+        };
+        let _ = write!(
+            out,
+            "<h3>{path}</h3>\n<p class=\"figures\">{verdict}: {figures}{replay}</p>\n{chart}\n",
+            path = escape(path),
+            verdict = escape(route.verdict.name()),
+            figures = escape(&route.figures()),
+            replay = escape(&route.dominance_text()),
+            chart = chart::chart(path, route, &lines),
+        );
+    }
+    out.push_str("</section>\n");
+}
+
+/// A finding's proposal and whether the overlay writes it.
+fn proposal(f: &Finding) -> Option<(std::time::Duration, bool)> {
+    f.evaluation
+        .as_ref()
+        .map(|e| (e.proposed.timeout, f.is_written()))
+}
+
+/// `s` safe inside XML text and attribute values.
+pub(super) fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
