@@ -171,12 +171,12 @@ fn one_well_formed_chart_per_route_with_its_lines_where_they_belong() {
     assert_eq!(number(&share, "data-share"), 0.0);
 
     // Tool calls: 5 % timed out, a raise left as a suggestion: the larger of twice
-    // the default and 4 x p99.9 (29.5 s), rounded up to 200 s.
+    // the default and 4 x p99.9 (29.5 s), rounded up to 150 s.
     let tool = chart(&doc, "/sw4rm.tool.ToolService/Call");
     let x = scale(tool);
     let (value, at) = line(tool, "limit proposal suggested");
-    assert_eq!(value, 200_000.0);
-    assert!((at - x(200_000.0)).abs() < 0.01);
+    assert_eq!(value, 150_000.0);
+    assert!((at - x(150_000.0)).abs() < 0.01);
     assert_eq!(line(tool, "limit current").0, 30_000.0);
     assert_eq!(line(tool, "limit max").0, 3_600_000.0);
     assert!(tool

@@ -156,15 +156,18 @@ fn within(d: Duration, f: &Facts) -> (Duration, Option<Bound>) {
     }
 }
 
-/// Rounded up to 1, 2 or 5 times a power of ten milliseconds (at least 1 ms): values an
-/// operator reads at a glance.
+/// Rounded up to 1, 1.5, 2, 3, 5 or 7 times a power of ten milliseconds (at least
+/// 1 ms): values an operator reads at a glance, and never more than 5/3 of the value
+/// (1-2-5 steps gave away up to 2.5 times the detection time: `benches/README.md`).
 pub(crate) fn nice(d: Duration) -> Duration {
     let ms = d.as_millis().max(1);
     let mut step = 1u128;
     loop {
-        for m in [1, 2, 5] {
-            if m * step >= ms {
-                return Duration::from_millis(u64::try_from(m * step).unwrap_or(u64::MAX));
+        // Tenths of the step, so that 1.5 steps are whole milliseconds from 10 ms.
+        for tenths in [10, 15, 20, 30, 50, 70] {
+            let v = tenths * step;
+            if v.is_multiple_of(10) && v / 10 >= ms {
+                return Duration::from_millis(u64::try_from(v / 10).unwrap_or(u64::MAX));
             }
         }
         step = step.saturating_mul(10);
@@ -251,7 +254,7 @@ mod tests {
                 facts: facts(9_500, 500, 100, 150),
                 want: Verdict::DetectionSlow {
                     proposed: ms(1_000),
-                    bound: None,
+                    bound: Some(Bound::Min),
                 },
             },
             Row {
@@ -305,15 +308,35 @@ mod tests {
     }
 
     #[test]
-    fn nice_rounds_up_to_one_two_five() {
+    fn nice_never_rounds_down_nor_up_by_more_than_five_thirds() {
+        let mut last = Duration::ZERO;
+        for v in (1..200_000u64).chain([u32::MAX as u64, 3_600_001]) {
+            let n = nice(ms(v));
+            assert!(n >= ms(v), "{v}");
+            assert!(n.as_millis() * 3 <= u128::from(v) * 5, "{v} -> {n:?}");
+            if v < 200_000 {
+                assert!(n >= last, "monotone at {v}");
+                last = n;
+            }
+        }
+    }
+
+    #[test]
+    fn nice_rounds_up_to_readable_steps() {
         for (input, want) in [
             (0, 1),
             (1, 1),
-            (3, 5),
-            (7, 10),
+            (3, 3),
+            (4, 5),
+            (7, 7),
+            (8, 10),
+            (11, 15),
             (180, 200),
             (720, 1_000),
-            (2_001, 5_000),
+            (1_120, 1_500),
+            (2_001, 3_000),
+            (6_076, 7_000),
+            (7_001, 10_000),
         ] {
             assert_eq!(nice(ms(input)), ms(want), "{input}");
         }
