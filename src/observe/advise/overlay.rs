@@ -11,10 +11,37 @@ use super::rules::{Bound, Verdict, HEADROOM};
 /// How a suggestion's lines begin: `sed 's/^#? //'` applies every one.
 pub const SUGGESTION: &str = "#? ";
 
+/// What an overlay's (and a report's) header counts.
+pub(super) struct Totals {
+    pub(super) calls: u64,
+    pub(super) routes: usize,
+    /// Proposals written as values, of those made.
+    pub(super) written: usize,
+    pub(super) offered: usize,
+}
+
+impl Totals {
+    pub(super) fn of(advice: &Advice) -> Self {
+        let (offered, written) = advice.proposals().fold((0, 0), |(all, n), f| {
+            (all + 1, n + usize::from(f.is_written()))
+        });
+        Totals {
+            calls: advice.profiles().iter().map(|p| p.finding.calls).sum(),
+            routes: advice.profiles().iter().map(|p| p.routes.len()).sum(),
+            written,
+            offered,
+        }
+    }
+}
+
 /// The overlay of `advice`.
 pub(super) fn write(advice: &Advice) -> String {
-    let calls: u64 = advice.profiles().iter().map(|p| p.finding.calls).sum();
-    let routes: usize = advice.profiles().iter().map(|p| p.routes.len()).sum();
+    let Totals {
+        calls,
+        routes,
+        written,
+        offered,
+    } = Totals::of(advice);
     let mut out = format!(
         "# SW4-002 timeouts proposed by sw4rm-timeouts advise from {calls} calls on {routes} \
          routes.\n# Quantiles: {}.\n# A global configuration overlay: check it with \
@@ -22,9 +49,6 @@ pub(super) fn write(advice: &Advice) -> String {
          FILE`.\n",
         resolution_text(advice.resolution())
     );
-    let (offered, written) = advice.proposals().fold((0, 0), |(all, n), f| {
-        (all + 1, n + usize::from(f.is_written()))
-    });
     let _ = writeln!(
         out,
         "# Each proposal was replayed against the observed calls: its values are written\n\

@@ -45,7 +45,7 @@ impl Axis {
         self.left + self.width * share.clamp(0.0, 1.0)
     }
 
-    /// log10 of `ms` as a share of a decade's width, for bar densities.
+    /// How many decades lie between two values (ms), for bars' densities.
     pub(super) fn decades(low_ms: f64, high_ms: f64) -> f64 {
         (high_ms.max(FLOOR_MS).log10() - low_ms.max(FLOOR_MS).log10()).max(1e-9)
     }

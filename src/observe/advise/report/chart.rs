@@ -23,7 +23,7 @@ const BASE: f64 = 186.0;
 /// In-process buckets are gathered into bars this many to a decade.
 const BARS_PER_DECADE: f64 = 10.0;
 
-/// The vertical lines of one chart, in ms.
+/// The vertical lines of one chart.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) struct Lines {
     /// The timeout in use (the profile's default).

@@ -9,6 +9,7 @@ mod chart;
 use std::fmt::Write as _;
 
 use super::advice::{ms, resolution_text, Advice, Finding, ProfileAdvice};
+use super::overlay::Totals;
 use super::rules::Verdict;
 
 const STYLE: &str =
@@ -24,11 +25,12 @@ text.suggested{fill:#b9770e}.meter{fill:#eee}.meter-fill{fill:#c0392b}";
 
 /// The page.
 pub(super) fn page(advice: &Advice) -> String {
-    let calls: u64 = advice.profiles().iter().map(|p| p.finding.calls).sum();
-    let routes: usize = advice.profiles().iter().map(|p| p.routes.len()).sum();
-    let (offered, written) = advice.proposals().fold((0, 0), |(all, n), f| {
-        (all + 1, n + usize::from(f.is_written()))
-    });
+    let Totals {
+        calls,
+        routes,
+        written,
+        offered,
+    } = Totals::of(advice);
     let mut out = format!(
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n\
          <title>SW4-002 timeout advice</title>\n<style>{STYLE}</style>\n</head>\n<body>\n\
