@@ -36,17 +36,14 @@ impl Totals {
 
 /// The overlay of `advice`.
 pub(super) fn write(advice: &Advice) -> String {
-    let Totals {
-        calls,
-        routes,
-        written,
-        offered,
-    } = Totals::of(advice);
+    let t = Totals::of(advice);
     let mut out = format!(
-        "# SW4-002 timeouts proposed by sw4rm-timeouts advise from {calls} calls on {routes} \
+        "# SW4-002 timeouts proposed by sw4rm-timeouts advise from {} calls on {} \
          routes.\n# Quantiles: {}.\n# A global configuration overlay: check it with \
          `sw4rm-timeouts check FILE`,\n# see it applied with `sw4rm-timeouts explain --config \
          FILE`.\n",
+        t.calls,
+        t.routes,
         resolution_text(advice.resolution())
     );
     let _ = writeln!(
@@ -55,7 +52,8 @@ pub(super) fn write(advice: &Advice) -> String {
          # only where it dominates the value in use (no more false timeouts, less detection\n\
          # time), or, for a route's own profile, holds the route where it is; the others\n\
          # are suggestions, each line led by `{SUGGESTION}` (remove it to apply one anyway).\n\
-         # {written} of {offered} proposals written."
+         # {} of {} proposals written.",
+        t.written, t.offered
     );
     let mut new_routes = String::new();
     for p in advice.profiles() {

@@ -25,25 +25,24 @@ text.suggested{fill:#b9770e}.meter{fill:#eee}.meter-fill{fill:#c0392b}";
 
 /// The page.
 pub(super) fn page(advice: &Advice) -> String {
-    let Totals {
-        calls,
-        routes,
-        written,
-        offered,
-    } = Totals::of(advice);
+    let t = Totals::of(advice);
     let mut out = format!(
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n\
          <title>SW4-002 timeout advice</title>\n<style>{STYLE}</style>\n</head>\n<body>\n\
          <h1>SW4-002 timeout advice</h1>\n\
-         <p>{calls} calls on {routes} routes. Quantiles: {}.</p>\n\
+         <p>{} calls on {} routes. Quantiles: {}.</p>\n\
          <p>Each proposal was replayed on the observed calls beside the value in use; \
-         {written} of {offered} proposals dominate it (no more false timeouts, less \
+         {} of {} proposals dominate it (no more false timeouts, less \
          detection time) and are written as values, the others are suggestions.</p>\n\
          <p class=\"figures\">Bars: successful calls per decade of latency (log axis). \
          Under the axis: p50, p99, p99.9. Lines: the timeout in use (red), the \
          profile's min and max (grey, dashed), the proposal (green when written, \
          orange and dashed when only a suggestion).</p>\n",
-        escape(resolution_text(advice.resolution()))
+        t.calls,
+        t.routes,
+        escape(resolution_text(advice.resolution())),
+        t.written,
+        t.offered
     );
     for p in advice.profiles() {
         profile(&mut out, p);
