@@ -12,6 +12,7 @@ use std::task::{ready, Context, Poll};
 
 use pin_project_lite::pin_project;
 use tokio::time::Instant;
+use tonic::Status;
 use tower_service::Service;
 
 use super::attempt::Attempt;
@@ -59,6 +60,9 @@ pin_project! {
         // Concurrent attempts of a hedged call (boxed: only a hedged call pays for
         // them).
         Hedging { hedges: Pin<Box<Hedges<S, F>>> },
+        // Nothing in flight: the call is over, or was refused before it was sent
+        // (`refused`, until it is reported).
+        Over { refused: Option<Status> },
     }
 }
 
@@ -112,15 +116,46 @@ impl<S, F> CallLoop<S, F> {
         }
     }
 
-    /// The call is over: its retry state's box goes back to the thread's free list.
-    /// Dropping the loop then drops the attempt in flight, and with it the inner call:
-    /// hyper resets the HTTP/2 stream, and the server sees the cancel.
-    #[inline]
-    pub(crate) fn finish(self: Pin<&mut Self>) {
-        if let Some(retry) = self.project().retry.take() {
-            retry.end();
+    /// A call refused before it was sent: nothing to carry out, `status` to report.
+    pub(crate) fn refused(status: Status) -> Self {
+        CallLoop {
+            step: Step::Over {
+                refused: Some(status),
+            },
+            timer: Timer::new(),
+            retry: None,
         }
     }
+
+    /// The call is over: its retry state's box goes back to the thread's free list,
+    /// and the attempt in flight, if any, is dropped in place, and with it the inner
+    /// call: hyper resets the HTTP/2 stream, and the server sees the cancel.
+    #[inline]
+    pub(crate) fn finish(self: Pin<&mut Self>) {
+        let mut this = self.project();
+        if let Some(retry) = this.retry.take() {
+            retry.end();
+        }
+        this.step.set(Step::Over { refused: None });
+        this.timer.clear();
+    }
+
+    /// Why the call was refused before it was sent, once; after that, that it is over
+    /// (a future polled after it completed).
+    #[cold]
+    pub(crate) fn refusal(self: Pin<&mut Self>) -> Status {
+        match self.project().step.project() {
+            StepProj::Over { refused } => refused.take(),
+            _ => None,
+        }
+        .unwrap_or_else(over)
+    }
+}
+
+/// What a call that is over answers when polled again.
+#[cold]
+fn over() -> Status {
+    Status::internal("SW4RM response future polled after completion")
 }
 
 impl<S, B> CallLoop<S, S::Future>
@@ -174,6 +209,7 @@ where
                 // The call's deadline (the alarm below) still ends every attempt.
                 Poll::Pending => Poll::Pending,
             },
+            StepProj::Over { .. } => return Poll::Ready(Err(over().into())),
         };
         let verdict = match polled {
             Poll::Ready(Ok(response)) => return Poll::Ready(Ok(response)),
@@ -232,7 +268,7 @@ fn alarm<S: Clone, F, R: Sink>(
             phase: Phase::Attempt,
         }),
         // A hedged call's attempts run under the call's deadline only.
-        StepRef::Backoff { .. } | StepRef::Hedging { .. } => None,
+        StepRef::Backoff { .. } | StepRef::Hedging { .. } | StepRef::Over { .. } => None,
     };
     // The scope's cancel ends every attempt as the deadline does.
     if let Poll::Ready(reason) = sink.poll_cancel(cx) {

@@ -117,17 +117,12 @@ impl<S> Retries<S> {
 
 impl<S: Clone> Retries<S> {
     /// The state after the first attempt was planned and sent, keeping the request
-    /// (`parts` and its whole body, `bytes`) for replay; the attempts after it go
-    /// through handles taken from `spare`.
-    pub(crate) fn new(
-        spare: Spare<S>,
-        plan: RetryPlan,
-        parts: &http::request::Parts,
-        bytes: &Bytes,
-    ) -> Self {
+    /// (the head of `request` and its whole body, `bytes`) for replay; the attempts
+    /// after it go through handles taken from `spare`.
+    pub(crate) fn new(spare: Spare<S>, plan: RetryPlan, request: &Request, bytes: &Bytes) -> Self {
         // Written field by field where the box is: nothing of its size is moved.
         let mut state = boxes::take();
-        state.kept.keep(parts, bytes);
+        state.kept.keep(request, bytes);
         state.policy = plan.policy;
         state.idempotent = plan.idempotent;
         state.min_timeout = plan.min_timeout;
@@ -304,14 +299,13 @@ mod tests {
     /// A call's retry state made with a credential header, a message too large to
     /// keep inline, and an attempt timeout from an environment variable.
     fn retries(secret: &Bytes, from: &Arc<str>) -> Retries<()> {
-        let (parts, ()) = http::Request::post("/sw4rm.tool.ToolService/Call")
+        let sent = http::Request::post("/sw4rm.tool.ToolService/Call")
             .header(
                 "authorization",
                 HeaderValue::from_maybe_shared(secret.clone()).unwrap(),
             )
-            .body(())
-            .unwrap()
-            .into_parts();
+            .body(tonic::body::Body::default())
+            .unwrap();
         let plan = RetryPlan {
             policy: RetryPolicy::standard(),
             idempotent: true,
@@ -320,7 +314,7 @@ mod tests {
             attempt_source: Some(Source::Env(from.clone())),
         };
         let bytes = Bytes::from(vec![7u8; 4096]);
-        Retries::new(SpareSlot::default().share(&()), plan, &parts, &bytes)
+        Retries::new(SpareSlot::default().share(&()), plan, &sent, &bytes)
     }
 
     /// A call that ended gives its box back emptied: nothing of the request (its

@@ -52,6 +52,7 @@ impl Timer {
     }
 
     /// Disarms the timer (its registration with the driver goes with it).
+    #[inline]
     pub(crate) fn clear(self: Pin<&mut Self>) {
         self.project().sleep.set(None);
     }

@@ -89,22 +89,46 @@ pub(crate) fn not_a_grpc_path(path: &str) -> Status {
     ))
 }
 
+/// What the caller asked of one call before any profile is applied: the per-call
+/// value (the typed extension first, then the `grpc-timeout` header), and the
+/// header's value when it says the deadline (so that it is kept as written).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Asked {
+    per_call: Option<Duration>,
+    from_header: Option<Duration>,
+}
+
+/// Reads what the caller asked of the call from its `extensions` and `headers`. A
+/// malformed `grpc-timeout` is an `INVALID_ARGUMENT` (read before the call is planned,
+/// so that planning cannot fail).
+#[inline]
+pub(crate) fn asked(extensions: &http::Extensions, headers: &HeaderMap) -> Result<Asked, Status> {
+    let (per_call, from_header) = per_call_value(extensions, headers)?;
+    Ok(Asked {
+        per_call,
+        from_header,
+    })
+}
+
 /// Plans one call on its route: resolve (per-call > message > profile default,
 /// clamped by SW4-002 §2.2), derive the timers, take the smallest cap, and choose the
-/// wire header. `message` reads the request message's own timeout field when the
-/// route has one and no per-call value was given. A malformed `grpc-timeout` is an
-/// `INVALID_ARGUMENT`.
+/// wire header. `asked` is what the caller asked ([`asked`]); `message` reads the
+/// request message's own timeout field when the route has one and no per-call value
+/// was given.
 pub(crate) fn plan<'a>(
     profiles: &'a ProfileSet,
     route: Lookup<'a>,
     extensions: &http::Extensions,
-    headers: &HeaderMap,
+    asked: Asked,
     outer: &Outer<'_>,
     message: impl FnOnce(MessageField) -> Option<Duration>,
-) -> Result<CallPlan<'a>, Status> {
+) -> CallPlan<'a> {
     let profile = profiles.get(route.profile);
 
-    let (per_call, from_header) = per_call_value(extensions, headers)?;
+    let Asked {
+        per_call,
+        from_header,
+    } = asked;
     let from_message = match (per_call, route.message_field) {
         (None, Some(field)) => message(field),
         _ => None,
@@ -171,7 +195,7 @@ pub(crate) fn plan<'a>(
     let attempt = retry.as_ref().and_then(|r| r.first);
 
     let wire = wire_timeout(profile, timers.total.as_ref(), attempt, from_header);
-    Ok(CallPlan {
+    CallPlan {
         route,
         profile,
         streaming,
@@ -184,7 +208,7 @@ pub(crate) fn plan<'a>(
         hedge,
         exhausted,
         budget,
-    })
+    }
 }
 
 /// The per-call value: the typed extension first, then the `grpc-timeout` header;
@@ -516,11 +540,10 @@ mod tests {
                 &set,
                 route(&set, STREAM),
                 &ext,
-                &HeaderMap::new(),
+                asked(&ext, &HeaderMap::new()).unwrap(),
                 &Outer::default(),
                 |_| None,
-            )
-            .unwrap();
+            );
             let t = p.timers.total.clone().unwrap();
             assert_eq!((t.limit(), t.source), (want, Source::PerCall), "{total}");
             assert_eq!(p.clamp.map(|c| c.bound), bound, "{total}");
@@ -644,11 +667,10 @@ mod tests {
             set,
             route(set, HEARTBEAT),
             &Default::default(),
-            &HeaderMap::new(),
+            asked(&Default::default(), &HeaderMap::new()).unwrap(),
             outer,
             |_| None,
         )
-        .unwrap()
     }
 
     /// A retry under an inherited deadline may run down to the propagation floor; under
@@ -853,11 +875,10 @@ mod tests {
                 &set,
                 route(&set, row.path),
                 &ext,
-                &headers,
+                asked(&ext, &headers).unwrap(),
                 &Outer::default(),
                 |_| row.message,
-            )
-            .unwrap();
+            );
             let deadline = p.timers.total.clone().map(|c| (c.limit(), c.source));
             assert_eq!(deadline, row.deadline, "{}: deadline", row.name);
             p.wire.clone().apply(&mut headers);
@@ -887,11 +908,10 @@ mod tests {
             &set,
             route(&set, STREAM),
             &Default::default(),
-            &HeaderMap::new(),
+            asked(&Default::default(), &HeaderMap::new()).unwrap(),
             &Outer::default(),
             |_| None,
-        )
-        .unwrap();
+        );
         let due =
             |t: Option<&crate::policy::deadline::Cap>| t.cloned().map(|c| (c.limit(), c.source));
         assert_eq!(
@@ -905,19 +925,10 @@ mod tests {
     }
 
     #[test]
-    fn bad_input_is_invalid_argument_and_reads_no_message() {
-        let set = profiles();
+    fn bad_input_is_invalid_argument_before_any_plan() {
         let mut headers = HeaderMap::new();
         headers.insert(GRPC_TIMEOUT, HeaderValue::from_static("5x"));
-        let err = plan(
-            &set,
-            route(&set, WAIT),
-            &Default::default(),
-            &headers,
-            &Outer::default(),
-            |_| panic!("read"),
-        )
-        .unwrap_err();
+        let err = asked(&Default::default(), &headers).unwrap_err();
         assert_eq!(err.code(), tonic::Code::InvalidArgument);
         assert!(
             err.message()

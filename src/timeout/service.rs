@@ -12,7 +12,7 @@ use super::delegation::{refused, stamp_handoff};
 use super::future::ResponseFuture;
 use super::paths::LabelsRef;
 use super::per_call::CallBudgetEnvelope;
-use super::plan::{not_a_grpc_path, plan, CallPlan, Outer};
+use super::plan::{asked, not_a_grpc_path, plan, CallPlan, Outer};
 use super::record::CallRecord;
 use super::reload::CurrentProfiles;
 use super::shared::Shared;
@@ -102,20 +102,28 @@ where
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, req: Request) -> Self::Future {
+    fn call(&mut self, mut req: Request) -> Self::Future {
         let start = Instant::now();
-        let (mut parts, mut body) = req.into_parts();
+        // The body is read apart from the head (peeked for a message's timeout, kept
+        // for replay, stamped for a handoff) and goes back before the request is sent:
+        // 16 bytes moved twice, where taking the request apart would move its 224-byte
+        // head twice.
+        let mut body = std::mem::take(req.body_mut());
         let shared: &Arc<Shared> = self.table.current();
-        let path = parts.uri.path();
+        let path = req.uri().path();
         let Some(found) = shared.paths.find(&shared.profiles, path) else {
             return ResponseFuture::failed(not_a_grpc_path(path));
         };
+        let asked = match asked(req.extensions(), req.headers()) {
+            Ok(asked) => asked,
+            Err(status) => return ResponseFuture::failed(status),
+        };
         let (scope, cancel) = crate::scope::current(start);
-        let planned = plan(
+        let mut planned = plan(
             &shared.profiles,
             found.route,
-            &parts.extensions,
-            &parts.headers,
+            req.extensions(),
+            asked,
             &Outer {
                 retries: shared.settings.retry.on,
                 hedging: shared.settings.hedging,
@@ -125,13 +133,9 @@ where
             },
             |field| message_field::peek(&mut body, field),
         );
-        let mut planned = match planned {
-            Ok(p) => p,
-            Err(status) => return ResponseFuture::failed(status),
-        };
         let span = rpc_span(shared.settings.span_level, &planned);
         planned.log_clamps(&span);
-        planned.take_wire().apply(&mut parts.headers);
+        let wire = planned.take_wire();
         let retry_plan = planned.retry.take();
         let hedge_plan = planned.hedge.take();
         let recent = hedge_plan
@@ -144,7 +148,7 @@ where
         let delegation = scope.filter(|_| {
             handoff
                 && shared.settings.envelopes
-                && parts.extensions.get::<CallBudgetEnvelope>().is_none()
+                && req.extensions().get::<CallBudgetEnvelope>().is_none()
         });
         // ...remembered for the cancel cascade when the layer has one.
         let cascade = shared
@@ -164,6 +168,8 @@ where
                 return ResponseFuture::failed(call.not_sent(reason));
             }
         }
+        // The plan (which borrows the path) is done with: the head can change.
+        wire.apply(req.headers_mut());
         let mut request_id = None;
         if let Some(scope) = delegation {
             let propagation = &shared.settings.propagation;
@@ -185,38 +191,39 @@ where
         // not all there yet (client streaming) or too large is sent once.
         if let Some(plan) = hedge_plan {
             let context = (recent, deadline, start);
-            if let Some(hedges) = hedges(shared, plan, context, &parts, &mut body) {
+            if let Some(hedges) = hedges(shared, plan, context, &req, &mut body) {
                 call.sending();
                 call.attempt(1, None);
-                let request = http::Request::from_parts(parts, body);
+                *req.body_mut() = body;
                 let spare = self.spare.share(&self.inner);
-                return ResponseFuture::hedged(&mut self.inner, spare, request, hedges, call);
+                return ResponseFuture::hedged(&mut self.inner, spare, req, hedges, call);
             }
         }
         let limit = shared.settings.retry.replay_limit;
         let retry = retry_plan
-            .and_then(|plan| retries(&self.spare, &self.inner, plan, limit, &parts, &mut body));
+            .and_then(|plan| retries(&self.spare, &self.inner, plan, limit, &req, &mut body));
         call.sending();
         if let Some(retries) = &retry {
             call.attempt(1, retries.first_cap());
         }
-        let request = http::Request::from_parts(parts, body);
-        ResponseFuture::start(&mut self.inner, request, call, retry)
+        *req.body_mut() = body;
+        ResponseFuture::start(&mut self.inner, req, call, retry)
     }
 }
 
-/// A call's retry state: the request kept for replay and a share of the spare handle;
-/// `None` when the body is not whole (client streaming) or too large to keep.
+/// A call's retry state: the request kept for replay (the head of `head`, the bytes of
+/// `body`) and a share of the spare handle; `None` when the body is not whole (client
+/// streaming) or too large to keep.
 fn retries<S: Clone>(
     spare: &SpareSlot<S>,
     inner: &S,
     plan: RetryPlan,
     limit: usize,
-    parts: &http::request::Parts,
+    head: &Request,
     body: &mut tonic::body::Body,
 ) -> Option<Retries<S>> {
     take_whole(body, limit, |bytes| {
-        Retries::new(spare.share(inner), plan, parts, bytes)
+        Retries::new(spare.share(inner), plan, head, bytes)
     })
 }
 
@@ -229,17 +236,17 @@ fn window(shared: &Shared, plan: &HedgePlan, labels: &LabelsRef) -> Option<Arc<R
 }
 
 /// What a hedged call needs besides its first request: the request kept for the
-/// hedges, the route's window, the deadline and the start; `None` when the body is
+/// hedges (the head of `head`, the bytes of `body`), the route's window, the deadline and the start; `None` when the body is
 /// not whole (client streaming) or too large to keep.
 fn hedges(
     shared: &Shared,
     plan: HedgePlan,
     (recent, deadline, start): (Option<Arc<RecentLatency>>, Option<Instant>, Instant),
-    parts: &http::request::Parts,
+    head: &Request,
     body: &mut tonic::body::Body,
 ) -> Option<(Kept, HedgePlan, HedgeContext)> {
     let limit = shared.settings.retry.replay_limit;
-    let kept = take_whole(body, limit, |bytes| Kept::new(parts, bytes))?;
+    let kept = take_whole(body, limit, |bytes| Kept::new(head, bytes))?;
     let context = HedgeContext {
         deadline,
         recent,

@@ -12,6 +12,8 @@ use http::uri::PathAndQuery;
 use http::{Extensions, Method, Uri, Version};
 use tonic::GrpcMethod;
 
+type Request = http::Request<tonic::body::Body>;
+
 /// Headers kept inline besides the two every generated client sends (`te: trailers`
 /// and `content-type: application/grpc`, kept as flags): room for a caller's metadata
 /// entry or two, or tonic's compression headers.
@@ -62,12 +64,13 @@ enum Known {
 }
 
 impl Head {
-    /// Keeps `parts` (never copying the request's maps when it has only the usual
-    /// headers and extensions). `skip` names the headers each attempt writes itself.
+    /// Keeps the head of `request` (never copying the request's maps when it has only
+    /// the usual headers and extensions). `skip` names the headers each attempt writes
+    /// itself.
     #[cfg(test)]
-    pub(super) fn new(parts: &http::request::Parts, skip: &[HeaderName]) -> Self {
+    pub(super) fn new(request: &Request, skip: &[HeaderName]) -> Self {
         let mut head = Head::vacant();
-        head.keep(parts, skip);
+        head.keep(request, skip);
         head
     }
 
@@ -80,14 +83,14 @@ impl Head {
         }
     }
 
-    /// Keeps `parts` in place of what this head held (never copying the request's maps
-    /// when it has only the usual headers and extensions): written where the head is,
-    /// a reused box's, without moving a new head there. `skip` names the headers each
-    /// attempt writes itself.
-    pub(super) fn keep(&mut self, parts: &http::request::Parts, skip: &[HeaderName]) {
-        self.target = Target::new(parts);
-        self.headers.keep(&parts.headers, skip);
-        self.extensions = Known::new(&parts.extensions);
+    /// Keeps the head of `request` in place of what this head held (never copying the
+    /// request's maps when it has only the usual headers and extensions): written where
+    /// the head is, a reused box's, without moving a new head there. `skip` names the
+    /// headers each attempt writes itself.
+    pub(super) fn keep(&mut self, request: &Request, skip: &[HeaderName]) {
+        self.target = Target::new(request);
+        self.headers.keep(request.headers(), skip);
+        self.extensions = Known::new(request.extensions());
     }
 
     /// Lets go of the headers and extensions, and of a target other than a path (a
@@ -114,21 +117,21 @@ impl Head {
 }
 
 impl Target {
-    fn new(parts: &http::request::Parts) -> Self {
-        let uri = &parts.uri;
+    fn new(request: &Request) -> Self {
+        let uri = request.uri();
         let path_only = uri.scheme().is_none() && uri.authority().is_none();
         match uri.path_and_query() {
             Some(path)
                 if path_only
-                    && parts.method == Method::POST
-                    && parts.version == Version::HTTP_2 =>
+                    && *request.method() == Method::POST
+                    && request.version() == Version::HTTP_2 =>
             {
                 Target::Path(path.clone())
             }
             _ => Target::Other(Box::new((
-                parts.method.clone(),
-                parts.uri.clone(),
-                parts.version,
+                request.method().clone(),
+                uri.clone(),
+                request.version(),
             ))),
         }
     }
@@ -253,6 +256,17 @@ mod tests {
         request.body(()).unwrap().into_parts().0
     }
 
+    /// `parts` as the request whose head is kept.
+    fn request(parts: &http::request::Parts) -> Request {
+        let mut request = http::Request::new(tonic::body::Body::default());
+        *request.method_mut() = parts.method.clone();
+        *request.uri_mut() = parts.uri.clone();
+        *request.version_mut() = parts.version;
+        *request.headers_mut() = parts.headers.clone();
+        *request.extensions_mut() = parts.extensions.clone();
+        request
+    }
+
     fn again(head: &Head) -> http::request::Parts {
         head.request(()).into_parts().0
     }
@@ -292,7 +306,7 @@ mod tests {
         ];
         for (sent, inline, expected) in rows {
             let skip = [HeaderName::from_static("grpc-timeout")];
-            let head = Head::new(&parts(sent), &skip);
+            let head = Head::new(&request(&parts(sent)), &skip);
             assert_eq!(
                 matches!(head.headers, Headers::Inline { .. }),
                 inline,
@@ -324,7 +338,7 @@ mod tests {
                 .unwrap()
                 .into_parts()
                 .0;
-            let head = Head::new(&sent, &[]);
+            let head = Head::new(&request(&sent), &[]);
             assert_eq!(matches!(head.target, Target::Path(_)), as_path, "{uri}");
             let got = again(&head);
             assert_eq!((got.method, got.version), (method, version), "{uri}");
@@ -343,7 +357,7 @@ mod tests {
         more.extensions.insert(method);
         more.extensions.insert(7u8);
         for (p, value_kept) in [(parts(&[]), true), (only_method, true), (more, false)] {
-            let head = Head::new(&p, &[]);
+            let head = Head::new(&request(&p), &[]);
             assert_eq!(
                 !matches!(head.extensions, Known::Copied(_)),
                 value_kept,
@@ -387,9 +401,9 @@ mod tests {
         let samples = [many, absolute, usual, parts(&[("x-c", "3")]), parts(&[])];
         for before in &samples {
             for after in &samples {
-                let mut head = Head::new(before, &skip);
-                head.keep(after, &skip);
-                let (got, fresh) = (again(&head), again(&Head::new(after, &skip)));
+                let mut head = Head::new(&request(before), &skip);
+                head.keep(&request(after), &skip);
+                let (got, fresh) = (again(&head), again(&Head::new(&request(after), &skip)));
                 let context = format!("{:?} over {:?}", after.headers, before.headers);
                 assert_eq!(got.headers, fresh.headers, "{context}");
                 assert_eq!(

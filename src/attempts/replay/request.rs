@@ -62,10 +62,10 @@ impl Body {
 }
 
 impl Kept {
-    /// Keeps the request head and its whole body, `bytes`.
-    pub(crate) fn new(parts: &http::request::Parts, bytes: &Bytes) -> Self {
+    /// Keeps the head of `request` and its whole body, `bytes`.
+    pub(crate) fn new(request: &Request, bytes: &Bytes) -> Self {
         let mut kept = Kept::vacant();
-        kept.keep(parts, bytes);
+        kept.keep(request, bytes);
         kept
     }
 
@@ -77,10 +77,10 @@ impl Kept {
         }
     }
 
-    /// Keeps the request head and its whole body, `bytes`, in place of what this held
-    /// (a reused box's: written where it is, not moved there).
-    pub(crate) fn keep(&mut self, parts: &http::request::Parts, bytes: &Bytes) {
-        self.head.keep(parts, &WRITTEN_PER_ATTEMPT);
+    /// Keeps the head of `request` and its whole body, `bytes`, in place of what this
+    /// held (a reused box's: written where it is, not moved there).
+    pub(crate) fn keep(&mut self, request: &Request, bytes: &Bytes) {
+        self.head.keep(request, &WRITTEN_PER_ATTEMPT);
         match (&mut self.body, bytes.len()) {
             (Body::Inline { len, bytes: inline }, n @ 0..=INLINE_BODY) => {
                 inline[..n].copy_from_slice(bytes);
@@ -133,14 +133,13 @@ mod tests {
 
     #[tokio::test]
     async fn later_attempts_carry_the_attempts_before_and_no_timeout_of_the_first() {
-        let (mut parts, ()) = http::Request::post("/sw4rm.registry.RegistryService/Heartbeat")
+        let mut sent = http::Request::post("/sw4rm.registry.RegistryService/Heartbeat")
             .header("grpc-timeout", "5000000u")
             .header("authorization", "Bearer t")
-            .body(())
-            .unwrap()
-            .into_parts();
-        parts.extensions.insert(7u8);
-        let kept = Kept::new(&parts, &Bytes::from_static(b"\0\0\0\0\x01x"));
+            .body(tonic::body::Body::default())
+            .unwrap();
+        sent.extensions_mut().insert(7u8);
+        let kept = Kept::new(&sent, &Bytes::from_static(b"\0\0\0\0\x01x"));
         let second = kept.request(2);
         // The caller's timeout is not kept: each attempt's sender writes its own.
         assert!(second.headers().get("grpc-timeout").is_none());
@@ -162,7 +161,7 @@ mod tests {
     /// written. Every attempt sends the same bytes.
     #[tokio::test]
     async fn a_kept_request_never_pins_a_larger_buffer() {
-        let (parts, ()) = http::Request::new(()).into_parts();
+        let sent = http::Request::new(tonic::body::Body::default());
         let rows = [
             (0, "inline"),
             (9, "inline"),
@@ -175,7 +174,7 @@ mod tests {
             let mut buffer = BytesMut::with_capacity(8 * 1024 + len);
             buffer.extend_from_slice(&vec![7u8; len]);
             let view = buffer.split().freeze();
-            let kept = Kept::new(&parts, &view);
+            let kept = Kept::new(&sent, &view);
             let got = match &kept.body {
                 Body::Inline { .. } => "inline",
                 Body::Own(b) if b.as_ptr() == view.as_ptr() => "a view into the buffer",
@@ -193,13 +192,13 @@ mod tests {
     /// whichever of the two was kept inline.
     #[tokio::test]
     async fn a_request_kept_over_another_sends_only_its_own_bytes() {
-        let (parts, ()) = http::Request::new(()).into_parts();
+        let sent = http::Request::new(tonic::body::Body::default());
         let sizes = [0, 5, INLINE_BODY, INLINE_BODY + 1, 4 * 1024];
         for before in sizes {
             for after in sizes {
-                let mut kept = Kept::new(&parts, &Bytes::from(vec![1u8; before]));
+                let mut kept = Kept::new(&sent, &Bytes::from(vec![1u8; before]));
                 let bytes = Bytes::from(vec![2u8; after]);
-                kept.keep(&parts, &bytes);
+                kept.keep(&sent, &bytes);
                 let sent = kept.request(2).into_body().collect().await;
                 assert_eq!(sent.unwrap().to_bytes(), bytes, "{after} over {before}");
             }
