@@ -82,8 +82,9 @@
 //!     record's end event.
 //!
 //! A hedged call reads `attempts/hedges.rs` (its concurrent attempts) and
-//! `attempts/hedge_verdict.rs` instead of `retries.rs`, with `timeout/hedge_windows.rs`
-//! for a learned delay: seventeen files.
+//! `attempts/hedge_verdict.rs` instead of `retries.rs`: seventeen files; a learned delay
+//! adds `timeout/hedge_windows.rs` (the route's window) and `attempts/hedge_delay.rs`
+//! (the percentile read from it): eighteen.
 //!
 //! ## Features
 //!

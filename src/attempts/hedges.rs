@@ -22,11 +22,11 @@ use tower_service::Service;
 use super::attempt::{Attempt, Ended};
 use super::budget::RetryBudget;
 use super::deadline_header::WireTimeout;
+use super::hedge_delay::RecentLatency;
 use super::hedge_rate::HedgeRate;
 use super::replay::{Kept, Spare};
 use super::timer::Timer;
 use super::ATTEMPTS_HEADER;
-use crate::observe::latency::RecentLatency;
 use crate::policy::hedge::{
     hedge_delay, may_hedge, HedgeFacts, HedgingDelay, HedgingPolicy, NoHedge,
 };

@@ -16,7 +16,8 @@
 //! `event.rs` (what is reported, and to whom). A hedged call: `hedges.rs` (its
 //! concurrent attempts) and `hedge_verdict.rs` (what each one's end means).
 //! `budget.rs` is the layer's retry budget; `hedge_rate.rs` its cap on the share of
-//! calls that hedge; `replay/` what a call keeps so that it can
+//! calls that hedge; `hedge_delay.rs` the recent latency a learned hedging delay is read
+//! from; `replay/` what a call keeps so that it can
 //! send its request again, and why that costs one allocation.
 //!
 //! Only what happens before the response headers reach the caller is retried: a
@@ -30,6 +31,7 @@ mod call_loop;
 mod classify;
 mod deadline_header;
 mod event;
+mod hedge_delay;
 mod hedge_rate;
 mod hedge_verdict;
 mod hedges;
@@ -42,6 +44,7 @@ pub use budget::RetryBudget;
 pub(crate) use call_loop::CallLoop;
 pub(crate) use deadline_header::WireTimeout;
 pub(crate) use event::{Ending, Event, Sink};
+pub(crate) use hedge_delay::RecentLatency;
 pub use hedge_rate::HedgeCap;
 pub(crate) use hedge_rate::HedgeRate;
 pub(crate) use hedges::{HedgeContext, HedgePlan};

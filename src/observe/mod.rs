@@ -1,6 +1,6 @@
 //! What the layer observes, and what is made of it: the OpenTelemetry instruments
 //! (`metrics.rs`), per-route latency estimates (`latency/`: the histogram the advisor
-//! reads, the recent window hedging learns its delay from) and the advisor
+//! reads) and the advisor
 //! (`advise/`). Nothing here knows the tower layer: the layer records into these.
 
 pub mod advise;

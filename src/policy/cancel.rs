@@ -176,20 +176,6 @@ impl CancelBook {
             .is_some_and(|(at, grace)| grace_expired(*at, *grace, now_ms))
     }
 
-    /// The error code the work of `correlation_id` reports at `now_ms`:
-    /// `FORCED_PREEMPTION` once its grace has expired.
-    pub(crate) fn error_code(
-        &self,
-        correlation_id: &str,
-        now_ms: u64,
-    ) -> crate::proto::sw4rm::common::ErrorCode {
-        use crate::proto::sw4rm::common::ErrorCode;
-        match self.expired(correlation_id, now_ms) {
-            true => ErrorCode::ForcedPreemption,
-            false => ErrorCode::Unspecified,
-        }
-    }
-
     /// Of `active`, the delegations forced at `now_ms`, in the order given.
     pub(crate) fn collect_forced<'a>(
         &self,

@@ -3,7 +3,7 @@
 //! between a floor and a cap), and whether one more hedge may be sent.
 //!
 //! `src/attempts/hedges.rs` carries the decisions out (the concurrent attempts of one
-//! call); `src/observe/latency/recent.rs` is the route's recent latency.
+//! call); `src/attempts/hedge_delay.rs` is the route's recent latency.
 
 use std::fmt;
 use std::time::Duration;

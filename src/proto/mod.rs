@@ -84,6 +84,7 @@ use std::time::Duration;
 
 use crate::policy::envelope::Envelope;
 use crate::policy::profile::{ProfileError, TimeoutProfile};
+use crate::policy::progress::{Heard, ProgressMessage};
 use crate::policy::streaming::StreamingTimeoutPolicy;
 use sw4rm::timeouts as pb;
 
@@ -136,18 +137,18 @@ impl From<StreamingTimeoutPolicy> for pb::StreamingTimeoutPolicy {
     }
 }
 
-impl crate::ProgressMessage for sw4rm::tool::ToolFrame {
+impl ProgressMessage for sw4rm::tool::ToolFrame {
     /// A frame with data, a summary, or the final flag is progress, its `frame_no`
     /// the marker; an empty frame that is not final is a keep-alive.
-    fn heard(&self) -> crate::Heard {
+    fn heard(&self) -> Heard {
         match self.data.is_empty() && self.summary.is_empty() && !self.r#final {
-            true => crate::Heard::KeepAlive,
-            false => crate::Heard::progress(Some(self.frame_no)),
+            true => Heard::KeepAlive,
+            false => Heard::progress(Some(self.frame_no)),
         }
     }
 }
 
-impl crate::ProgressMessage for sw4rm::router::StreamItem {
+impl ProgressMessage for sw4rm::router::StreamItem {
     /// An item carrying a message is progress, its `seq` the marker (a negative
     /// `seq` has none); an item without one is a keep-alive.
     ///
@@ -158,10 +159,10 @@ impl crate::ProgressMessage for sw4rm::router::StreamItem {
     /// let item = StreamItem { msg: Some(Default::default()), seq: 3 };
     /// assert_eq!(item.heard(), Heard::progress(Some(3)));
     /// ```
-    fn heard(&self) -> crate::Heard {
+    fn heard(&self) -> Heard {
         match self.msg {
-            None => crate::Heard::KeepAlive,
-            Some(_) => crate::Heard::progress(u64::try_from(self.seq).ok()),
+            None => Heard::KeepAlive,
+            Some(_) => Heard::progress(u64::try_from(self.seq).ok()),
         }
     }
 }

@@ -8,7 +8,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::cancel::CancelSignal;
-use super::task::{with_budget, BudgetNow, Scoped};
+use super::caps::BudgetNow;
+use super::task::{with_budget, Scoped};
 use crate::policy::cancel::CancelReason;
 use crate::policy::envelope::{incoming, Basis, Envelope};
 use crate::policy::inherit::budget_remaining;

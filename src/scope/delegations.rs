@@ -85,7 +85,10 @@ impl DelegationBook {
 
     /// `FORCED_PREEMPTION` once the delegation's grace has expired, else unspecified.
     pub fn error_code(&self, correlation_id: &str, now_ms: u64) -> ErrorCode {
-        self.book.error_code(correlation_id, now_ms)
+        match self.book.expired(correlation_id, now_ms) {
+            true => ErrorCode::ForcedPreemption,
+            false => ErrorCode::Unspecified,
+        }
     }
 
     /// Of `active`, the delegations forced at `now_ms`.

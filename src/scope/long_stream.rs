@@ -18,7 +18,8 @@ use tokio::time::{Instant, Sleep};
 use tonic::Status;
 
 use super::cancel::CancelSignal;
-use super::long_work::{LongWork, Outcome, Output, Sink};
+use super::long_work::{LongWork, Output, Sink};
+use super::outcome::Outcome;
 use super::progress::WorkState;
 use super::task::{inbound_signal, serving};
 use crate::policy::cancel::CancelReason;

@@ -10,17 +10,13 @@ use std::task::Poll;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use tonic::Status;
 
 use super::cancel::CancelSignal;
+use super::outcome::{outcome, CapFrom, Ending, Limits, Outcome};
 use super::progress::WorkState;
 use super::task::{current_deadline, current_inbound, with_work};
 use crate::policy::cancel::CancelReason;
-use crate::policy::deadline::Phase;
-use crate::policy::source::Source;
 use crate::policy::streaming::{millis, StreamingTimeoutPolicy};
-use crate::wire::details::{DetectedBy, TimeoutDetails};
-use crate::wire::long_work::LongWork as LongWorkDetails;
 
 /// A guard for long work inside a handler: an idle limit (reset by
 /// [`super::progress`] or by [`Output::push`]) and a hard cap, 0 turning either off.
@@ -55,53 +51,6 @@ pub struct LongWork {
     rpc: &'static str,
 }
 
-/// How a piece of long work ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Ending<R> {
-    /// The work finished with this value.
-    Finished(R),
-    /// No progress for the idle limit: the work's future was dropped.
-    Idle,
-    /// The cap (or the inbound deadline, when smaller) passed: the work's future was
-    /// dropped.
-    Capped,
-    /// The caller went away (reset the call, or the connection closed): the work's
-    /// future was dropped. Told to [`LongWork::on_abandon`].
-    CallerGone,
-    /// The guard was dropped for another reason (the handler stopped awaiting it):
-    /// the work's future was dropped. Told to [`LongWork::on_abandon`].
-    Dropped,
-}
-
-/// What became of a piece of long work: how it ended, what it produced so far, and
-/// how far it had come.
-#[derive(Debug)]
-pub struct Outcome<R, T> {
-    ending: Ending<R>,
-    produced: Vec<T>,
-    limits: Limits,
-    progress_count: u64,
-    marker: Option<u64>,
-    elapsed: Duration,
-    since_progress: Duration,
-    messages: Option<u64>,
-    rpc: &'static str,
-}
-
-/// The limits the work ran under, with where the cap came from.
-#[derive(Clone, Copy, Debug)]
-struct Limits {
-    idle: Option<Duration>,
-    cap: Option<(Duration, CapFrom)>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum CapFrom {
-    Guard,
-    Inbound,
-}
-
 /// The work's side of the guard: what it produced so far, and progress reports.
 /// Cloned freely; pushing an item is a progress report.
 #[derive(Debug)]
@@ -125,6 +74,19 @@ pub(crate) enum Sink<T> {
     Collect(Mutex<Vec<T>>),
     /// Sent on as it comes (a stream's messages).
     Forward(tokio::sync::mpsc::UnboundedSender<T>),
+}
+
+impl<T> Sink<T> {
+    /// What was kept so far, taken out (nothing for a forwarding sink: it was sent).
+    fn take(&self) -> Vec<T> {
+        match self {
+            Sink::Collect(kept) => kept
+                .lock()
+                .map(|mut k| std::mem::take(&mut *k))
+                .unwrap_or_default(),
+            Sink::Forward(_) => Vec::new(),
+        }
+    }
 }
 
 impl<T> Output<T> {
@@ -328,7 +290,7 @@ impl LongWork {
             .await
         };
         watch.tell = None;
-        outcome(ending, &state, &sink, limits, rpc)
+        outcome(ending, &state, sink.take(), limits, rpc)
     }
 }
 
@@ -357,127 +319,10 @@ impl<T> Drop for Abandon<T> {
             tell(outcome(
                 ending,
                 &self.state,
-                &self.sink,
+                self.sink.take(),
                 self.limits,
                 self.rpc,
             ));
         }
-    }
-}
-
-fn outcome<R, T>(
-    ending: Ending<R>,
-    state: &WorkState,
-    sink: &Sink<T>,
-    limits: Limits,
-    rpc: &'static str,
-) -> Outcome<R, T> {
-    let produced = match sink {
-        Sink::Collect(kept) => kept.lock().map(|mut k| std::mem::take(&mut *k)),
-        Sink::Forward(_) => Ok(Vec::new()),
-    }
-    .unwrap_or_default();
-    let now = Instant::now();
-    Outcome {
-        ending,
-        produced,
-        limits,
-        progress_count: state.count(),
-        marker: state.marker(),
-        elapsed: now.saturating_duration_since(state.start()),
-        since_progress: now.saturating_duration_since(state.last()),
-        messages: None,
-        rpc,
-    }
-}
-
-impl<R, T> Outcome<R, T> {
-    /// How the work ended.
-    pub fn ending(&self) -> &Ending<R> {
-        &self.ending
-    }
-
-    /// What the work produced (pushed to its [`Output`]) before it ended.
-    pub fn produced(&self) -> &[T] {
-        &self.produced
-    }
-
-    /// How it ended and what it produced, taken apart.
-    pub fn into_parts(self) -> (Ending<R>, Vec<T>) {
-        (self.ending, self.produced)
-    }
-
-    /// Progress reports made.
-    pub fn progress_count(&self) -> u64 {
-        self.progress_count
-    }
-
-    /// The last progress marker reported.
-    pub fn progress_marker(&self) -> Option<u64> {
-        self.marker
-    }
-
-    pub(crate) fn with_messages(mut self, n: u64) -> Self {
-        self.messages = Some(n);
-        self
-    }
-
-    /// The status to answer when the work did not finish: `DEADLINE_EXCEEDED` with
-    /// [`TimeoutDetails`] (phase [`Phase::Idle`] or [`Phase::Total`], the idle limit
-    /// and the cap, the progress made; the RPC named by [`LongWork::for_rpc`]) for the
-    /// idle limit and the cap; `CANCELLED` only when the caller really went away;
-    /// `None` when it finished.
-    pub fn status(&self) -> Option<Status> {
-        let path = self.rpc;
-        let phase = match self.ending {
-            Ending::Finished(_) => return None,
-            Ending::Idle => Phase::Idle,
-            Ending::Capped => Phase::Total,
-            Ending::CallerGone => {
-                return Some(Status::cancelled(
-                    "the caller went away before the long work ended",
-                ))
-            }
-            Ending::Dropped => {
-                return Some(Status::aborted("the long work was stopped by its handler"))
-            }
-        };
-        let (service, method) = crate::policy::route::split_path(path).unwrap_or(("", ""));
-        let profile = crate::route::STANDARD_ROUTES
-            .iter()
-            .find(|r| r.path == path)
-            .map_or("", |r| r.profile);
-        let cap = self.limits.cap;
-        let (configured, source) = match phase {
-            Phase::Idle => (self.limits.idle.unwrap_or_default(), Source::Client),
-            _ => match cap {
-                Some((c, CapFrom::Inbound)) => (c, Source::Inherited),
-                Some((c, CapFrom::Guard)) => (c, Source::Client),
-                None => (Duration::ZERO, Source::Client),
-            },
-        };
-        let details = TimeoutDetails {
-            profile_name: profile.to_owned(),
-            configured_timeout_ms: millis(configured),
-            elapsed_ms: millis(self.elapsed),
-            service: service.to_owned(),
-            method: method.to_owned(),
-            source,
-            phase,
-            message_count: self.messages,
-            detected_by: DetectedBy::Server,
-            attempts: None,
-            attempt_timeout_ms: None,
-            budget_paused_ms: None,
-            budget_elapsed_ms: None,
-            long_work: Some(LongWorkDetails {
-                idle_limit_ms: self.limits.idle.map_or(0, millis),
-                cap_ms: cap.map(|(c, _)| millis(c)),
-                progress_count: self.progress_count,
-                since_progress_ms: millis(self.since_progress),
-                progress_marker: self.marker,
-            }),
-        };
-        Some(details.to_status())
     }
 }

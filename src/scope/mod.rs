@@ -46,9 +46,11 @@
 
 mod budget;
 mod cancel;
+mod caps;
 mod delegations;
 mod long_stream;
 mod long_work;
+mod outcome;
 mod progress;
 mod server;
 mod task;
@@ -58,7 +60,8 @@ pub use budget::{EnvelopeError, OperationBudget, PauseGuard, DEFAULT_MAX_CLOCK_S
 pub use cancel::{cancel_reason, cancelled, is_cancelled, remembered_handoffs, Cancelled};
 pub use delegations::{CancelAnswer, Delegated, DelegationBook, Delegations};
 pub use long_stream::{Frame, ProgressStream};
-pub use long_work::{Ending, LongWork, Outcome, Output};
+pub use long_work::{LongWork, Output};
+pub use outcome::{Ending, Outcome};
 pub use progress::{progress, progress_at};
 pub use server::{
     InboundDeadline, InboundDeadlineFuture, InboundDeadlineLayer, InboundDeadlineService,
@@ -67,4 +70,5 @@ pub use task::{carry, current_deadline, detach, with_deadline, Scope, Scoped};
 
 pub(crate) use budget::epoch_ms_now;
 pub(crate) use cancel::{CancelSignal, RememberedHandoff, Watch};
-pub(crate) use task::{current, BudgetNow, Current};
+pub(crate) use caps::{BudgetNow, Current};
+pub(crate) use task::current;

@@ -10,6 +10,7 @@ use tokio::time::Instant;
 
 use super::budget::OperationBudget;
 use super::cancel::CancelSignal;
+use super::caps::Current;
 use super::progress::WorkState;
 
 /// What a task's outgoing calls are capped by (opaque: see [`carry`], [`detach`],
@@ -35,29 +36,6 @@ tokio::task_local! {
 /// A future running inside a scope (see [`carry`], [`detach`], [`with_deadline`] and
 /// [`OperationBudget::run`]).
 pub type Scoped<F> = tokio::task::futures::TaskLocalFuture<Scope, F>;
-
-/// The caps a call planned now sees.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Current {
-    /// Time left before the inherited deadline.
-    pub(crate) inherited: Option<std::time::Duration>,
-    /// What remains of the budget and the time it has been paused, unless it is
-    /// paused now (a call made during a pause is not capped by the budget).
-    pub(crate) budget: Option<BudgetNow>,
-    /// The envelope the budget was read from, when the work continues a delegation.
-    pub(crate) delegation: Option<crate::policy::envelope::Envelope>,
-}
-
-/// An operation budget at the start of a call.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct BudgetNow {
-    /// What remains.
-    pub(crate) remaining: std::time::Duration,
-    /// Time spent paused so far.
-    pub(crate) paused: std::time::Duration,
-    /// Time since the budget started, paused time included.
-    pub(crate) ran: std::time::Duration,
-}
 
 /// The caps of the current task's scope, at `now`, and its cancel signal; `None`s
 /// outside any scope (the common case costs one task-local lookup).

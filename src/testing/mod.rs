@@ -25,6 +25,7 @@
 //! ```
 
 mod in_memory;
+mod rpc_names;
 mod script;
 mod services;
 mod state;
@@ -40,13 +41,13 @@ use tokio::sync::oneshot;
 use tonic::transport::server::TcpIncoming;
 
 pub use in_memory::{generated_request, InMemory};
+pub use rpc_names::UnknownRpc;
 pub use script::{CallRecord, Outcome, Script, StreamScript};
 pub use state::DEFAULT_KEPT_CALLS;
 #[cfg(any(feature = "tls-ring", feature = "tls-aws-lc"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "tls-ring", feature = "tls-aws-lc"))))]
 pub use tls::TestTls;
 
-use crate::policy::route::STANDARD_ROUTES;
 use crate::proto::sw4rm::activity::activity_service_server::ActivityServiceServer;
 use crate::proto::sw4rm::connector::connector_service_server::ConnectorServiceServer;
 use crate::proto::sw4rm::handoff::handoff_service_server::HandoffServiceServer;
@@ -62,6 +63,7 @@ use crate::proto::sw4rm::scheduler::scheduler_service_server::SchedulerServiceSe
 use crate::proto::sw4rm::tool::tool_service_server::ToolServiceServer;
 use crate::proto::sw4rm::workflow::workflow_service_server::WorkflowServiceServer;
 use crate::proto::sw4rm::worktree::worktree_service_server::WorktreeServiceServer;
+use rpc_names::resolve_rpc;
 use services::Embedded;
 use state::State;
 
@@ -379,76 +381,6 @@ impl Drop for TestServer {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
-    }
-}
-
-/// [`TestServer::script`] was given a name that is no RPC of the embedded server, or a
-/// method name several of its services have.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct UnknownRpc {
-    name: String,
-    /// The paths a method name matched (empty: it matched none).
-    candidates: Vec<&'static str>,
-}
-
-impl UnknownRpc {
-    /// The name as given.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The paths the name matched when it is ambiguous (empty when it matched none).
-    pub fn candidates(&self) -> &[&'static str] {
-        &self.candidates
-    }
-}
-
-impl std::fmt::Display for UnknownRpc {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if !self.candidates.is_empty() {
-            return write!(
-                f,
-                "the embedded SW4RM server has several RPCs named `{}`: give the path (`{}`)",
-                self.name,
-                self.candidates.join("`, `")
-            );
-        }
-        let methods = served().flat_map(|p| [p, method_of(p)]);
-        write!(
-            f,
-            "the embedded SW4RM server has no RPC `{}`{}",
-            self.name,
-            crate::config::hint(&self.name, methods)
-        )
-    }
-}
-
-impl std::error::Error for UnknownRpc {}
-
-/// Every path the embedded server answers: the standard routes.
-fn served() -> impl Iterator<Item = &'static str> {
-    STANDARD_ROUTES.iter().map(|r| r.path)
-}
-
-fn method_of(path: &str) -> &str {
-    path.rsplit('/').next().unwrap_or(path)
-}
-
-/// The one path `rpc` names: itself, or the one path whose method it is.
-fn resolve_rpc(rpc: &str) -> Result<&'static str, UnknownRpc> {
-    if let Some(path) = served().find(|p| *p == rpc) {
-        return Ok(path);
-    }
-    let mut candidates: Vec<&'static str> = Vec::new();
-    if !rpc.starts_with('/') {
-        candidates.extend(served().filter(|p| method_of(p) == rpc));
-    }
-    match candidates[..] {
-        [path] => Ok(path),
-        [] | [_, _, ..] => Err(UnknownRpc {
-            name: rpc.to_owned(),
-            candidates,
-        }),
     }
 }
 

@@ -11,7 +11,6 @@ use crate::policy::deadline::{Phase, Progress};
 use crate::policy::envelope::{base, outgoing, Refusal};
 use crate::policy::inherit::Propagation;
 use crate::scope::{epoch_ms_now, Current};
-use crate::timeout::plan::scope_left;
 use crate::wire::details::DetectedBy;
 use crate::wire::envelope::{stamp, Stamped};
 
@@ -23,7 +22,7 @@ pub(crate) fn stamp_handoff(
     scope: &Current,
     propagation: &Propagation,
 ) -> Result<Option<String>, Refusal> {
-    let left = scope_left(scope, propagation);
+    let left = scope.left(propagation);
     let now = epoch_ms_now();
     let mut id = None;
     match stamp(body, &mut id, |written| {

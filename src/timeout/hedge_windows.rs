@@ -1,4 +1,4 @@
-//! The recent latency of each hedged route (`crate::observe::latency::RecentLatency`), by the
+//! The recent latency of each hedged route (`crate::attempts::RecentLatency`), by the
 //! layer's path-table slot, allocated on the route's first hedged call: a route that
 //! is never hedged costs a null slot. Shared by the variants of a layer, as the path
 //! table is.
@@ -6,7 +6,7 @@
 use std::sync::{Arc, OnceLock};
 
 use super::paths::LabelsRef;
-use crate::observe::latency::RecentLatency;
+use crate::attempts::RecentLatency;
 
 /// One window per slot of the layer's path table.
 #[derive(Debug)]

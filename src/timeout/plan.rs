@@ -10,8 +10,8 @@ use tonic::Status;
 use super::per_call::{CallHedging, CallProgress, CallRetry, CallStreamingPolicy, CallTimeout};
 use crate::attempts::{HedgePlan, RetryPlan, WireTimeout};
 use crate::config::{ProfileSet, ResolvedProfile};
-use crate::policy::deadline::{tighten, Cap, Timers};
-use crate::policy::inherit::{inherited, Inherit, Propagation};
+use crate::policy::deadline::{Cap, Timers};
+use crate::policy::inherit::Propagation;
 use crate::policy::message::MessageField;
 use crate::policy::profile::ProfileField;
 use crate::policy::progress::{ProgressRoutes, NO_PROGRESS_RULES};
@@ -176,7 +176,7 @@ pub(crate) fn plan<'a>(
     // The one rule for every cap: the smallest wins and names itself. An inherited
     // deadline and an operation budget only ever shrink the call's deadline.
     let (exhausted, budget) = match outer.scope {
-        Some(scope) => scope_caps(&mut timers.total, &scope, &outer.propagation),
+        Some(scope) => scope.tighten(&mut timers.total, &outer.propagation),
         None => (false, None),
     };
 
@@ -273,59 +273,6 @@ fn wire_timeout(
             WireTimeout::Set(profile.default_header.clone())
         }
         (Some(cap), None) => WireTimeout::Set(grpc_timeout::encode(cap.limit())),
-    }
-}
-
-/// Lowers the call's deadline to the caps of the scope it is made in (an inherited
-/// deadline, an operation budget): whether too little of either is left to send, and
-/// the budget when it is the smallest cap.
-fn scope_caps(
-    total: &mut Option<Cap>,
-    scope: &Current,
-    propagation: &Propagation,
-) -> (bool, Option<BudgetNow>) {
-    let inherited_cap = scope
-        .inherited
-        .map(|remaining| match inherited(remaining, propagation) {
-            Inherit::Cap(d) => (Cap::new(d, Source::Inherited), false),
-            Inherit::Exhausted(d) => (Cap::new(d, Source::Inherited), true),
-        });
-    let budget_source = match scope.delegation {
-        Some(_) => Source::BudgetEnvelope,
-        None => Source::Budget,
-    };
-    let budget_cap = scope
-        .budget
-        .map(|b| (Cap::new(b.remaining, budget_source), b.remaining.is_zero()));
-    let exhausted =
-        inherited_cap.as_ref().is_some_and(|c| c.1) || budget_cap.as_ref().is_some_and(|c| c.1);
-    tighten(
-        total,
-        [inherited_cap.map(|c| c.0), budget_cap.map(|c| c.0)]
-            .into_iter()
-            .flatten(),
-    );
-    let budget = match total {
-        Some(cap) if cap.source.level() == "budget" => scope.budget,
-        _ => None,
-    };
-    (exhausted, budget)
-}
-
-/// What the scope's caps leave for work beyond this call (a delegation's envelope):
-/// the smaller of the inherited deadline, less the hop offset, and the budget's
-/// remainder; `None` when neither caps.
-pub(crate) fn scope_left(scope: &Current, propagation: &Propagation) -> Option<Duration> {
-    let inherited = scope
-        .inherited
-        .map(|remaining| match inherited(remaining, propagation) {
-            Inherit::Cap(d) => d,
-            Inherit::Exhausted(_) => Duration::ZERO,
-        });
-    let budget = scope.budget.map(|b| b.remaining);
-    match (inherited, budget) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
     }
 }
 
@@ -699,35 +646,6 @@ mod tests {
         );
         // An inherited deadline above the profile's own leaves the profile in charge.
         assert_eq!(floor(Some(inherited(ms(60_000)))), Some(ms(1_000)));
-    }
-
-    #[test]
-    fn scope_left_is_the_smallest_scope_cap() {
-        let p = Propagation::default().with_hop_offset(ms(5));
-        let scope = |inherited, budget: Option<Duration>| Current {
-            inherited,
-            budget: budget.map(|remaining| BudgetNow {
-                remaining,
-                ..BudgetNow::default()
-            }),
-            delegation: None,
-        };
-        let table = [
-            (None, None, None),
-            (Some(ms(1_000)), None, Some(ms(995))),
-            (None, Some(ms(700)), Some(ms(700))),
-            (Some(ms(1_000)), Some(ms(700)), Some(ms(700))),
-            (Some(ms(500)), Some(ms(700)), Some(ms(495))),
-            // Below the floor: nothing left.
-            (Some(ms(5)), None, Some(ms(0))),
-        ];
-        for (inherited, budget, want) in table {
-            assert_eq!(
-                scope_left(&scope(inherited, budget), &p),
-                want,
-                "{inherited:?} {budget:?}"
-            );
-        }
     }
 
     #[test]

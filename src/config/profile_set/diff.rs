@@ -127,7 +127,7 @@ fn routes(old: &ProfileSet, new: &ProfileSet, out: &mut Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::StreamingTimeoutPolicy;
+    use crate::policy::streaming::StreamingTimeoutPolicy;
 
     #[test]
     fn each_kind_of_change_is_named() {

@@ -159,7 +159,7 @@ impl ProfileSet {
 
 /// A stream's idle limit and cap: `-` when neither is set, else `idle/cap` with `off`
 /// for a zero.
-fn idle_cap(p: &crate::StreamingTimeoutPolicy) -> String {
+fn idle_cap(p: &crate::policy::streaming::StreamingTimeoutPolicy) -> String {
     let word = |v: u32| match v {
         0 => "off".to_owned(),
         v => v.to_string(),

@@ -1,6 +1,6 @@
 //! Per-route latency: a log-linear histogram of whole microseconds since the layer
-//! started (below), which the advisor reads; and the route's latest answered calls
-//! (`recent.rs`), from which hedging learns its delay.
+//! started, which the advisor reads. (The route's latest answered calls, from which
+//! hedging learns its delay, are the engine's: `attempts/hedge_delay.rs`.)
 //!
 //! Values below 64 µs have a bucket each (exact). Above, every power of two is split
 //! into 32 equal buckets, so a bucket is at most 1/32 of its lower bound wide, and a
@@ -15,10 +15,6 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-
-mod recent;
-
-pub(crate) use recent::RecentLatency;
 
 /// Buckets per power of two, as a power of two.
 const SUB_BITS: u32 = 5;

@@ -1,6 +1,6 @@
 //! [`RecentLatency`]: a route's latest answered calls, for a learned hedging delay.
 //!
-//! The advisor's histogram (`super::LatencyStats`) keeps every call since the layer
+//! The advisor's histogram (`observe/latency/`) keeps every call since the layer
 //! started; a hedging delay has to follow the route as it is now, so it reads a
 //! window: the last [`HedgingPolicy::WINDOW`] latencies in a ring of atomics, and
 //! the percentile interpolated between its two closest ranks.

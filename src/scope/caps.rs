@@ -1,0 +1,127 @@
+//! The caps of the scope a call is planned in ([`Current`]): what is left of an
+//! inherited deadline and of an operation budget, and how they lower the call's
+//! deadline. The arithmetic is `policy/inherit.rs` and `policy/deadline.rs`; this is
+//! where the scope's values meet it.
+
+use std::time::Duration;
+
+use crate::policy::deadline::{tighten, Cap};
+use crate::policy::envelope::Envelope;
+use crate::policy::inherit::{inherited, Inherit, Propagation};
+use crate::policy::source::Source;
+
+/// The caps a call planned now sees.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Current {
+    /// Time left before the inherited deadline.
+    pub(crate) inherited: Option<Duration>,
+    /// What remains of the budget and the time it has been paused, unless it is
+    /// paused now (a call made during a pause is not capped by the budget).
+    pub(crate) budget: Option<BudgetNow>,
+    /// The envelope the budget was read from, when the work continues a delegation.
+    pub(crate) delegation: Option<Envelope>,
+}
+
+/// An operation budget at the start of a call.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct BudgetNow {
+    /// What remains.
+    pub(crate) remaining: Duration,
+    /// Time spent paused so far.
+    pub(crate) paused: Duration,
+    /// Time since the budget started, paused time included.
+    pub(crate) ran: Duration,
+}
+
+impl Current {
+    /// Lowers the call's deadline to the caps of the scope it is made in (an inherited
+    /// deadline, an operation budget): whether too little of either is left to send, and
+    /// the budget when it is the smallest cap.
+    pub(crate) fn tighten(
+        &self,
+        total: &mut Option<Cap>,
+        propagation: &Propagation,
+    ) -> (bool, Option<BudgetNow>) {
+        let inherited_cap =
+            self.inherited
+                .map(|remaining| match inherited(remaining, propagation) {
+                    Inherit::Cap(d) => (Cap::new(d, Source::Inherited), false),
+                    Inherit::Exhausted(d) => (Cap::new(d, Source::Inherited), true),
+                });
+        let budget_source = match self.delegation {
+            Some(_) => Source::BudgetEnvelope,
+            None => Source::Budget,
+        };
+        let budget_cap = self
+            .budget
+            .map(|b| (Cap::new(b.remaining, budget_source), b.remaining.is_zero()));
+        let exhausted =
+            inherited_cap.as_ref().is_some_and(|c| c.1) || budget_cap.as_ref().is_some_and(|c| c.1);
+        tighten(
+            total,
+            [inherited_cap.map(|c| c.0), budget_cap.map(|c| c.0)]
+                .into_iter()
+                .flatten(),
+        );
+        let budget = match total {
+            Some(cap) if cap.source.level() == "budget" => self.budget,
+            _ => None,
+        };
+        (exhausted, budget)
+    }
+
+    /// What the scope's caps leave for work beyond this call (a delegation's envelope):
+    /// the smaller of the inherited deadline, less the hop offset, and the budget's
+    /// remainder; `None` when neither caps.
+    pub(crate) fn left(&self, propagation: &Propagation) -> Option<Duration> {
+        let inherited = self
+            .inherited
+            .map(|remaining| match inherited(remaining, propagation) {
+                Inherit::Cap(d) => d,
+                Inherit::Exhausted(_) => Duration::ZERO,
+            });
+        let budget = self.budget.map(|b| b.remaining);
+        match (inherited, budget) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn left_is_the_smallest_scope_cap() {
+        let p = Propagation::default().with_hop_offset(ms(5));
+        let scope = |inherited, budget: Option<Duration>| Current {
+            inherited,
+            budget: budget.map(|remaining| BudgetNow {
+                remaining,
+                ..BudgetNow::default()
+            }),
+            delegation: None,
+        };
+        let table = [
+            (None, None, None),
+            (Some(ms(1_000)), None, Some(ms(995))),
+            (None, Some(ms(700)), Some(ms(700))),
+            (Some(ms(1_000)), Some(ms(700)), Some(ms(700))),
+            (Some(ms(500)), Some(ms(700)), Some(ms(495))),
+            // Below the floor: nothing left.
+            (Some(ms(5)), None, Some(ms(0))),
+        ];
+        for (inherited, budget, want) in table {
+            assert_eq!(
+                scope(inherited, budget).left(&p),
+                want,
+                "{inherited:?} {budget:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! [`Outcome`]: how a piece of long work ended ([`Ending`]), what it produced so far,
+//! and the status a handler answers with: `DEADLINE_EXCEEDED` with the details our
+//! caller decodes for the idle limit and the cap, `CANCELLED` only when the caller
+//! went away.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tonic::Status;
+
+use super::progress::WorkState;
+use crate::policy::deadline::Phase;
+use crate::policy::route::{split_path, STANDARD_ROUTES};
+use crate::policy::source::Source;
+use crate::policy::streaming::millis;
+use crate::wire::details::{DetectedBy, TimeoutDetails};
+use crate::wire::long_work::LongWork as LongWorkDetails;
+
+/// How a piece of long work ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Ending<R> {
+    /// The work finished with this value.
+    Finished(R),
+    /// No progress for the idle limit: the work's future was dropped.
+    Idle,
+    /// The cap (or the inbound deadline, when smaller) passed: the work's future was
+    /// dropped.
+    Capped,
+    /// The caller went away (reset the call, or the connection closed): the work's
+    /// future was dropped. Told to [`LongWork::run_or_tell`](super::LongWork::run_or_tell).
+    CallerGone,
+    /// The guard was dropped for another reason (the handler stopped awaiting it):
+    /// the work's future was dropped. Told to [`LongWork::run_or_tell`](super::LongWork::run_or_tell).
+    Dropped,
+}
+
+/// What became of a piece of long work: how it ended, what it produced so far, and
+/// how far it had come.
+#[derive(Debug)]
+pub struct Outcome<R, T> {
+    ending: Ending<R>,
+    produced: Vec<T>,
+    limits: Limits,
+    progress_count: u64,
+    marker: Option<u64>,
+    elapsed: Duration,
+    since_progress: Duration,
+    messages: Option<u64>,
+    rpc: &'static str,
+}
+
+/// The limits the work ran under, with where the cap came from.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Limits {
+    pub(super) idle: Option<Duration>,
+    pub(super) cap: Option<(Duration, CapFrom)>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum CapFrom {
+    Guard,
+    Inbound,
+}
+
+/// The outcome of work that ended with `ending` having `produced` this (what was
+/// kept of it), as far as `state` tells.
+pub(super) fn outcome<R, T>(
+    ending: Ending<R>,
+    state: &WorkState,
+    produced: Vec<T>,
+    limits: Limits,
+    rpc: &'static str,
+) -> Outcome<R, T> {
+    let now = Instant::now();
+    Outcome {
+        ending,
+        produced,
+        limits,
+        progress_count: state.count(),
+        marker: state.marker(),
+        elapsed: now.saturating_duration_since(state.start()),
+        since_progress: now.saturating_duration_since(state.last()),
+        messages: None,
+        rpc,
+    }
+}
+
+impl<R, T> Outcome<R, T> {
+    /// How the work ended.
+    pub fn ending(&self) -> &Ending<R> {
+        &self.ending
+    }
+
+    /// What the work produced (pushed to its [`Output`](super::Output)) before it ended.
+    pub fn produced(&self) -> &[T] {
+        &self.produced
+    }
+
+    /// How it ended and what it produced, taken apart.
+    pub fn into_parts(self) -> (Ending<R>, Vec<T>) {
+        (self.ending, self.produced)
+    }
+
+    /// Progress reports made.
+    pub fn progress_count(&self) -> u64 {
+        self.progress_count
+    }
+
+    /// The last progress marker reported.
+    pub fn progress_marker(&self) -> Option<u64> {
+        self.marker
+    }
+
+    pub(crate) fn with_messages(mut self, n: u64) -> Self {
+        self.messages = Some(n);
+        self
+    }
+
+    /// The status to answer when the work did not finish: `DEADLINE_EXCEEDED` with
+    /// [`TimeoutDetails`] (phase [`Phase::Idle`] or [`Phase::Total`], the idle limit
+    /// and the cap, the progress made; the RPC named by [`LongWork::for_rpc`](super::LongWork::for_rpc)) for the
+    /// idle limit and the cap; `CANCELLED` only when the caller really went away;
+    /// `None` when it finished.
+    pub fn status(&self) -> Option<Status> {
+        let path = self.rpc;
+        let phase = match self.ending {
+            Ending::Finished(_) => return None,
+            Ending::Idle => Phase::Idle,
+            Ending::Capped => Phase::Total,
+            Ending::CallerGone => {
+                return Some(Status::cancelled(
+                    "the caller went away before the long work ended",
+                ))
+            }
+            Ending::Dropped => {
+                return Some(Status::aborted("the long work was stopped by its handler"))
+            }
+        };
+        let (service, method) = split_path(path).unwrap_or(("", ""));
+        let profile = STANDARD_ROUTES
+            .iter()
+            .find(|r| r.path == path)
+            .map_or("", |r| r.profile);
+        let cap = self.limits.cap;
+        let (configured, source) = match phase {
+            Phase::Idle => (self.limits.idle.unwrap_or_default(), Source::Client),
+            _ => match cap {
+                Some((c, CapFrom::Inbound)) => (c, Source::Inherited),
+                Some((c, CapFrom::Guard)) => (c, Source::Client),
+                None => (Duration::ZERO, Source::Client),
+            },
+        };
+        let details = TimeoutDetails {
+            profile_name: profile.to_owned(),
+            configured_timeout_ms: millis(configured),
+            elapsed_ms: millis(self.elapsed),
+            service: service.to_owned(),
+            method: method.to_owned(),
+            source,
+            phase,
+            message_count: self.messages,
+            detected_by: DetectedBy::Server,
+            attempts: None,
+            attempt_timeout_ms: None,
+            budget_paused_ms: None,
+            budget_elapsed_ms: None,
+            long_work: Some(LongWorkDetails {
+                idle_limit_ms: self.limits.idle.map_or(0, millis),
+                cap_ms: cap.map(|(c, _)| millis(c)),
+                progress_count: self.progress_count,
+                since_progress_ms: millis(self.since_progress),
+                progress_marker: self.marker,
+            }),
+        };
+        Some(details.to_status())
+    }
+}
