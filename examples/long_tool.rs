@@ -1,10 +1,16 @@
-//! Long work on both ends of a call: a tool server whose `CallStream` handler runs the
-//! work under [`LongWork`] (an idle limit and a hard cap), and a caller whose stream
-//! has an idle limit of its own and reads `ToolFrame`s with the crate's progress rule.
+//! Long work on both ends of a call: a tool server whose handlers run the work under
+//! [`LongWork`] (an idle limit and a hard cap), and a caller whose stream has an idle
+//! limit of its own and reads `ToolFrame`s with the crate's progress rule.
 //!
 //! Run with `cargo run --example long_tool`. Two tool calls: one that keeps reporting
 //! progress runs past its 1 s idle limit and finishes; one that gets stuck is cut 1 s
 //! after its last progress, and the caller receives what it sent plus why it ended.
+//!
+//! `cargo run --example long_tool -- --serve 127.0.0.1:50051` runs the tool server
+//! alone, for callers in other languages (`tests/grpcio/long_work.py` is one): it prints
+//! `listening on ADDR`, then one `server:` line for each guarded call that ends without
+//! an answer being sent (stuck, capped, or the caller gone). `CallStream` and
+//! `InvokeTool` take the tool names `steady` and `stuck`.
 
 use std::pin::Pin;
 use std::time::Duration;
@@ -23,6 +29,7 @@ use tonic::codegen::tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
 const CALL_STREAM: &str = "/sw4rm.tool.ToolService/CallStream";
+const INVOKE_TOOL: &str = "/sw4rm.tool.ToolService/InvokeTool";
 
 struct Tool;
 
@@ -42,6 +49,23 @@ async fn parse(stuck: bool, out: scope::Output<String>) {
     }
 }
 
+/// The tool's limits: stuck after 1 s without progress, a minute in all.
+fn guard() -> LongWork {
+    LongWork::new()
+        .idle_limit(Duration::from_secs(1))
+        .cap(Duration::from_secs(60))
+}
+
+/// What the server learns of a call that ended with nobody left to answer.
+fn told(rpc: &str, tool: &str, outcome: scope::Outcome<(), String>) {
+    println!(
+        "server: {rpc} {tool}: {:?} after {} progress reports, {} results kept",
+        outcome.ending(),
+        outcome.progress_count(),
+        outcome.produced().len()
+    );
+}
+
 #[tonic::async_trait]
 impl ToolService for Tool {
     type CallStreamStream = Pin<Box<dyn Stream<Item = Result<ToolFrame, Status>> + Send>>;
@@ -50,29 +74,27 @@ impl ToolService for Tool {
         &self,
         request: Request<ToolCall>,
     ) -> Result<Response<Self::CallStreamStream>, Status> {
-        let stuck = request.get_ref().tool_name == "stuck";
-        let stream = LongWork::new()
-            .idle_limit(Duration::from_secs(1))
-            .cap(Duration::from_secs(60))
-            .for_rpc(CALL_STREAM)
-            .stream(
-                move |out| parse(stuck, out),
-                |frame| {
-                    Ok(match frame {
-                        Frame::Item(rows) => ToolFrame {
-                            data: rows.into_bytes(),
-                            ..Default::default()
-                        },
-                        // The work moved but had nothing to send: tell the caller.
-                        Frame::Progress { count, marker } => ToolFrame {
-                            frame_no: marker.unwrap_or(0),
-                            summary: format!("{count} of 12 chunks parsed").into_bytes(),
-                            ..Default::default()
-                        },
-                        _ => ToolFrame::default(),
-                    })
-                },
-            );
+        let tool = request.into_inner().tool_name;
+        let stuck = tool == "stuck";
+        let stream = guard().for_rpc(CALL_STREAM).stream_or_tell(
+            move |out| parse(stuck, out),
+            |frame| {
+                Ok(match frame {
+                    Frame::Item(rows) => ToolFrame {
+                        data: rows.into_bytes(),
+                        ..Default::default()
+                    },
+                    // The work moved but had nothing to send: tell the caller.
+                    Frame::Progress { count, marker } => ToolFrame {
+                        frame_no: marker.unwrap_or(0),
+                        summary: format!("{count} of 12 chunks parsed").into_bytes(),
+                        ..Default::default()
+                    },
+                    _ => ToolFrame::default(),
+                })
+            },
+            move |outcome| told("CallStream", &tool, outcome),
+        );
         Ok(Response::new(Box::pin(stream)))
     }
 
@@ -82,11 +104,39 @@ impl ToolService for Tool {
     async fn cancel(&self, _: Request<ToolCall>) -> Result<Response<ToolError>, Status> {
         Err(Status::unimplemented("cancel"))
     }
+    /// A unary tool: the caller sees no progress, only the answer; the guard cuts
+    /// stuck work and the status says why.
     async fn invoke_tool(
         &self,
-        _: Request<InvokeToolRequest>,
+        request: Request<InvokeToolRequest>,
     ) -> Result<Response<InvokeToolResponse>, Status> {
-        Err(Status::unimplemented("use CallStream for long work"))
+        let tool = request.into_inner().call.unwrap_or_default().tool_name;
+        let stuck = tool == "stuck";
+        let gone = tool.clone();
+        let outcome = guard()
+            .for_rpc(INVOKE_TOOL)
+            .run_or_tell(
+                move |out| parse(stuck, out),
+                move |outcome| told("InvokeTool", &gone, outcome),
+            )
+            .await;
+        if let Some(status) = outcome.status() {
+            println!(
+                "server: InvokeTool {tool}: {:?} after {} progress reports, {} results kept",
+                outcome.ending(),
+                outcome.progress_count(),
+                outcome.produced().len()
+            );
+            return Err(status);
+        }
+        Ok(Response::new(InvokeToolResponse {
+            result: Some(ToolFrame {
+                r#final: true,
+                data: outcome.produced().join("\n").into_bytes(),
+                ..Default::default()
+            }),
+            error: None,
+        }))
     }
     async fn describe_tool(
         &self,
@@ -98,16 +148,26 @@ impl ToolService for Tool {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let serve_only = match args.as_slice() {
+        [] => None,
+        [flag, addr] if flag == "--serve" => Some(addr.parse::<std::net::SocketAddr>()?),
+        _ => return Err("usage: long_tool [--serve ADDR]".into()),
+    };
+    let listener =
+        tokio::net::TcpListener::bind(serve_only.unwrap_or(([127, 0, 0, 1], 0).into())).await?;
     let addr = listener.local_addr()?;
-    tokio::spawn(
-        tonic::transport::Server::builder()
-            .layer(InboundDeadlineLayer::new())
-            .add_service(ToolServiceServer::new(Tool))
-            .serve_with_incoming(
-                tonic::codegen::tokio_stream::wrappers::TcpListenerStream::new(listener),
-            ),
-    );
+    let server = tonic::transport::Server::builder()
+        .layer(InboundDeadlineLayer::new())
+        .add_service(ToolServiceServer::new(Tool))
+        .serve_with_incoming(
+            tonic::codegen::tokio_stream::wrappers::TcpListenerStream::new(listener),
+        );
+    if serve_only.is_some() {
+        println!("listening on {addr}");
+        return Ok(server.await?);
+    }
+    tokio::spawn(server);
 
     // The caller: ToolFrames are read with the crate's rule (an empty frame is a
     // keep-alive, not progress).
@@ -157,6 +217,23 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }
             }
         }
+    }
+    // A unary tool shows the caller no progress: the caller gives it a cap (its
+    // deadline), and the guard in the handler cuts it when it is stuck.
+    let mut request = Request::new(InvokeToolRequest {
+        call: Some(ToolCall {
+            tool_name: "stuck".into(),
+            ..Default::default()
+        }),
+    });
+    request.set_timeout(Duration::from_secs(600));
+    match sw4rm.tool().invoke_tool(request).await {
+        Ok(answer) => println!("InvokeTool stuck: answered {:?}", answer.get_ref().result),
+        Err(status) => println!(
+            "InvokeTool stuck:\n  {:?}: {}",
+            status.code(),
+            status.message()
+        ),
     }
     Ok(())
 }
