@@ -17,12 +17,16 @@ what any gRPC stack reads. Each check asserts what it got:
   4. A caller that cancels: the server is told the caller went away (CallerGone),
      never a timeout.
 
+(Five checks in all: check 2 runs with a 30 s deadline and with none.)
+
 Run from the repository root (needs `pip install grpcio grpcio-tools grpcio-status`):
 
     python3 tests/grpcio/long_work.py
 
-It builds and starts `cargo run --example long_tool -- --serve 127.0.0.1:0` itself,
-or uses the server at `--addr HOST:PORT` (then check 4 reads nothing of the server).
+It builds and starts `cargo run --example long_tool -- --serve 127.0.0.1:0` itself
+(or the executable `SW4RM_LONG_TOOL` names, as `.ci/run` does with the one `cargo test`
+built), or uses the server at `--addr HOST:PORT` (then check 5 reads nothing of the
+server).
 Exit 0 when every check holds; it prints one line per check.
 """
 
@@ -65,8 +69,10 @@ class Server:
     """The example's tool server, its `server:` lines collected as they come."""
 
     def __init__(self):
+        built = os.environ.get("SW4RM_LONG_TOOL")
+        command = [built] if built else ["cargo", "run", "-q", "--example", "long_tool", "--"]
         self.proc = subprocess.Popen(
-            ["cargo", "run", "-q", "--example", "long_tool", "--", "--serve", "127.0.0.1:0"],
+            command + ["--serve", "127.0.0.1:0"],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             text=True,
