@@ -224,11 +224,21 @@ impl Timers {
     /// initial timer before the first message or the gap timer after it, and the idle
     /// limit from the last progress (or the start). On a tie the earlier in that list
     /// names the timeout.
+    #[inline]
     pub(crate) fn next(&self, progress: Progress) -> Option<Due> {
         let total = self.total.as_ref().map(|cap| Due {
             at: cap.limit(),
             phase: Phase::Total,
         });
+        match self.idle {
+            // A unary call, or a stream without watch timers: the total alone.
+            None => total,
+            Some(_) => self.next_watched(total, progress),
+        }
+    }
+
+    /// [`Timers::next`] for a stream with watch timers.
+    fn next_watched(&self, total: Option<Due>, progress: Progress) -> Option<Due> {
         let watch = match (progress.messages, progress.last_message) {
             (0, _) => self.initial().map(|cap| Due {
                 at: cap.limit(),

@@ -361,7 +361,16 @@ impl CallPlan<'_> {
 
     /// Logs what SW4-002 §2.2 (or the stream gap ≤ total rule) changed, as warnings,
     /// inside the call's `span`.
+    #[inline]
     pub(crate) fn log_clamps(&self, span: &tracing::Span) {
+        if self.clamp.is_some() || self.idle_clamped.is_some() || self.gap_clamped {
+            self.log_clamped(span);
+        }
+    }
+
+    /// [`CallPlan::log_clamps`] when something was clamped.
+    #[cold]
+    fn log_clamped(&self, span: &tracing::Span) {
         let profile = &self.profile.profile.name;
         let call = (self.route.service, self.route.method, profile);
         if let Some(c) = &self.clamp {

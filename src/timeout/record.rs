@@ -167,6 +167,7 @@ impl CallRecord {
     /// the transport and of the caller's code while the call is polled are correlated
     /// to it (as tower-http's trace body does). A disabled span (the common case: its
     /// level is off) costs nothing; an enabled one is cloned for the guard.
+    #[inline]
     pub(crate) fn entered(&self) -> Option<tracing::span::EnteredSpan> {
         (!self.span.is_disabled()).then(|| self.span.clone().entered())
     }

@@ -43,6 +43,7 @@ pub(crate) fn status_number(value: &http::HeaderValue) -> Option<i32> {
 
 /// The `grpc-status` of headers or trailers (`None` without one; an unreadable value is
 /// `Unknown`, as gRPC reads it).
+#[inline]
 pub(crate) fn code_of_headers(headers: &http::HeaderMap) -> Option<Code> {
     let value = headers.get(GRPC_STATUS)?;
     Some(status_number(value).map_or(Code::Unknown, Code::from_i32))
