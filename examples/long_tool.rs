@@ -56,8 +56,9 @@ fn guard() -> LongWork {
         .cap(Duration::from_secs(60))
 }
 
-/// What the server learns of a call that ended with nobody left to answer.
-fn told(rpc: &str, tool: &str, outcome: scope::Outcome<(), String>) {
+/// One `server:` line for guarded work that did not finish: how it ended and how far
+/// it came (for a call that ended with nobody left to answer, or a unary call cut).
+fn told<R: std::fmt::Debug>(rpc: &str, tool: &str, outcome: &scope::Outcome<R, String>) {
     println!(
         "server: {rpc} {tool}: {:?} after {} progress reports, {} results kept",
         outcome.ending(),
@@ -93,7 +94,7 @@ impl ToolService for Tool {
                     _ => ToolFrame::default(),
                 })
             },
-            move |outcome| told("CallStream", &tool, outcome),
+            move |outcome| told("CallStream", &tool, &outcome),
         );
         Ok(Response::new(Box::pin(stream)))
     }
@@ -117,16 +118,11 @@ impl ToolService for Tool {
             .for_rpc(INVOKE_TOOL)
             .run_or_tell(
                 move |out| parse(stuck, out),
-                move |outcome| told("InvokeTool", &gone, outcome),
+                move |outcome| told("InvokeTool", &gone, &outcome),
             )
             .await;
         if let Some(status) = outcome.status() {
-            println!(
-                "server: InvokeTool {tool}: {:?} after {} progress reports, {} results kept",
-                outcome.ending(),
-                outcome.progress_count(),
-                outcome.produced().len()
-            );
+            told("InvokeTool", &tool, &outcome);
             return Err(status);
         }
         Ok(Response::new(InvokeToolResponse {
