@@ -64,7 +64,9 @@ impl Current {
                 .flatten(),
         );
         let budget = match total {
-            Some(cap) if cap.source.level() == "budget" => self.budget,
+            Some(cap) if matches!(cap.source, Source::Budget | Source::BudgetEnvelope) => {
+                self.budget
+            }
             _ => None,
         };
         (exhausted, budget)

@@ -7,7 +7,7 @@
 //! reference count on a cache line every thread shares, though most calls are answered
 //! by their first attempt. What is here brings that to **one allocation** per call that
 //! may be retried and none for one that may not (`tests/alloc_free.rs` counts them),
-//! and the layer's own work with retries on to 4,109 instructions per call (callgrind,
+//! and the layer's own work with retries on to 4,021 instructions per call (callgrind,
 //! 2026-11-26; 270–281 ns on the host of the earlier timings; `benches/README.md`):
 //!
 //! * `request.rs` ([`Kept`]): the request kept for replay, and each later attempt's
