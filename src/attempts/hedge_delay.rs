@@ -149,6 +149,22 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// Records `n` calls of `latency` each, now.
+    fn record(recent: &RecentLatency, n: usize, latency: Duration) {
+        for _ in 0..n {
+            recent.record(latency, Instant::now());
+        }
+    }
+
+    /// The window's `percentile` now.
+    fn p(recent: &RecentLatency, percentile: u32) -> Option<Duration> {
+        recent.percentile(percentile, Instant::now())
+    }
+
     #[test]
     fn interpolated_row_by_row() {
         // (values, percentile, want)
@@ -175,82 +191,65 @@ mod tests {
     #[test]
     fn nothing_before_enough_calls() {
         let recent = RecentLatency::new();
-        for _ in 1..HedgingPolicy::MIN_SAMPLES {
-            recent.record(Duration::from_millis(3), Instant::now());
-        }
-        assert_eq!(recent.percentile(95, Instant::now()), None);
-        recent.record(Duration::from_millis(3), Instant::now());
-        assert_eq!(
-            recent.percentile(95, Instant::now()),
-            Some(Duration::from_millis(3))
-        );
+        record(&recent, HedgingPolicy::MIN_SAMPLES as usize - 1, ms(3));
+        assert_eq!(p(&recent, 95), None);
+        record(&recent, 1, ms(3));
+        assert_eq!(p(&recent, 95), Some(ms(3)));
     }
 
     #[test]
     fn the_window_forgets_old_calls() {
         let recent = RecentLatency::new();
         // A slow past, then a full window of fast calls.
-        for _ in 0..WINDOW {
-            recent.record(Duration::from_millis(500), Instant::now());
-        }
-        assert_eq!(
-            recent.percentile(95, Instant::now()),
-            Some(Duration::from_millis(500))
-        );
-        for _ in 0..WINDOW {
-            recent.record(Duration::from_millis(2), Instant::now());
-        }
-        assert_eq!(
-            recent.percentile(95, Instant::now()),
-            Some(Duration::from_millis(2))
-        );
+        record(&recent, WINDOW, ms(500));
+        assert_eq!(p(&recent, 95), Some(ms(500)));
+        record(&recent, WINDOW, ms(2));
+        assert_eq!(p(&recent, 95), Some(ms(2)));
     }
 
     #[test]
     fn a_kept_percentile_is_refreshed_after_new_calls() {
         let recent = RecentLatency::new();
-        for _ in 0..WINDOW {
-            recent.record(Duration::from_millis(1), Instant::now());
-        }
-        assert_eq!(
-            recent.percentile(90, Instant::now()),
-            Some(Duration::from_millis(1))
-        );
+        record(&recent, WINDOW, ms(1));
+        assert_eq!(p(&recent, 90), Some(ms(1)));
         // The tail grows to 50 of 256 (20 %): p90 moves once the kept value is
         // refreshed (every REFRESH calls), not before.
-        for _ in 0..50 {
-            recent.record(Duration::from_millis(40), Instant::now());
-        }
+        record(&recent, 50, ms(40));
         assert_eq!(recent.recorded() % REFRESH, (WINDOW as u64 + 50) % REFRESH);
-        for _ in 0..(REFRESH - (WINDOW as u64 + 50) % REFRESH) {
-            recent.record(Duration::from_millis(40), Instant::now());
-        }
-        assert_eq!(
-            recent.percentile(90, Instant::now()),
-            Some(Duration::from_millis(40))
-        );
+        let to_refresh = REFRESH - (WINDOW as u64 + 50) % REFRESH;
+        record(&recent, to_refresh as usize, ms(40));
+        assert_eq!(p(&recent, 90), Some(ms(40)));
         // Another percentile is computed on its own.
-        assert_eq!(
-            recent.percentile(50, Instant::now()),
-            Some(Duration::from_millis(1))
-        );
+        assert_eq!(p(&recent, 50), Some(ms(1)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_kept_percentile_stays_until_the_refresh() {
+        let recent = RecentLatency::new();
+        record(&recent, WINDOW, ms(1));
+        assert_eq!(p(&recent, 99), Some(ms(1)));
+        // 10 slow calls put p99 (rank 252.45 of 255) among them, but fewer than
+        // REFRESH calls have come since the last refresh: the kept value stands.
+        record(&recent, 10, ms(40));
+        assert_eq!(p(&recent, 99), Some(ms(1)));
+        // The call that completes REFRESH new calls refreshes it.
+        record(&recent, (REFRESH - 10 - 1) as usize, ms(40));
+        assert_eq!(p(&recent, 99), Some(ms(1)));
+        record(&recent, 1, ms(40));
+        assert_eq!(p(&recent, 99), Some(ms(40)));
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_step_change_is_followed_within_thirty_seconds_however_few_calls() {
         let recent = RecentLatency::new();
         // A full window of fast calls, then the route turns slow at 1 call/s.
-        for _ in 0..WINDOW {
-            recent.record(Duration::from_millis(2), Instant::now());
-        }
+        record(&recent, WINDOW, ms(2));
         let step = Instant::now();
         let mut followed = None;
         for s in 1..=40u64 {
             tokio::time::advance(Duration::from_secs(1)).await;
-            recent.record(Duration::from_millis(300), Instant::now());
-            if followed.is_none()
-                && recent.percentile(95, Instant::now()) == Some(Duration::from_millis(300))
-            {
+            recent.record(ms(300), Instant::now());
+            if followed.is_none() && p(&recent, 95) == Some(ms(300)) {
                 followed = Some(s);
             }
         }
@@ -259,17 +258,10 @@ mod tests {
         assert_eq!(step.elapsed(), Duration::from_secs(40));
         // And with many calls, 256 of them are enough, well before 30 s.
         let recent = RecentLatency::new();
-        for _ in 0..WINDOW {
-            recent.record(Duration::from_millis(2), Instant::now());
-        }
-        for _ in 0..WINDOW {
-            recent.record(Duration::from_millis(300), Instant::now());
-        }
+        record(&recent, WINDOW, ms(2));
+        record(&recent, WINDOW, ms(300));
         tokio::time::advance(REFRESH_AFTER).await;
-        assert_eq!(
-            recent.percentile(95, Instant::now()),
-            Some(Duration::from_millis(300))
-        );
+        assert_eq!(p(&recent, 95), Some(ms(300)));
     }
 
     proptest! {
