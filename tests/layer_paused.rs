@@ -948,3 +948,72 @@ async fn the_progress_rule_runs_once_per_complete_message() {
         (Phase::Idle, 3, Some(3))
     );
 }
+
+/// Polls `fut` once, the way a runtime would before its task goes quiet.
+async fn poll_once<F: std::future::Future + Unpin>(fut: &mut F) -> Poll<F::Output> {
+    std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut *fut).poll(cx))).await
+}
+
+/// The call's deadline passes while its task does not run (a busy runtime); then its
+/// scope is cancelled. The deadline came first, so the call timed out.
+#[tokio::test(start_paused = true)]
+async fn a_cancel_after_the_deadline_is_reported_as_the_timeout_waiting_for_headers() {
+    for late_ms in [2, 5, 20] {
+        let mut h = harness(standard(), None);
+        let budget = sw4rm_timeouts::OperationBudget::new(Duration::from_secs(60));
+        h.svc.ready().await.unwrap();
+        let svc = &mut h.svc;
+        // Made inside the budget's scope, as `budget.run(client.heartbeat(..))` is.
+        let mut call = Box::pin(budget.run(async move { svc.call(request(HEARTBEAT)).await }));
+        assert!(poll_once(&mut call).await.is_pending(), "sent, waiting");
+        // The heartbeat's 5 s pass with nobody polling the call, then the cancel.
+        tokio::time::advance(Duration::from_millis(5_000 + late_ms)).await;
+        assert!(budget.cancel());
+        let status = tonic::Status::from_error(call.await.unwrap_err());
+        assert_eq!(
+            status.code(),
+            tonic::Code::DeadlineExceeded,
+            "{late_ms} ms late: {status:?}"
+        );
+        let d = TimeoutDetails::from_status(&status).unwrap();
+        assert_eq!(
+            (d.phase(), d.configured_timeout_ms()),
+            (Phase::Total, 5_000)
+        );
+    }
+}
+
+/// The same race while the response body is read: the deadline still wins.
+#[tokio::test(start_paused = true)]
+async fn a_cancel_after_the_deadline_is_reported_as_the_timeout_reading_the_body() {
+    let mut h = harness(standard(), Some(Duration::from_secs(1)));
+    let budget = sw4rm_timeouts::OperationBudget::new(Duration::from_secs(60));
+    let resp = budget
+        .run(respond(&mut h.svc, request(HEARTBEAT)))
+        .await
+        .unwrap();
+    let _tx = h.bodies.recv().await.unwrap(); // the body stays open, silent
+    let mut body: Wrapped = Box::pin(resp.into_body());
+    let mut read = Box::pin(next(&mut body));
+    assert!(poll_once(&mut read).await.is_pending());
+    drop(read);
+    tokio::time::advance(Duration::from_millis(4_000 + 10)).await;
+    assert!(budget.cancel());
+    let status = tonic::Status::from_error(next(&mut body).await.unwrap().unwrap_err());
+    assert_eq!(status.code(), tonic::Code::DeadlineExceeded, "{status:?}");
+}
+
+/// A cancel before the deadline is still a cancel (the other half of the promise).
+#[tokio::test(start_paused = true)]
+async fn a_cancel_before_the_deadline_is_reported_as_a_cancel() {
+    let mut h = harness(standard(), None);
+    let budget = sw4rm_timeouts::OperationBudget::new(Duration::from_secs(60));
+    h.svc.ready().await.unwrap();
+    let svc = &mut h.svc;
+    let mut call = Box::pin(budget.run(async move { svc.call(request(HEARTBEAT)).await }));
+    assert!(poll_once(&mut call).await.is_pending());
+    tokio::time::advance(Duration::from_millis(4_990)).await;
+    assert!(budget.cancel());
+    let status = tonic::Status::from_error(call.await.unwrap_err());
+    assert_eq!(status.code(), tonic::Code::Cancelled, "{status:?}");
+}

@@ -1,14 +1,15 @@
 //! Reloading a layer's profile table while it serves calls: over loopback, a call in
 //! flight finishes on the table it started with while calls after the swap use the
 //! new one (as the server's `grpc-timeout` shows), and no call fails because of a
-//! swap; under paused time, a watched file is picked up within a second, and a bad
-//! one is refused with every problem named while the table in use stays.
+//! swap; a watched file is picked up, a bad one is refused with every problem named
+//! while the table in use stays, and what is not a whole regular file (empty, a FIFO,
+//! too large) is never applied nor blocks the runtime.
 
 mod common;
 
 use std::time::Duration;
 
-use common::{call, capture_events, connect, server, Metrics, Opts, WAIT};
+use common::{call, connect, server, Metrics, Opts, WAIT};
 use sw4rm_timeouts::testing::Script;
 use sw4rm_timeouts::{ProfileSet, TimeoutProfileLayer};
 
@@ -134,12 +135,38 @@ async fn swaps_under_load_fail_no_call() {
     assert_eq!(last.grpc_timeout.as_deref(), Some("10000000u"));
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_watched_file_is_picked_up_within_a_second_and_a_bad_one_is_refused() {
-    common::install_subscriber();
-    let (events, _guard) = capture_events();
-    let dir = std::env::temp_dir().join(format!("sw4rm-reload-{}", std::process::id()));
+/// A fresh folder for one test's files.
+fn folder(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("sw4rm-reload-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Waits (real time: the watch runs on a thread of its own) until `done` holds;
+/// false after 20 s.
+async fn eventually(mut done: impl FnMut() -> bool) -> bool {
+    for _ in 0..2_000 {
+        if done() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    done()
+}
+
+fn heartbeat_ms(layer: &TimeoutProfileLayer) -> u32 {
+    layer
+        .profiles()
+        .profile("heartbeat")
+        .unwrap()
+        .default_timeout_ms
+}
+
+#[tokio::test]
+async fn a_watched_file_is_picked_up_and_a_bad_one_is_refused() {
+    let (events, _guard) = common::capture_events_scoped();
+    let dir = folder("watch");
     let path = dir.join("timeouts.toml");
     let write = |text: &str| {
         // Written whole, then renamed over the watched file.
@@ -153,19 +180,16 @@ async fn a_watched_file_is_picked_up_within_a_second_and_a_bad_one_is_refused() 
     let layer = TimeoutProfileLayer::new(builder.clone().build().unwrap())
         .with_meter_provider(&metrics.provider);
     let (layer, handle) = layer.reloadable();
-    let _watch = handle.watch(builder.clone()).expect("watch");
-    let default_ms = || {
-        layer
-            .profiles()
-            .profile("heartbeat")
-            .unwrap()
-            .default_timeout_ms
-    };
-    assert_eq!(default_ms(), 4_000);
+    let _watch = handle
+        .watch_every(builder.clone(), Duration::from_millis(20))
+        .expect("watch");
+    assert_eq!(heartbeat_ms(&layer), 4_000);
 
     write("[profiles.heartbeat]\ndefault_timeout_ms = 2000\n");
-    tokio::time::sleep(Duration::from_millis(999)).await;
-    assert_eq!(default_ms(), 2_000, "picked up within a second");
+    assert!(
+        eventually(|| heartbeat_ms(&layer) == 2_000).await,
+        "picked up"
+    );
     let swaps = events.with_message("SW4RM timeout table reloaded");
     assert_eq!(swaps.len(), 1, "{swaps:?}");
     assert_eq!(
@@ -177,17 +201,16 @@ async fn a_watched_file_is_picked_up_within_a_second_and_a_bad_one_is_refused() 
     write("[profiles.heartbeat]\ndefault_timeout_ms = \"soon\"\n[routes]\n\"/acme.Batch/*\" = \"nightly\"\n");
     let check = builder.clone().build().unwrap_err();
     assert_eq!(check.issues().len(), 2, "{check}");
-    tokio::time::sleep(Duration::from_millis(999)).await;
-    assert_eq!(default_ms(), 2_000, "the table in use stays");
-    assert_eq!(handle.refusals(), 1);
+    assert!(eventually(|| handle.refusals() == 1).await);
+    assert_eq!(heartbeat_ms(&layer), 2_000, "the table in use stays");
+    assert_eq!(handle.last_refusal(), Some(check.clone()));
     let refused = events.with_message("reload refused");
     assert_eq!(refused.len(), 1, "{refused:?}");
     assert_eq!(refused[0].get("error"), Some(&check.to_string()));
 
     // Fixed: applied again.
     write("[profiles.heartbeat]\ndefault_timeout_ms = 3000\n");
-    tokio::time::sleep(Duration::from_millis(999)).await;
-    assert_eq!(default_ms(), 3_000);
+    assert!(eventually(|| heartbeat_ms(&layer) == 3_000).await);
     assert_eq!((handle.reloads(), handle.refusals()), (2, 1));
     let outcomes: Vec<(String, u64)> = metrics
         .points()
@@ -197,6 +220,142 @@ async fn a_watched_file_is_picked_up_within_a_second_and_a_bad_one_is_refused() 
         .collect();
     assert!(outcomes.contains(&("applied".into(), 2)), "{outcomes:?}");
     assert!(outcomes.contains(&("refused".into(), 1)), "{outcomes:?}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A rewrite that is not a rename (a shell `>`): the file is empty first. The empty
+/// file is not the standard table: calls keep the table in use until the text lands.
+#[tokio::test]
+async fn an_empty_file_is_not_applied_and_the_text_that_follows_is() {
+    let (events, _guard) = common::capture_events_scoped();
+    let dir = folder("empty");
+    let path = dir.join("timeouts.toml");
+    std::fs::write(&path, "[profiles.heartbeat]\ndefault_timeout_ms = 2000\n").unwrap();
+    let builder = ProfileSet::builder().global_file(&path);
+    let (layer, handle) = TimeoutProfileLayer::new(builder.clone().build().unwrap()).reloadable();
+    let _watch = handle
+        .watch_every(builder, Duration::from_millis(5))
+        .expect("watch");
+    std::fs::File::create(&path).unwrap(); // truncated: 0 bytes
+    assert!(
+        eventually(|| !events
+            .with_message("SW4RM configuration file is empty")
+            .is_empty())
+        .await
+    );
+    // Many ticks later, still the table in use.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(heartbeat_ms(&layer), 2_000, "an empty file is no table");
+    assert_eq!((handle.reloads(), handle.refusals()), (0, 0));
+    std::fs::write(&path, "[profiles.heartbeat]\ndefault_timeout_ms = 3000\n").unwrap();
+    assert!(eventually(|| heartbeat_ms(&layer) == 3_000).await);
+    assert_eq!(handle.reloads(), 1);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Kubernetes updates a mounted ConfigMap by swapping its `..data` link: the file's
+/// path goes through two links, and the swap is one change.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_configmap_update_by_link_swap_is_picked_up() {
+    use std::os::unix::fs::symlink;
+    let dir = folder("configmap");
+    let version = |name: &str, ms: u32| {
+        std::fs::create_dir(dir.join(name)).unwrap();
+        let text = format!("[profiles.heartbeat]\ndefault_timeout_ms = {ms}\n");
+        std::fs::write(dir.join(name).join("timeouts.toml"), text).unwrap();
+    };
+    version("..2026_11_27_01", 2_000);
+    symlink("..2026_11_27_01", dir.join("..data")).unwrap();
+    symlink("..data/timeouts.toml", dir.join("timeouts.toml")).unwrap();
+    let builder = ProfileSet::builder().global_file(dir.join("timeouts.toml"));
+    let (layer, handle) = TimeoutProfileLayer::new(builder.clone().build().unwrap()).reloadable();
+    let _watch = handle
+        .watch_every(builder, Duration::from_millis(5))
+        .expect("watch");
+    assert_eq!(heartbeat_ms(&layer), 2_000);
+    // kubelet: the new version beside the old, a new link, renamed over `..data`, the
+    // old version removed.
+    version("..2026_11_27_02", 3_000);
+    symlink("..2026_11_27_02", dir.join("..data_tmp")).unwrap();
+    std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).unwrap();
+    std::fs::remove_dir_all(dir.join("..2026_11_27_01")).unwrap();
+    assert!(eventually(|| heartbeat_ms(&layer) == 3_000).await);
+    assert_eq!((handle.reloads(), handle.refusals()), (1, 0));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A FIFO at the path blocks whoever opens it. The watch never opens it, and never
+/// holds a runtime worker: timers keep firing on a two-worker runtime.
+#[cfg(unix)]
+#[test]
+fn a_fifo_at_the_path_blocks_no_runtime_worker() {
+    let dir = folder("fifo");
+    let path = dir.join("timeouts.toml");
+    let made = std::process::Command::new("mkfifo").arg(&path).status();
+    assert!(made.is_ok_and(|s| s.success()), "mkfifo");
+    let (done, finished) = std::sync::mpsc::channel();
+    let run_path = path.clone();
+    // On a thread of its own, so that a watch that blocks fails the test, not hangs it.
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let outcome = runtime.block_on(async {
+            let (events, _guard) = common::capture_events_scoped();
+            let (_layer, handle) = TimeoutProfileLayer::standard().reloadable();
+            let builder = ProfileSet::builder().global_file(&run_path);
+            let _watch = handle
+                .watch_every(builder, Duration::from_millis(1))
+                .unwrap();
+            for _ in 0..4 {
+                tokio::spawn(tokio::time::sleep(Duration::from_millis(50)))
+                    .await
+                    .unwrap();
+            }
+            let said = events.with_message("not a regular file");
+            (said.len(), handle.reloads(), handle.refusals())
+        });
+        let _ = done.send(outcome);
+    });
+    let outcome = finished.recv_timeout(Duration::from_secs(30));
+    assert_eq!(outcome, Ok((1, 0, 0)), "the watch blocked the runtime");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A 10 MB file is never read whole, and an unchanged file is not read at all.
+#[tokio::test]
+async fn a_large_file_is_refused_unread() {
+    let (events, _guard) = common::capture_events_scoped();
+    let dir = folder("large");
+    let path = dir.join("timeouts.toml");
+    std::fs::write(&path, "[profiles.heartbeat]\ndefault_timeout_ms = 2000\n").unwrap();
+    let builder = ProfileSet::builder().global_file(&path);
+    let (layer, handle) = TimeoutProfileLayer::new(builder.clone().build().unwrap()).reloadable();
+    let _watch = handle
+        .watch_every(builder, Duration::from_millis(5))
+        .expect("watch");
+    let mut text = String::from("[profiles.heartbeat]\ndefault_timeout_ms = 3000\n");
+    text.push_str(&"# padding\n".repeat(1 << 20));
+    let tmp = dir.join("timeouts.toml.tmp");
+    std::fs::write(&tmp, &text).unwrap();
+    std::fs::rename(&tmp, &path).unwrap();
+    assert!(
+        eventually(|| !events
+            .with_message("larger than any timeout table")
+            .is_empty())
+        .await
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let said = events.with_message("larger than any timeout table");
+    assert_eq!(said.len(), 1, "said once: {said:?}");
+    assert_eq!(
+        said[0].get("bytes").map(String::as_str),
+        Some(text.len().to_string().as_str())
+    );
+    assert_eq!(heartbeat_ms(&layer), 2_000);
     std::fs::remove_dir_all(&dir).ok();
 }
 

@@ -159,6 +159,16 @@ impl GlobalConfig {
         (config, issues)
     }
 
+    /// Like [`GlobalConfig::file_and_env_partial`], with the file's text as read.
+    pub(crate) fn text_and_env_partial(text: &str, path: &Path) -> (Self, Vec<ConfigIssue>) {
+        let mut issues = Vec::new();
+        let mut config = GlobalConfig::empty();
+        config.file = Some(path.to_path_buf());
+        config.read_data(Toml::string(text).data(), path, &mut issues);
+        config.read_env(&mut issues);
+        (config, issues)
+    }
+
     /// Reads our table from a section of a larger TOML document (your application's
     /// own configuration file): `section` is a dotted key path such as
     /// `"agent.timeouts"`; `name` stands for the file in messages. A missing section

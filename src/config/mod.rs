@@ -4,10 +4,12 @@
 //!
 //! Reading order: `profile_set/mod.rs` (the table every call reads) →
 //! `profile_set/builder.rs` (client level) → `global.rs` and `walk.rs` (global level)
-//! → `profile_set/build.rs` (merging and validation) → `error.rs`.
+//! → `profile_set/build.rs` (merging and validation) → `error.rs`. `file_look.rs` is
+//! what a live reload's file watch sees of the file.
 
 mod env;
 mod error;
+pub(crate) mod file_look;
 mod global;
 mod overrides;
 mod profile_set;

@@ -11,7 +11,7 @@
 //! A6); `inherit.rs` caps calls by an inherited deadline or an operation budget;
 //! `envelope.rs` carries a budget across an asynchronous handoff (SW4-004's
 //! `BudgetEnvelope`). `source.rs` is the one type that says where every value came
-//! from.
+//! from. `quote.rs` cuts text from a peer or a user to a bound before it is echoed.
 
 pub(crate) mod cancel;
 pub(crate) mod deadline;
@@ -22,6 +22,7 @@ pub(crate) mod message;
 pub(crate) mod profile;
 mod profile_error;
 pub(crate) mod progress;
+pub(crate) mod quote;
 pub(crate) mod resolve;
 pub(crate) mod retry;
 mod retry_policy;

@@ -17,6 +17,7 @@ use tokio::time::Instant;
 use super::budget::{epoch_ms_now, EnvelopeError, OperationBudget};
 use super::cancel::Watch;
 use crate::policy::cancel::{CancelBook, CancelReason};
+use crate::policy::quote::quoted;
 use crate::proto::sw4rm::common::ErrorCode;
 use crate::proto::sw4rm::handoff::{
     BudgetEnvelope, CancelDelegation, CancelDelegationResponse, HandoffRequest,
@@ -217,7 +218,7 @@ impl Delegations {
         &self,
         request: &HandoffRequest,
         work: F,
-    ) -> Result<impl Future<Output = Delegated<F::Output>>, EnvelopeError> {
+    ) -> Result<impl Future<Output = Delegated<F::Output>>, HandoffRefused> {
         let none = BudgetEnvelope::default();
         let budget = OperationBudget::from_envelope(request.budget.as_ref().unwrap_or(&none))?;
         let id = request.request_id.clone();
@@ -226,7 +227,17 @@ impl Delegations {
             forced_at: Mutex::new(None),
             waiting: Mutex::new(None),
         });
-        self.lock().running.insert(id.clone(), running.clone());
+        {
+            let mut registry = self.lock();
+            // A retried handoff reuses its id: the first run stays the one a cancel
+            // reaches, and no second copy of the work starts.
+            if registry.running.contains_key(&id) {
+                return Err(HandoffRefused::AlreadyRunning {
+                    request_id: PeerText::new(&id),
+                });
+            }
+            registry.running.insert(id.clone(), running.clone());
+        }
         let registered = Registered {
             delegations: self.clone(),
             id,
@@ -288,16 +299,23 @@ impl Delegations {
         if !registry.running.contains_key(id) {
             return CancelDelegationResponse {
                 acknowledged: false,
-                message: format!("no delegation {id:?} runs here"),
+                message: format!("no delegation {} runs here", quoted(id)),
             };
         }
         let answer = registry.book.cancel(request, epoch_ms_now());
         let grace = Duration::from_millis(answer.grace_ms);
+        // A grace too long to add to an instant never forces the work.
+        let at = now.checked_add(grace).unwrap_or_else(|| now + FAR_FUTURE);
         let mut stopped = 0;
         for cancelled in &answer.cancelled {
-            if let Some(running) = registry.running.get(cancelled) {
+            let Some(running) = registry.running.get(cancelled) else {
+                // Linked here but not running here: nothing to remember.
+                registry.book.forget(cancelled);
+                continue;
+            };
+            {
                 let mut forced = running.forced_at.lock().unwrap_or_else(|e| e.into_inner());
-                forced.get_or_insert((now + grace, grace));
+                forced.get_or_insert((at, grace));
                 drop(forced);
                 running
                     .budget
@@ -320,6 +338,74 @@ impl Delegations {
                 "cancelled {stopped} delegation(s) here, {} ms grace",
                 answer.grace_ms
             ),
+        }
+    }
+}
+
+/// Far enough ahead to mean "never" for a grace, near enough to add to any instant.
+const FAR_FUTURE: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
+
+/// Why [`Delegations::run`] started no work.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HandoffRefused {
+    /// The handoff's envelope grants no work.
+    Envelope(EnvelopeError),
+    /// A delegation with this `request_id` already runs here (a retried handoff
+    /// reuses its id): the first run goes on, and stays the one `CancelDelegation`
+    /// reaches. Answer the duplicate as accepted, or with an error, as your protocol
+    /// says; do not start the work twice.
+    AlreadyRunning {
+        /// The id, cut to a bound (it came from a peer).
+        request_id: PeerText,
+    },
+}
+
+/// Text from a peer, kept cut to a bound: at most 128 bytes quoted, the length named.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerText(String);
+
+impl PeerText {
+    fn new(text: &str) -> Self {
+        PeerText(quoted(text).to_string())
+    }
+
+    /// The quoted text (with its length named when it was cut).
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for PeerText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<EnvelopeError> for HandoffRefused {
+    fn from(e: EnvelopeError) -> Self {
+        HandoffRefused::Envelope(e)
+    }
+}
+
+impl std::fmt::Display for HandoffRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HandoffRefused::Envelope(e) => e.fmt(f),
+            HandoffRefused::AlreadyRunning { request_id } => write!(
+                f,
+                "a delegation with request_id {request_id} already runs here: the \
+                 first run goes on (a retried handoff must not start the work twice)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for HandoffRefused {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            HandoffRefused::Envelope(e) => Some(e),
+            HandoffRefused::AlreadyRunning { .. } => None,
         }
     }
 }
@@ -439,5 +525,118 @@ mod tests {
         );
         assert!(!other.is_finished(), "not a child: runs on");
         other.abort();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_second_handoff_with_a_running_id_is_refused_and_the_first_stays_reachable() {
+        let delegations = Delegations::new();
+        let first = tokio::spawn(
+            delegations
+                .run(&handoff("h"), std::future::pending::<()>())
+                .unwrap(),
+        );
+        tokio::task::yield_now().await;
+        let Err(refused) = delegations.run(&handoff("h"), async {}) else {
+            panic!("a second run of a running id was accepted");
+        };
+        assert_eq!(
+            refused.to_string(),
+            "a delegation with request_id \"h\" already runs here: the first run goes on \
+             (a retried handoff must not start the work twice)"
+        );
+        assert_eq!(delegations.running(), 1);
+        // The first is still the one a cancel reaches.
+        assert!(delegations.cancel(&cancel("h", 0)).acknowledged);
+        assert!(matches!(first.await.unwrap(), Delegated::Forced { .. }));
+        assert_eq!(delegations.running(), 0);
+        // Once it ended, the id may run again.
+        assert!(delegations.run(&handoff("h"), async {}).is_ok());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn children_that_ended_are_forgotten_when_the_parent_is_cancelled() {
+        let delegations = Delegations::new();
+        let mut parents = Vec::new();
+        for p in 0..100 {
+            let parent = format!("p{p}");
+            parents.push(tokio::spawn(
+                delegations
+                    .run(&handoff(&parent), std::future::pending::<()>())
+                    .unwrap(),
+            ));
+            for c in 0..10 {
+                let child = format!("{parent}-c{c}");
+                delegations.link(&parent, &child);
+                delegations.run(&handoff(&child), async {}).unwrap().await;
+            }
+            delegations.cancel(&cancel(&parent, 0));
+        }
+        // Only the 100 parents (cancelled, in their grace) are held.
+        assert_eq!(delegations.lock().book.book.len(), 100);
+        for parent in parents {
+            parent.await.unwrap();
+        }
+        assert_eq!(delegations.lock().book.book.len(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn echoes_are_bounded_and_a_repeated_cancel_answers_the_grace_in_force() {
+        let delegations = Delegations::new();
+        let huge = "x".repeat(10 << 20);
+        let answer = delegations.cancel(&cancel(&huge, 0));
+        assert!(!answer.acknowledged);
+        assert!(answer.message.len() < 300, "{} bytes", answer.message.len());
+        assert!(answer
+            .message
+            .ends_with("… (10485760 bytes in all) runs here"));
+        let Err(refused) = ({
+            let _first = delegations.run(&handoff(&huge), std::future::pending::<()>());
+            delegations.run(&handoff(&huge), async {}).map(drop)
+        }) else {
+            panic!("accepted twice");
+        };
+        assert!(refused.to_string().len() < 400);
+
+        let work = tokio::spawn(
+            delegations
+                .run(&handoff("h"), std::future::pending::<()>())
+                .unwrap(),
+        );
+        tokio::task::yield_now().await;
+        let first = delegations.cancel(&cancel("h", 8_000));
+        assert!(
+            first.message.ends_with("8000 ms grace"),
+            "{}",
+            first.message
+        );
+        let again = delegations.cancel(&cancel("h", 60_000));
+        assert!(
+            again.message.ends_with("8000 ms grace"),
+            "{}",
+            again.message
+        );
+        let start = Instant::now();
+        assert_eq!(
+            work.await.unwrap(),
+            Delegated::Forced {
+                grace: Duration::from_secs(8)
+            }
+        );
+        assert_eq!(start.elapsed(), Duration::from_secs(8));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_grace_too_long_to_add_never_forces_and_never_panics() {
+        let delegations = Delegations::new();
+        let work = tokio::spawn(
+            delegations
+                .run(&handoff("h"), std::future::pending::<()>())
+                .unwrap(),
+        );
+        tokio::task::yield_now().await;
+        assert!(delegations.cancel(&cancel("h", u64::MAX)).acknowledged);
+        tokio::time::sleep(Duration::from_secs(365 * 24 * 3600)).await;
+        assert!(!work.is_finished());
+        work.abort();
     }
 }

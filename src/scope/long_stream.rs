@@ -185,7 +185,10 @@ impl<T, M> ProgressStream<T, Result<M, Status>> {
         };
         loop {
             let now = Instant::now();
-            let due = self.last_sent + every;
+            // An interval too large to add to an instant: no message is ever due.
+            let Some(due) = self.last_sent.checked_add(every) else {
+                return Poll::Pending;
+            };
             let moved = self.state.count() > self.reported;
             if moved && now >= due {
                 let (count, marker) = (self.state.count(), self.state.marker());
@@ -194,7 +197,7 @@ impl<T, M> ProgressStream<T, Result<M, Status>> {
             // Not moved: look again soon (a report does not wake the stream).
             let next = match moved {
                 true => due,
-                false => due.max(now + every / 4),
+                false => now.checked_add(every / 4).map_or(due, |soon| due.max(soon)),
             };
             self.sleep.as_mut().reset(next);
             if self.sleep.as_mut().poll(cx).is_pending() {

@@ -268,8 +268,9 @@ impl LongWork {
                 }
                 loop {
                     let now = Instant::now();
-                    let cap_at = limits.cap.map(|(c, _)| start + c);
-                    let idle_at = limits.idle.map(|i| state.last() + i);
+                    // A limit too large to add to an instant is no limit.
+                    let cap_at = limits.cap.and_then(|(c, _)| start.checked_add(c));
+                    let idle_at = limits.idle.and_then(|i| state.last().checked_add(i));
                     if cap_at.is_some_and(|at| now >= at) {
                         return Poll::Ready(Ending::Capped);
                     }
@@ -323,6 +324,64 @@ impl<T> Drop for Abandon<T> {
                 self.limits,
                 self.rpc,
             ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::pin::Pin;
+    use std::time::Duration;
+
+    use futures_core::Stream;
+
+    use super::*;
+    use crate::scope::Frame;
+
+    /// Work that reports progress, then finishes after ten seconds.
+    async fn ten_seconds(out: Output<u32>) -> u32 {
+        out.progress();
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        out.push(1);
+        7
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_limit_too_large_to_add_is_no_limit() {
+        let guards = [
+            LongWork::new().cap(Duration::MAX),
+            LongWork::new().idle_limit(Duration::MAX),
+            LongWork::new().idle_limit(Duration::MAX).cap(Duration::MAX),
+            LongWork::new().idle_limit(Duration::MAX - Duration::from_secs(1)),
+        ];
+        for guard in guards {
+            let outcome = guard.run(ten_seconds).await;
+            assert_eq!(outcome.ending(), &Ending::Finished(7), "{guard:?}");
+            assert_eq!(outcome.produced(), [1]);
+            assert!(outcome.status().is_none());
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stream_whose_progress_interval_is_too_large_to_add_runs_to_its_end() {
+        let guards = [
+            LongWork::new().caller_idle_limit(Duration::MAX),
+            LongWork::new().idle_limit(Duration::MAX),
+        ];
+        for guard in guards {
+            let mut stream = guard.stream(
+                |out: Output<u32>| async move {
+                    ten_seconds(out).await;
+                },
+                Ok,
+            );
+            let mut got = Vec::new();
+            while let Some(frame) =
+                std::future::poll_fn(|cx| Pin::new(&mut stream).poll_next(cx)).await
+            {
+                got.push(frame.map_err(|s| s.code()));
+            }
+            assert_eq!(got, [Ok(Frame::Item(1))], "{guard:?}");
         }
     }
 }

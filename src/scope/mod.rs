@@ -58,7 +58,9 @@ mod task;
 pub use crate::policy::cancel::{effective_grace, MIN_CANCEL_GRACE};
 pub use budget::{EnvelopeError, OperationBudget, PauseGuard, DEFAULT_MAX_CLOCK_SKEW};
 pub use cancel::{cancel_reason, cancelled, is_cancelled, remembered_handoffs, Cancelled};
-pub use delegations::{CancelAnswer, Delegated, DelegationBook, Delegations};
+pub use delegations::{
+    CancelAnswer, Delegated, DelegationBook, Delegations, HandoffRefused, PeerText,
+};
 pub use long_stream::{Frame, ProgressStream};
 pub use long_work::{LongWork, Output};
 pub use outcome::{Ending, Outcome};

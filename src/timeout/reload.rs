@@ -6,11 +6,13 @@
 
 use std::ops::Deref;
 use std::sync::atomic::Ordering;
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use super::shared::Shared;
 use super::table::{Cell, Family};
+use crate::config::file_look::{FileLook, Look, MAX_CONFIG_BYTES};
 use crate::config::{ConfigError, ProfileSet, ProfileSetBuilder};
 
 /// Swaps the profile table of a layer made with
@@ -147,6 +149,24 @@ impl ReloadHandle {
         self.family.refused.load(Ordering::Relaxed)
     }
 
+    /// The last table refused, with every problem it had (`None` before any).
+    ///
+    /// ```
+    /// use sw4rm_timeouts::{ProfileSet, TimeoutProfileLayer};
+    /// let (_layer, handle) = TimeoutProfileLayer::standard().reloadable();
+    /// assert!(handle.last_refusal().is_none());
+    /// let bad = ProfileSet::builder().without_global().default_timeout_ms("heartbeat", 10);
+    /// let err = handle.reload_from(&bad).unwrap_err();
+    /// assert_eq!(handle.last_refusal(), Some(err));
+    /// ```
+    pub fn last_refusal(&self) -> Option<ConfigError> {
+        self.family
+            .last_refusal
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     /// How many tables were applied so far.
     pub fn reloads(&self) -> u64 {
         self.family.applied.load(Ordering::Relaxed)
@@ -156,11 +176,22 @@ impl ReloadHandle {
     /// `./sw4rm.toml`) and reloads when its content changes, within `every` (a
     /// quarter second with [`watch`](Self::watch)). A change that makes the table
     /// invalid is refused as [`reload_from`](Self::reload_from) refuses it: the table
-    /// in use stays until the file is fixed. Write the file whole (a rename over it):
-    /// a half-written file is refused, then read again. Runs on the Tokio runtime it
-    /// is called in until the returned [`ConfigWatch`] is dropped.
+    /// in use stays until the file is fixed.
     ///
-    /// Fails when the builder reads no file or there is no Tokio runtime.
+    /// The watch runs on a thread of its own, never on a runtime worker (a FIFO or a
+    /// hung network mount at the path blocks only that thread), and it looks at the
+    /// file's metadata first: an unchanged file is not read again. Not handed on,
+    /// each logged once and the table in use kept: an **empty** file (0 bytes, or
+    /// only white space: the first state of a rewrite that is not a rename, such as a
+    /// shell `>`; to go back to the standard table, write a file that holds only a
+    /// comment), a file that changed while it was read (looked at again at the next
+    /// tick), one larger than 1 MiB, and a path that is not a regular file. A path
+    /// through symbolic links is followed at every look, so Kubernetes' update of a
+    /// mounted ConfigMap (an atomic swap of its `..data` link) is one change. The
+    /// watch logs to the `tracing` dispatcher in force where it was started, and
+    /// stops when the returned [`ConfigWatch`] is dropped.
+    ///
+    /// Fails when the builder reads no file, or the thread cannot be started.
     ///
     /// [`global_file`]: ProfileSetBuilder::global_file
     pub fn watch_every(
@@ -175,29 +206,71 @@ impl ReloadHandle {
                  give it global_file(PATH)",
             ));
         };
-        let runtime = tokio::runtime::Handle::try_current()
-            .map_err(|e| std::io::Error::other(format!("watching {}: {e}", path.display())))?;
         let handle = self.clone();
         let every = every.max(Duration::from_millis(1));
-        // Read now, not when the task first runs: a change made before then is one.
-        let mut seen = std::fs::read(&path).ok();
-        let task = runtime.spawn(async move {
-            let mut tick = tokio::time::interval(every);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            tick.tick().await;
-            loop {
-                tick.tick().await;
-                let now = std::fs::read(&path).ok();
-                if now == seen {
-                    continue;
-                }
-                seen = now;
-                tracing::debug!(file = %path.display(), "SW4RM configuration file changed");
+        let dispatch = tracing::dispatcher::get_default(|d| d.clone());
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let (looked, first_look) = std::sync::mpsc::sync_channel::<()>(1);
+        std::thread::Builder::new()
+            .name("sw4rm-config-watch".into())
+            .spawn(move || {
+                tracing::dispatcher::with_default(&dispatch, || {
+                    // The first look before the caller goes on: a change made after
+                    // `watch` returns is one.
+                    let mut file = FileLook::new(path);
+                    match file.look() {
+                        Look::Text(_) => {} // the text the table was built from
+                        other => handle.answer(&file, other, &builder),
+                    }
+                    let _ = looked.send(());
+                    while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(every) {
+                        handle.look_at(&mut file, &builder);
+                    }
+                });
+            })
+            .map_err(|e| std::io::Error::other(format!("starting the file watch: {e}")))?;
+        // Bounded: a path on a hung mount does not hold the caller up.
+        let _ = first_look.recv_timeout(Duration::from_millis(500));
+        Ok(ConfigWatch { _stop: stop })
+    }
+
+    /// One look of the file watch, and what follows from it.
+    fn look_at(&self, file: &mut FileLook, builder: &ProfileSetBuilder) {
+        let look = file.look();
+        self.answer(file, look, builder);
+    }
+
+    /// What follows from a look at the watched file: a reload, or a line saying why not.
+    fn answer(&self, file: &FileLook, look: Look, builder: &ProfileSetBuilder) {
+        let shown = file.path().display().to_string();
+        match look {
+            Look::Unchanged | Look::Moving => {}
+            Look::Text(text) => {
+                tracing::debug!(file = %shown, "SW4RM configuration file changed");
                 // A refusal is logged and counted; the watch goes on.
-                let _ = handle.reload_from(&builder);
+                let _ = self.reload_from(&builder.clone().with_file_text(text));
             }
-        });
-        Ok(ConfigWatch { task })
+            Look::Empty => tracing::info!(
+                file = %shown,
+                "SW4RM configuration file is empty (being written?): the table in use stays"
+            ),
+            Look::NotRegular => tracing::warn!(
+                file = %shown,
+                "SW4RM configuration file is not a regular file: not read, the table in use stays"
+            ),
+            Look::TooLarge(bytes) => tracing::warn!(
+                file = %shown,
+                bytes,
+                limit = MAX_CONFIG_BYTES,
+                "SW4RM configuration file is larger than any timeout table: not read, the \
+                 table in use stays"
+            ),
+            Look::Unreadable(error) => tracing::warn!(
+                file = %shown,
+                %error,
+                "SW4RM configuration file cannot be read: the table in use stays"
+            ),
+        }
     }
 
     /// [`watch_every`](Self::watch_every) a quarter second.
@@ -218,6 +291,11 @@ impl ReloadHandle {
     /// Counts and logs a refused table.
     fn refuse(&self, err: &ConfigError) {
         self.family.refused.fetch_add(1, Ordering::Relaxed);
+        *self
+            .family
+            .last_refusal
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(err.clone());
         if let Some(instruments) = self.instruments() {
             instruments.reloaded(false);
         }
@@ -236,14 +314,9 @@ impl ReloadHandle {
 }
 
 /// A running watch of a configuration file ([`ReloadHandle::watch`]); dropping it
-/// stops the watch.
+/// stops the watch (its thread ends at its next tick).
 #[derive(Debug)]
+#[must_use = "dropping the ConfigWatch stops the watch"]
 pub struct ConfigWatch {
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for ConfigWatch {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    _stop: std::sync::mpsc::Sender<()>,
 }

@@ -48,6 +48,8 @@ pub(crate) struct Family {
     pub(crate) applied: AtomicU64,
     /// Tables the handle refused (invalid).
     pub(crate) refused: AtomicU64,
+    /// The last refusal, whole (the WARN carries it too).
+    pub(crate) last_refusal: Mutex<Option<crate::config::ConfigError>>,
 }
 
 impl Family {

@@ -335,14 +335,14 @@ thread_local! {
 /// One process-wide subscriber, installed before any RPC of the test binary, so
 /// callsite interest never depends on which test thread ran first. Events go to
 /// the capturing test's sink (tests run their runtime on their own thread).
-struct Capture;
+struct Capture(Option<Events>);
 
 impl<S> tracing_subscriber::Layer<S> for Capture
 where
     S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
 {
     fn on_event(&self, event: &tracing::Event<'_>, ctx: tracing_subscriber::layer::Context<'_, S>) {
-        let Some(sink) = SINK.with(|s| s.borrow().clone()) else {
+        let Some(sink) = self.0.clone().or_else(|| SINK.with(|s| s.borrow().clone())) else {
             return;
         };
         let mut fields = BTreeMap::new();
@@ -392,9 +392,19 @@ pub fn install_subscriber() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         use tracing_subscriber::layer::SubscriberExt;
-        let _ =
-            tracing::subscriber::set_global_default(tracing_subscriber::registry().with(Capture));
+        let _ = tracing::subscriber::set_global_default(
+            tracing_subscriber::registry().with(Capture(None)),
+        );
     });
+}
+
+/// Captures the events of this thread, and of threads that take this thread's
+/// dispatcher along (the configuration file watch), until the guard drops.
+pub fn capture_events_scoped() -> (Events, tracing::subscriber::DefaultGuard) {
+    use tracing_subscriber::layer::SubscriberExt;
+    let events = Events::default();
+    let subscriber = tracing_subscriber::registry().with(Capture(Some(events.clone())));
+    (events, tracing::subscriber::set_default(subscriber))
 }
 
 /// Stops capturing on this thread when dropped.

@@ -19,6 +19,8 @@ enum Global {
     Load,
     /// Load this file and the environment at `build()`.
     File(std::path::PathBuf),
+    /// This text, read from this file (by a file watch), and the environment.
+    FileText(std::path::PathBuf, String),
     Given(GlobalConfig),
     None,
 }
@@ -82,7 +84,7 @@ impl ProfileSetBuilder {
     /// else `./sw4rm.toml`); `None` for a builder given its global level or none.
     pub(crate) fn file(&self) -> Option<std::path::PathBuf> {
         match &self.global {
-            Global::File(path) => Some(path.clone()),
+            Global::File(path) | Global::FileText(path, _) => Some(path.clone()),
             Global::Load => Some(
                 std::env::var_os(crate::config::CONFIG_PATH_VAR)
                     .map(std::path::PathBuf::from)
@@ -90,6 +92,16 @@ impl ProfileSetBuilder {
             ),
             Global::Given(_) | Global::None => None,
         }
+    }
+
+    /// The same builder with the text of its file as given (read by a file watch),
+    /// so that what is built is what was looked at. No change for a builder that
+    /// reads no file.
+    pub(crate) fn with_file_text(mut self, text: String) -> Self {
+        if let Some(path) = self.file() {
+            self.global = Global::FileText(path, text);
+        }
+        self
     }
 
     /// Opt out of global configuration entirely (no file, no environment).
@@ -287,6 +299,11 @@ impl ProfileSetBuilder {
             }
             Global::File(path) => {
                 let (global, problems) = GlobalConfig::file_and_env_partial(&path);
+                issues.extend(problems);
+                global
+            }
+            Global::FileText(path, text) => {
+                let (global, problems) = GlobalConfig::text_and_env_partial(&text, &path);
                 issues.extend(problems);
                 global
             }

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use tokio::time::Instant;
 use tonic::{Code, Status};
 
 use super::{CallRecord, State};
@@ -62,6 +63,11 @@ impl CallRecord {
     fn end_cancelled(&mut self, reason: CancelReason, seen: &Progress, sent: bool) -> Status {
         if reason.is_deadline() {
             return self.timed_out(Phase::Total, seen, DetectedBy::Client);
+        }
+        // A deadline already passed wins over a cancel that comes after it: on a busy
+        // runtime the call's task can first run after both.
+        if let Some(due) = self.next_due(*seen).filter(|d| d.at <= Instant::now()) {
+            return self.timed_out(due.phase, seen, DetectedBy::Client);
         }
         let elapsed_ms = millis(self.start.elapsed());
         self.end_record(reason, elapsed_ms, sent);

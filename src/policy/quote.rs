@@ -1,0 +1,73 @@
+//! Text that came from a peer or a user, quoted cut to a bound: an echo of it (in an
+//! answer, an error or a log line) never grows with the input.
+
+use std::fmt;
+
+/// At most this many bytes of the text are quoted; the rest is counted.
+pub(crate) const QUOTE_LIMIT: usize = 128;
+
+/// `text` as a quoted string cut to [`QUOTE_LIMIT`] bytes (on a character boundary),
+/// with the whole length named when it was cut.
+pub(crate) fn quoted(text: &str) -> Quoted<'_> {
+    Quoted {
+        text,
+        limit: QUOTE_LIMIT,
+    }
+}
+
+/// The [`Display`](fmt::Display) of [`quoted`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Quoted<'a> {
+    text: &'a str,
+    limit: usize,
+}
+
+impl fmt::Display for Quoted<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.text.len() <= self.limit {
+            return write!(f, "{:?}", self.text);
+        }
+        let cut = (0..=self.limit)
+            .rev()
+            .find(|&i| self.text.is_char_boundary(i))
+            .unwrap_or(0);
+        write!(
+            f,
+            "{:?}… ({} bytes in all)",
+            &self.text[..cut],
+            self.text.len()
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_text_is_quoted_whole_and_long_text_is_cut_on_a_character() {
+        let long = "x".repeat(10 << 20);
+        let wide = "é".repeat(100); // 200 bytes, two per character
+                                    // (text, shown)
+        let rows: [(&str, String); 4] = [
+            ("", r#""""#.to_owned()),
+            ("h-1", r#""h-1""#.to_owned()),
+            (
+                &long,
+                format!("{:?}… (10485760 bytes in all)", "x".repeat(128)),
+            ),
+            (&wide, format!("{:?}… (200 bytes in all)", "é".repeat(64))),
+        ];
+        for (text, shown) in rows {
+            assert_eq!(quoted(text).to_string(), shown);
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_quote_stays_bounded(text in ".{0,400}") {
+            // Each character escapes to at most 10 bytes (`\u{10ffff}`).
+            proptest::prop_assert!(quoted(&text).to_string().len() <= 10 * QUOTE_LIMIT + 40);
+        }
+    }
+}
