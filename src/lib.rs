@@ -140,7 +140,7 @@ pub mod route {
     pub use crate::policy::route::{split_path, RoutePattern, StandardRoute, STANDARD_ROUTES};
 }
 
-pub use attempts::HedgeCap;
+pub use attempts::{HedgeCap, DEFAULT_HEDGE_BURST};
 pub use clients::{
     cancel_safe, ConnectError, ConnectStage, Sw4rm, Sw4rmBuilder, Sw4rmChannel,
     DEFAULT_CONNECT_TIMEOUT, RESET_STREAMS_REMEMBERED, RESET_STREAM_MEMORY,

@@ -10,6 +10,7 @@ use std::time::Duration;
 use sw4rm_timeouts::wire::grpc_timeout;
 use sw4rm_timeouts::{
     CallHedging, HedgingPolicy, ProfileSet, RetryBudget, TimeoutDetails, TimeoutProfileLayer,
+    DEFAULT_HEDGE_BURST,
 };
 use tokio::time::Instant;
 use tower::{Service, ServiceBuilder, ServiceExt};
@@ -180,10 +181,10 @@ fn layer(policy: HedgingPolicy) -> TimeoutProfileLayer {
 }
 
 /// A step change makes every call slow: with the default cap, 10 % of the calls of
-/// each second send a hedge (every one would without it), and the learned delay
+/// each second (plus the burst of 10) send a hedge (every one would without it), and the learned delay
 /// follows the route within 30 s.
 #[tokio::test(start_paused = true)]
-async fn after_a_step_change_the_cap_holds_hedges_to_a_tenth_each_second() {
+async fn after_a_step_change_the_cap_holds_hedges_to_a_tenth_each_second_plus_the_burst() {
     let profiles = ProfileSet::builder()
         .without_global()
         .hedging("workflow_status", learned(95))
@@ -218,8 +219,9 @@ async fn after_a_step_change_the_cap_holds_hedges_to_a_tenth_each_second() {
     // moment it is sent, so count by the calls of each second as a share.
     let slow: Vec<(u32, u32)> = per_second[10..].to_vec();
     for (second, (calls, hedged)) in slow.iter().enumerate() {
+        // 10 % of the second's calls plus the burst (one more for the window's edge).
         assert!(
-            *hedged * 10 <= *calls + 10,
+            *hedged * 10 <= *calls + 10 * (DEFAULT_HEDGE_BURST + 1),
             "second {}: {hedged} of {calls} hedged",
             second + 10
         );
@@ -228,6 +230,35 @@ async fn after_a_step_change_the_cap_holds_hedges_to_a_tenth_each_second() {
     // it, after 30 s the learned delay is the new p95 (500 ms): no call hedges.
     let last: u32 = per_second[45..].iter().map(|s| s.1).sum();
     assert_eq!(last, 0, "{per_second:?}");
+}
+
+/// The default cap on a layer with few calls: reads 300 ms apart hedge as their
+/// policy says, every one of them; a read whose only attempt answers `UNAVAILABLE` at
+/// once is hedged at once and answered, not failed with its deadline left.
+#[tokio::test(start_paused = true)]
+async fn a_layer_with_few_calls_hedges_as_configured_under_the_default_cap() {
+    let profiles = ProfileSet::builder()
+        .without_global()
+        .hedging("workflow_status", fixed(3, 50))
+        .build()
+        .unwrap();
+    let layer = TimeoutProfileLayer::new(profiles)
+        .without_metrics()
+        .without_retry_budget();
+    for i in 0..20 {
+        let server = Server::new(&[ok_after(500), ok_after(500), ok_after(10)]);
+        let response = call(&layer, &server, request(STATUS)).await.unwrap();
+        assert_eq!(server.seen().len(), 3, "read {i}: every attempt sent");
+        assert_eq!(header(&response, "x-attempt"), Some("3"));
+        tokio::time::sleep(ms(300)).await;
+    }
+    for i in 0..20 {
+        let server = Server::new(&[status_after(0, 14), ok_after(1)]);
+        let response = call(&layer, &server, request(STATUS)).await.unwrap();
+        assert_eq!(header(&response, "grpc-status"), None, "read {i}");
+        assert_eq!(server.seen().len(), 2, "read {i}");
+        tokio::time::sleep(ms(300)).await;
+    }
 }
 
 async fn call(

@@ -1,13 +1,15 @@
-//! [`HedgeRate`]: the share of a layer's hedged calls that send a hedge, held at or
-//! below [`HedgeCap`]'s share in every window (10 % in any one second by default),
-//! whatever the latency does: after a step change that makes every call slow, the
-//! learned delay takes time to follow, and without a cap every call would hedge until
-//! it did.
+//! [`HedgeRate`]: the hedges a layer sends, held in every window to [`HedgeCap`]'s
+//! share of its hedged calls plus a burst (10 % of the calls of any one second plus
+//! 10 by default), whatever the latency does: after a step change that makes every
+//! call slow, the learned delay takes time to follow, and without a cap every call
+//! would hedge until it did. The burst is what lets an agent with few calls hedge as
+//! its policy says (a storm of a few calls a second is harmless); the share is what
+//! bounds a loaded one.
 //!
 //! The window slides: it is kept as [`SLICES`] slices of a twentieth of it, and a hedge is
 //! allowed only if the hedges of the last `SLICES + 1` slices (more than a window, so
-//! every window of time ending at this hedge is inside them) stay within the share of
-//! the calls of the last `SLICES` slices (at most a window). A window's hedges are thus
+//! every window of time ending at this hedge is inside them) stay within the burst
+//! plus the share of the calls of the last `SLICES` slices (at most a window). A window's hedges are thus
 //! held to the share of the calls of the window before its last hedge; at a steady
 //! call rate that is the share of its own calls. A fixed window would allow twice the
 //! share across its edge: the tail of one and the head of the next. Each slice is one
@@ -19,16 +21,17 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-/// The most hedges a layer sends: a share of its hedged calls in each window, and a
-/// floor that lets a route with few calls hedge at all.
+/// The most hedges a layer sends: in any window of time, `burst` plus `share` of the
+/// hedged calls that started in it. A layer with few calls hedges as its policies say
+/// (up to `burst` hedges a window); a loaded one hedges about `share` of its calls.
 ///
 /// ```
 /// use std::time::Duration;
 /// use sw4rm_timeouts::{HedgeCap, TimeoutProfileLayer};
-/// let cap = HedgeCap::share(0.05).per(Duration::from_secs(2)).at_least(2);
+/// let cap = HedgeCap::share(0.05).per(Duration::from_secs(2)).burst(4);
 /// let layer = TimeoutProfileLayer::standard().with_hedge_cap(cap);
 /// # drop(layer);
-/// assert_eq!(HedgeCap::default(), HedgeCap::share(0.10).per(Duration::from_secs(1)).at_least(1));
+/// assert_eq!(HedgeCap::default(), HedgeCap::share(0.10).per(Duration::from_secs(1)).burst(10));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[non_exhaustive]
@@ -38,9 +41,9 @@ pub struct HedgeCap {
     pub share: f64,
     /// The window.
     pub window: Duration,
-    /// Hedges allowed in a window whatever the share (so that a route with fewer
-    /// than 1 / `share` calls a window may hedge at all).
-    pub floor: u32,
+    /// Hedges allowed in any window on top of the share: what a layer with few calls
+    /// may hedge whatever its call count.
+    pub burst: u32,
 }
 
 impl Default for HedgeCap {
@@ -48,14 +51,14 @@ impl Default for HedgeCap {
         HedgeCap {
             share: 0.10,
             window: Duration::from_secs(1),
-            floor: 1,
+            burst: DEFAULT_HEDGE_BURST,
         }
     }
 }
 
 impl HedgeCap {
     /// At most this share of hedged calls send a hedge in a window (clamped into 0 to
-    /// 1; not a number counts as 0); per second, with a floor of 1, until said
+    /// 1; not a number counts as 0); per second, with a burst of 10, until said
     /// otherwise.
     pub fn share(share: f64) -> Self {
         let share = if share.is_nan() {
@@ -75,18 +78,22 @@ impl HedgeCap {
         self
     }
 
-    /// Hedges allowed in any window whatever the share.
-    pub fn at_least(mut self, floor: u32) -> Self {
-        self.floor = floor;
+    /// Hedges allowed in any window on top of the share (0: the share alone).
+    pub fn burst(mut self, burst: u32) -> Self {
+        self.burst = burst;
         self
     }
 }
 
+/// The default [`HedgeCap::burst`]: ten hedges a window whatever the share.
+pub const DEFAULT_HEDGE_BURST: u32 = 10;
+
 /// Whether one more hedge keeps a window's hedges within the cap, with `hedges`
-/// already sent of `calls` hedged calls so far in the window.
+/// already sent of `calls` hedged calls so far in the window: at most the burst plus
+/// the share of the calls.
 pub(crate) fn within_cap(cap: &HedgeCap, hedges: u64, calls: u64) -> bool {
     let next = hedges.saturating_add(1);
-    next <= u64::from(cap.floor) || next as f64 <= cap.share * calls as f64
+    next as f64 <= f64::from(cap.burst) + cap.share * calls as f64
 }
 
 /// How many slices a window is kept in.
@@ -277,20 +284,37 @@ mod tests {
 
     #[test]
     fn the_rule_row_by_row() {
-        let ten = HedgeCap::default();
+        let ten = HedgeCap::default().burst(1);
         // (hedges sent, calls so far, one more allowed)
         let rows = [
-            (0, 0, true), // the floor
+            (0, 0, true), // the burst
             (1, 5, false),
-            (1, 19, false),
-            (1, 20, true),
-            (9, 100, true),
-            (10, 100, false),
+            (1, 9, false),
+            (1, 10, true), // 1 + 10 % of 10
+            (10, 100, true),
+            (11, 100, false),
         ];
         for (hedges, calls, want) in rows {
             assert_eq!(within_cap(&ten, hedges, calls), want, "{hedges} of {calls}");
         }
-        let none = HedgeCap::share(0.0).at_least(0);
+        // The default: ten a window before any share, then 10 % on top.
+        let default = HedgeCap::default();
+        // (hedges sent, calls so far, one more allowed)
+        let rows = [
+            (9, 0, true),
+            (10, 0, false),
+            (10, 10, true),
+            (109, 1_000, true),
+            (110, 1_000, false),
+        ];
+        for (hedges, calls, want) in rows {
+            assert_eq!(
+                within_cap(&default, hedges, calls),
+                want,
+                "{hedges} of {calls}"
+            );
+        }
+        let none = HedgeCap::share(0.0).burst(0);
         assert!(!within_cap(&none, 0, 1_000));
         assert_eq!(HedgeCap::share(f64::NAN).share, 0.0);
         assert_eq!(HedgeCap::share(7.0).share, 1.0);
@@ -329,7 +353,8 @@ mod tests {
     /// `fast` calls that do not hedge, then `slow` calls that all want to, one every
     /// 5 ms.
     fn step(fast: usize, slow: usize) -> Log {
-        let rate = HedgeRate::new(HedgeCap::default());
+        // The share alone (the burst is tested on its own).
+        let rate = HedgeRate::new(HedgeCap::default().burst(0));
         let mut log = Log::default();
         for i in 0..fast + slow {
             let at = Duration::from_millis(5 * i as u64);
@@ -371,7 +396,7 @@ mod tests {
 
     #[test]
     fn hedges_decided_at_once_on_many_threads_stay_within_the_cap() {
-        let rate = HedgeRate::new(HedgeCap::default());
+        let rate = HedgeRate::new(HedgeCap::default().burst(0));
         let now = rate.born + Duration::from_millis(10);
         for _ in 0..1_000 {
             rate.call(now);
@@ -399,7 +424,7 @@ mod tests {
 
     #[test]
     fn a_thread_behind_the_ring_counts_nothing_and_clears_nothing() {
-        let rate = HedgeRate::new(HedgeCap::default());
+        let rate = HedgeRate::new(HedgeCap::default().burst(0));
         let slice = Duration::from_millis(50);
         let late = rate.born + slice * SLOTS as u32;
         rate.call(late);
@@ -443,15 +468,35 @@ mod tests {
         .is(NUMBER_MASK + 4));
     }
 
+    #[test]
+    fn a_quiet_layer_hedges_its_burst_every_window_and_no_more() {
+        let rate = HedgeRate::new(HedgeCap::default());
+        // Three slow calls a second, each wanting its hedge: all hedge, for a minute.
+        for i in 0..180u64 {
+            let at = rate.born + Duration::from_millis(333 * i);
+            rate.call(at);
+            assert!(rate.try_hedge(at + Duration::from_millis(50)), "call {i}");
+        }
+        // Twenty calls at once with no share to speak of: the burst, then no more.
+        let at = rate.born + Duration::from_secs(120);
+        let taken = (0..20)
+            .filter(|_| {
+                rate.call(at);
+                rate.try_hedge(at)
+            })
+            .count();
+        assert_eq!(taken, 12, "10 of the burst and 10 % of 20 calls");
+    }
+
     proptest! {
-        /// Counted together, hedges never pass max(floor, share × calls).
+        /// Counted together, hedges never pass burst + share × calls.
         #[test]
         fn no_count_passes_the_cap(
             share in 0.0f64..=1.0,
-            floor in 0u32..4,
+            burst in 0u32..12,
             events in proptest::collection::vec((any::<bool>(), 0u64..400), 1..400),
         ) {
-            let cap = HedgeCap::share(share).at_least(floor);
+            let cap = HedgeCap::share(share).burst(burst);
             let (mut calls, mut hedges) = (0u64, 0u64);
             for (is_call, _) in events {
                 if is_call {
@@ -459,21 +504,21 @@ mod tests {
                 } else if within_cap(&cap, hedges, calls) {
                     hedges += 1;
                 }
-                let bound = (share * calls as f64).floor() as u64;
-                prop_assert!(hedges <= bound.max(u64::from(floor)));
+                let bound = (share * calls as f64).floor() as u64 + u64::from(burst);
+                prop_assert!(hedges <= bound);
             }
         }
 
         /// At every hedge the rate allows, the hedges of the window of time ending
-        /// there stay within max(floor, share × the calls of that window).
+        /// there stay within burst + share × the calls of that window.
         #[test]
         fn no_sliding_window_passes_the_cap(
             share in 0.0f64..=1.0,
-            floor in 0u32..4,
+            burst in 0u32..12,
             events in proptest::collection::vec((any::<bool>(), 0u64..60_000), 1..600),
         ) {
             let window = Duration::from_secs(1);
-            let rate = HedgeRate::new(HedgeCap::share(share).at_least(floor));
+            let rate = HedgeRate::new(HedgeCap::share(share).burst(burst));
             let mut log = Log::default();
             let mut at = Duration::ZERO;
             for (is_call, gap_us) in events {
@@ -487,7 +532,7 @@ mod tests {
                     let in_window = |t: &&Duration| **t > from && **t <= at;
                     let hedges = log.hedges.iter().filter(in_window).count() as u64;
                     let calls = log.calls.iter().filter(in_window).count() as f64;
-                    let bound = ((share * calls).floor() as u64).max(u64::from(floor));
+                    let bound = (share * calls).floor() as u64 + u64::from(burst);
                     prop_assert!(hedges <= bound, "{hedges} hedges, {calls} calls at {at:?}");
                 }
             }

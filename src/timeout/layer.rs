@@ -222,10 +222,11 @@ impl TimeoutProfileLayer {
         self.with_settings(|s| s.hedging = false)
     }
 
-    /// Caps the share of hedged calls that send a hedge, counted over the layer's
-    /// calls (default: 10 % of them in every second, at least 1 a second): a step
-    /// change that makes every call slow hedges no more than that while the learned
-    /// delay catches up. A hedge the cap refuses is not sent; the call goes on with
+    /// Caps the hedges the layer sends: in any window, a burst plus a share of the
+    /// hedged calls (default: 10 plus 10 % of the calls of any one second). A layer
+    /// with few calls hedges as its policies say; a step change that makes every call
+    /// of a loaded layer slow hedges no more than that while the learned delay catches
+    /// up. A hedge the cap refuses is not sent; the call goes on with
     /// its attempts in flight (logged at DEBUG with reason `hedge_cap`).
     ///
     /// ```
