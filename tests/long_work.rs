@@ -19,8 +19,8 @@ use sw4rm_timeouts::proto::sw4rm::tool::{
 use sw4rm_timeouts::route::RoutePattern;
 use sw4rm_timeouts::scope::{self, Ending, Frame, InboundDeadlineLayer, LongWork};
 use sw4rm_timeouts::{
-    CallProgress, CallStreamingPolicy, DetectedBy, Phase, ProgressRule, Sw4rm, TimeoutDetails,
-    TimeoutProfileLayer,
+    CallProgress, CallStreamingPolicy, DetectedBy, Phase, ProgressRule, Source, Sw4rm,
+    TimeoutDetails, TimeoutProfileLayer,
 };
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -311,6 +311,13 @@ async fn a_stuck_tool_is_cut_and_its_frames_reach_the_caller() {
         (d.service(), d.method(), d.profile_name()),
         ("sw4rm.tool.ToolService", "CallStream", "tool_call")
     );
+    // The idle limit is the server's guard's, and says so.
+    assert_eq!(d.source(), &Source::Server);
+    assert!(
+        status.message().contains("from server"),
+        "{}",
+        status.message()
+    );
     let w = d.long_work().unwrap();
     assert_eq!(
         (w.idle_limit_ms(), w.cap_ms(), w.progress_count()),
@@ -422,6 +429,7 @@ async fn a_unary_tool_is_cut_by_the_guard_and_the_caller_reads_why() {
         (Phase::Idle, DetectedBy::Server, None)
     );
     assert_eq!(d.long_work().unwrap().progress_count(), 3);
+    assert_eq!(d.source(), &Source::Server);
     assert!(
         status.message().contains("after 3 progress reports"),
         "{}",

@@ -359,6 +359,53 @@ async fn a_large_file_is_refused_unread() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// `let _ = handle.watch(..)?` keeps watching (dropping the value detaches it, as a
+/// Tokio `JoinHandle` does); `stop()` stops it.
+#[tokio::test]
+async fn a_dropped_watch_goes_on_and_a_stopped_one_does_not() {
+    let dir = folder("detach");
+    let path = dir.join("timeouts.toml");
+    let write = |ms: u32| {
+        let tmp = dir.join("timeouts.toml.tmp");
+        std::fs::write(
+            &tmp,
+            format!("[profiles.heartbeat]\ndefault_timeout_ms = {ms}\n"),
+        )
+        .unwrap();
+        std::fs::rename(&tmp, &path).unwrap();
+    };
+    write(2_000);
+    let builder = ProfileSet::builder().global_file(&path);
+    let (layer, handle) = TimeoutProfileLayer::new(builder.clone().build().unwrap()).reloadable();
+    let _ = handle
+        .watch_every(builder.clone(), Duration::from_millis(5))
+        .expect("watch");
+    write(3_000);
+    assert!(
+        eventually(|| heartbeat_ms(&layer) == 3_000).await,
+        "still watching"
+    );
+
+    let (other, other_handle) =
+        TimeoutProfileLayer::new(builder.clone().build().unwrap()).reloadable();
+    let watch = other_handle
+        .watch_every(builder, Duration::from_millis(5))
+        .expect("watch");
+    write(4_000);
+    assert!(eventually(|| heartbeat_ms(&other) == 4_000).await);
+    watch.stop();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    write(5_000);
+    assert!(eventually(|| heartbeat_ms(&layer) == 5_000).await);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        heartbeat_ms(&other),
+        4_000,
+        "a stopped watch reloads nothing"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 #[tokio::test]
 async fn a_watch_needs_a_file() {
     let (_layer, handle) = TimeoutProfileLayer::standard().reloadable();

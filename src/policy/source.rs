@@ -43,6 +43,10 @@ pub enum Source {
     /// `BudgetEnvelope` ([`crate::OperationBudget::from_envelope`]): a budget (level
     /// `budget`) that came from the delegating agent.
     BudgetEnvelope,
+    /// A limit set by the serving side's long-work guard (`scope::LongWork`: its idle
+    /// limit or its own cap), as the caller reads it from the guard's timeout details:
+    /// the server's setting, not the caller's.
+    Server,
     /// A shorter deadline below the layer that tonic enforced (`Endpoint::timeout`, or
     /// a `grpc-timeout` written under the layer); its value is not known, the time
     /// it fired is.
@@ -50,7 +54,8 @@ pub enum Source {
 }
 
 impl Source {
-    /// The precedence level: `standard`, `global`, `client`, `message` or `per_call`.
+    /// The precedence level (`standard`, `global`, `client`, `message` or
+    /// `per_call`), or the kind of cap (`inherited`, `budget`, `server`, `transport`).
     pub fn level(&self) -> &'static str {
         match self {
             Source::Standard => "standard",
@@ -60,6 +65,7 @@ impl Source {
             Source::PerCall => "per_call",
             Source::Inherited => "inherited",
             Source::Budget | Source::BudgetEnvelope => "budget",
+            Source::Server => "server",
             Source::Transport => "transport",
         }
     }
@@ -86,6 +92,7 @@ impl Source {
             "inherited" => Source::Inherited,
             "budget" => Source::Budget,
             "budget (envelope)" => Source::BudgetEnvelope,
+            "server" => Source::Server,
             "transport" => Source::Transport,
             _ => return None,
         })
@@ -118,6 +125,7 @@ mod tests {
             (Source::Budget, "budget"),
             (Source::BudgetEnvelope, "budget (envelope)"),
             (Source::Transport, "transport"),
+            (Source::Server, "server"),
             (
                 Source::File(Arc::from(Path::new("/etc/sw4rm.toml"))),
                 "global (file /etc/sw4rm.toml)",

@@ -219,6 +219,7 @@ impl OperationBudget {
     /// Runs `future` with every outgoing call capped by this budget (inside any
     /// inherited deadline already in scope), and cancelled with the budget or the
     /// enclosing scope.
+    #[must_use = "futures do nothing unless polled"]
     pub fn run<F: Future>(&self, future: F) -> Scoped<F> {
         with_budget(self.clone(), future)
     }

@@ -44,6 +44,7 @@ pub enum Frame<T> {
 /// The response stream of [`LongWork::stream`]: `Ok` messages, then the guard's status
 /// as an `Err` if the work did not finish. Dropping it (the caller went away) stops
 /// the work.
+#[must_use = "streams do nothing unless polled, and dropping this one stops the work"]
 pub struct ProgressStream<T, M> {
     rx: mpsc::UnboundedReceiver<T>,
     end: oneshot::Receiver<Outcome<(), T>>,

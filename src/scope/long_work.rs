@@ -44,6 +44,7 @@ use crate::policy::streaming::{millis, StreamingTimeoutPolicy};
 /// # }
 /// ```
 #[derive(Clone, Copy, Debug, Default)]
+#[must_use = "a LongWork guards nothing until it runs work (run, run_or_tell, stream)"]
 pub struct LongWork {
     idle: Option<Duration>,
     cap: Option<Duration>,

@@ -143,12 +143,13 @@ impl<R, T> Outcome<R, T> {
             .find(|r| r.path == path)
             .map_or("", |r| r.profile);
         let cap = self.limits.cap;
+        // The guard's own limits are the server's setting, not the caller's.
         let (configured, source) = match phase {
-            Phase::Idle => (self.limits.idle.unwrap_or_default(), Source::Client),
+            Phase::Idle => (self.limits.idle.unwrap_or_default(), Source::Server),
             _ => match cap {
                 Some((c, CapFrom::Inbound)) => (c, Source::Inherited),
-                Some((c, CapFrom::Guard)) => (c, Source::Client),
-                None => (Duration::ZERO, Source::Client),
+                Some((c, CapFrom::Guard)) => (c, Source::Server),
+                None => (Duration::ZERO, Source::Server),
             },
         };
         let details = TimeoutDetails {

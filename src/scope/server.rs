@@ -153,6 +153,7 @@ where
 pin_project! {
     /// Response future of [`InboundDeadlineService`].
     #[derive(Debug)]
+    #[must_use = "futures do nothing unless polled"]
     pub struct InboundDeadlineFuture<F> {
         #[pin]
         state: State<F>,

@@ -80,6 +80,7 @@ pub fn current_deadline() -> Option<Instant> {
 
 /// Runs `future` with outgoing calls capped by `deadline` (the earlier of it and a
 /// deadline already in scope). The server layer does this for every handler.
+#[must_use = "futures do nothing unless polled"]
 pub fn with_deadline<F: Future>(deadline: Instant, future: F) -> Scoped<F> {
     let mut scope = scope_now();
     scope.deadline = Some(scope.deadline.map_or(deadline, |d| d.min(deadline)));
@@ -102,6 +103,7 @@ pub fn with_deadline<F: Future>(deadline: Instant, future: F) -> Scoped<F> {
 /// }).await;
 /// # }
 /// ```
+#[must_use = "futures do nothing unless polled"]
 pub fn carry<F: Future>(future: F) -> Scoped<F> {
     SCOPE.scope(scope_now(), future)
 }
@@ -109,6 +111,7 @@ pub fn carry<F: Future>(future: F) -> Scoped<F> {
 /// Runs `future` outside any scope: no inherited deadline, no budget, no cancel signal
 /// (work that must outlive the inbound call, such as cleanup or an audit record: its
 /// outgoing calls are not cancelled when the caller goes away).
+#[must_use = "futures do nothing unless polled"]
 pub fn detach<F: Future>(future: F) -> Scoped<F> {
     SCOPE.scope(Scope::default(), future)
 }

@@ -76,6 +76,7 @@ const CONNECTION_WINDOW: u32 = 16 << 20;
 
 /// A running embedded SW4RM server; stops when dropped.
 #[derive(Debug)]
+#[must_use = "the server stops as soon as it is dropped"]
 pub struct TestServer {
     addr: SocketAddr,
     state: Arc<State>,

@@ -21,6 +21,7 @@ type Request = http::Request<tonic::body::Body>;
 pin_project! {
     /// Response future of [`super::TimeoutProfileService`].
     #[derive(Debug)]
+    #[must_use = "futures do nothing unless polled"]
     pub struct ResponseFuture<S, F> {
         // The call's attempts: over (nothing in flight) once the call is answered or
         // failed, or from the start when it was refused before it was sent.

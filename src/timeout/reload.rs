@@ -5,8 +5,7 @@
 //! names every problem (as `sw4rm-timeouts check` does) and a counter counts it.
 
 use std::ops::Deref;
-use std::sync::atomic::Ordering;
-use std::sync::mpsc::RecvTimeoutError;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -188,8 +187,8 @@ impl ReloadHandle {
     /// tick), one larger than 1 MiB, and a path that is not a regular file. A path
     /// through symbolic links is followed at every look, so Kubernetes' update of a
     /// mounted ConfigMap (an atomic swap of its `..data` link) is one change. The
-    /// watch logs to the `tracing` dispatcher in force where it was started, and
-    /// stops when the returned [`ConfigWatch`] is dropped.
+    /// watch logs to the `tracing` dispatcher in force where it was started, and runs
+    /// until [`ConfigWatch::stop`] or until no layer made from this handle is left.
     ///
     /// Fails when the builder reads no file, or the thread cannot be started.
     ///
@@ -209,9 +208,10 @@ impl ReloadHandle {
         let handle = self.clone();
         let every = every.max(Duration::from_millis(1));
         let dispatch = tracing::dispatcher::get_default(|d| d.clone());
-        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
         let (looked, first_look) = std::sync::mpsc::sync_channel::<()>(1);
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("sw4rm-config-watch".into())
             .spawn(move || {
                 tracing::dispatcher::with_default(&dispatch, || {
@@ -223,7 +223,12 @@ impl ReloadHandle {
                         other => handle.answer(&file, other, &builder),
                     }
                     let _ = looked.send(());
-                    while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(every) {
+                    loop {
+                        std::thread::park_timeout(every);
+                        // Stopped, or no layer made from the handle is left.
+                        if stopped.load(Ordering::Acquire) || handle.family.first().is_none() {
+                            return;
+                        }
                         handle.look_at(&mut file, &builder);
                     }
                 });
@@ -231,7 +236,10 @@ impl ReloadHandle {
             .map_err(|e| std::io::Error::other(format!("starting the file watch: {e}")))?;
         // Bounded: a path on a hung mount does not hold the caller up.
         let _ = first_look.recv_timeout(Duration::from_millis(500));
-        Ok(ConfigWatch { _stop: stop })
+        Ok(ConfigWatch {
+            stop,
+            thread: thread.thread().clone(),
+        })
     }
 
     /// One look of the file watch, and what follows from it.
@@ -281,7 +289,8 @@ impl ReloadHandle {
     /// let builder = ProfileSet::builder().global_file("/etc/sw4rm/timeouts.toml");
     /// let profiles = builder.clone().build().expect("valid at start");
     /// let (layer, handle) = TimeoutProfileLayer::new(profiles).reloadable();
-    /// let _watch = handle.watch(builder)?; // keep it: dropping it stops the watch
+    /// let watch = handle.watch(builder)?; // runs while the layer lives
+    /// # watch.stop();
     /// # drop(layer); Ok(()) }
     /// ```
     pub fn watch(&self, builder: ProfileSetBuilder) -> std::io::Result<ConfigWatch> {
@@ -313,10 +322,20 @@ impl ReloadHandle {
     }
 }
 
-/// A running watch of a configuration file ([`ReloadHandle::watch`]); dropping it
-/// stops the watch (its thread ends at its next tick).
+/// A running watch of a configuration file ([`ReloadHandle::watch`]). It goes on
+/// while a layer made from the handle lives, until [`stop`](ConfigWatch::stop):
+/// dropping this value (`let _ = handle.watch(..)?;` included) leaves the watch
+/// running, as dropping a Tokio `JoinHandle` leaves its task.
 #[derive(Debug)]
-#[must_use = "dropping the ConfigWatch stops the watch"]
 pub struct ConfigWatch {
-    _stop: std::sync::mpsc::Sender<()>,
+    stop: Arc<AtomicBool>,
+    thread: std::thread::Thread,
+}
+
+impl ConfigWatch {
+    /// Stops the watch (its thread ends at once, or after the look in progress).
+    pub fn stop(self) {
+        self.stop.store(true, Ordering::Release);
+        self.thread.unpark();
+    }
 }

@@ -164,6 +164,7 @@ def main():
                 m = dict(info.metadata)
                 assert info.reason == "SW4RM_RPC_TIMEOUT", info.reason
                 assert m["phase"] == "idle", m
+                assert m["source"] == "server", m  # the guard's limit, not the caller's
                 assert m["idle_limit_ms"] == "1000", m
                 assert m["detected_by"] == "server", m
                 assert m["method"] == "CallStream", m
@@ -214,7 +215,7 @@ def main():
         results = [
             check("a working tool runs past its idle limit", steady),
             check("a stuck tool, 30 s deadline", stuck(30, "inherited")),
-            check("a stuck tool, no deadline", stuck(None, "client")),
+            check("a stuck tool, no deadline", stuck(None, "guard")),
             check("a stuck unary tool", unary_stuck),
             check("a caller that cancels", cancelled),
         ]
