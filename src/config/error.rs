@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use crate::policy::quote::cut;
 use crate::policy::source::Source;
 
 /// One invalid configuration value.
@@ -19,16 +20,29 @@ pub struct ConfigIssue {
     pub source: Source,
 }
 
+/// Most bytes of a key or a value a message quotes (a 10 MB string stays a short line).
+const SHOWN_VALUE: usize = 200;
+/// Most bytes of a rule a message gives (a parser's excerpt of a huge line included).
+const SHOWN_RULE: usize = 1_000;
+/// Most problems a [`ConfigError`] lists; the rest are counted.
+const SHOWN_ISSUES: usize = 50;
+
 impl fmt::Display for ConfigIssue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (key, value, rule) = (&self.key, &self.value, &self.rule);
+        let (key, value, rule) = (
+            cut(&self.key, SHOWN_VALUE),
+            cut(&self.value, SHOWN_VALUE),
+            cut(&self.rule, SHOWN_RULE),
+        );
+        let value_is_empty = self.value.is_empty();
+        let key_is_empty = self.key.is_empty();
         match &self.source {
             // A problem with the whole source (unreadable file, missing file).
-            Source::File(path) if key.is_empty() => write!(f, "{}: {rule}", path.display()),
-            Source::Env(var) if key.is_empty() => write!(f, "{var}: {rule}"),
+            Source::File(path) if key_is_empty => write!(f, "{}: {rule}", path.display()),
+            Source::Env(var) if key_is_empty => write!(f, "{}: {rule}", cut(var, SHOWN_VALUE)),
             // A value that should be there and is not.
-            source if value.is_empty() => write!(f, "{key}: {rule} (set in {source})"),
-            Source::Env(var) => write!(f, "{var}={value}: {rule}"),
+            source if value_is_empty => write!(f, "{key}: {rule} (set in {source})"),
+            Source::Env(var) => write!(f, "{}={value}: {rule}", cut(var, SHOWN_VALUE)),
             Source::File(path) => write!(f, "{}: {key} = {value}: {rule}", path.display()),
             other => write!(f, "{other}: {key} = {value}: {rule}"),
         }
@@ -72,8 +86,11 @@ impl fmt::Display for ConfigError {
             "invalid SW4RM timeout configuration ({n} problem{}):",
             if n == 1 { "" } else { "s" }
         )?;
-        for issue in &self.issues {
+        for issue in self.issues.iter().take(SHOWN_ISSUES) {
             write!(f, "\n  - {issue}")?;
+        }
+        if n > SHOWN_ISSUES {
+            write!(f, "\n  - … and {} more", n - SHOWN_ISSUES)?;
         }
         Ok(())
     }
@@ -86,8 +103,12 @@ pub(crate) fn did_you_mean<'a>(
     word: &str,
     candidates: impl IntoIterator<Item = &'a str>,
 ) -> Option<&'a str> {
+    let len = word.chars().count();
     candidates
         .into_iter()
+        // Lengths further apart than the distance allowed cannot be a typo: a huge
+        // word is never compared character by character.
+        .filter(|c| len.abs_diff(c.chars().count()) <= 2.max(c.len() / 3))
         .map(|c| (edit_distance(word, c), c))
         .filter(|&(d, c)| d <= 2.max(c.len() / 3))
         .min_by_key(|&(d, _)| d)
@@ -132,5 +153,40 @@ mod tests {
         assert_eq!(did_you_mean("colour", keys), None);
         assert_eq!(edit_distance("", "abc"), 3);
         assert_eq!(edit_distance("kitten", "sitting"), 3);
+    }
+
+    #[test]
+    fn messages_stay_short_whatever_the_input() {
+        let huge = "x".repeat(10 << 20);
+        let deep = format!("{}1{}", "[".repeat(100_000), "]".repeat(100_000));
+        let many: String = (0..10_000).map(|i| format!("k{i} = 1\n")).collect();
+        // (what the file holds, what the message must still say)
+        let rows = [
+            (
+                format!("[profiles.heartbeat]\ndefault_timeout_ms = \"{huge}\"\n"),
+                "default_timeout_ms",
+            ),
+            (
+                format!("[profiles.heartbeat]\n{huge} = 1\n"),
+                "bytes in all) = 1: unknown key",
+            ),
+            (
+                format!("[profiles.heartbeat]\ndefault_timeout_ms = {deep}\n"),
+                "t.toml",
+            ),
+            (format!("x = \"{huge}\n"), "t.toml"),
+            (many, "… and 9950 more"),
+        ];
+        for (toml, says) in rows {
+            let err = crate::GlobalConfig::from_toml_str(&toml, "t.toml").unwrap_err();
+            let text = err.to_string();
+            assert!(
+                text.len() < 64 << 10,
+                "{} bytes: {}",
+                text.len(),
+                cut(&text, 400)
+            );
+            assert!(text.contains(says), "{}", cut(&text, 2_000));
+        }
     }
 }

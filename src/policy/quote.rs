@@ -27,17 +27,50 @@ impl fmt::Display for Quoted<'_> {
         if self.text.len() <= self.limit {
             return write!(f, "{:?}", self.text);
         }
-        let cut = (0..=self.limit)
-            .rev()
-            .find(|&i| self.text.is_char_boundary(i))
-            .unwrap_or(0);
+        let end = floor_boundary(self.text, self.limit);
         write!(
             f,
             "{:?}… ({} bytes in all)",
-            &self.text[..cut],
+            &self.text[..end],
             self.text.len()
         )
     }
+}
+
+/// `text` as it is (not quoted), cut to `limit` bytes on a character boundary, with
+/// the whole length named when it was cut.
+pub(crate) fn cut(text: &str, limit: usize) -> Cut<'_> {
+    Cut { text, limit }
+}
+
+/// The [`Display`](fmt::Display) of [`cut`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Cut<'a> {
+    text: &'a str,
+    limit: usize,
+}
+
+impl fmt::Display for Cut<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.text.len() <= self.limit {
+            return f.write_str(self.text);
+        }
+        let end = floor_boundary(self.text, self.limit);
+        write!(
+            f,
+            "{}… ({} bytes in all)",
+            &self.text[..end],
+            self.text.len()
+        )
+    }
+}
+
+/// The largest character boundary of `text` at or below `at`.
+fn floor_boundary(text: &str, at: usize) -> usize {
+    (0..=at.min(text.len()))
+        .rev()
+        .find(|&i| text.is_char_boundary(i))
+        .unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -61,6 +94,13 @@ mod tests {
         for (text, shown) in rows {
             assert_eq!(quoted(text).to_string(), shown);
         }
+    }
+
+    #[test]
+    fn cut_text_is_not_quoted() {
+        assert_eq!(cut("abc", 3).to_string(), "abc");
+        assert_eq!(cut("abcd", 3).to_string(), "abc… (4 bytes in all)");
+        assert_eq!(cut("éé", 3).to_string(), "é… (4 bytes in all)");
     }
 
     proptest::proptest! {
