@@ -60,10 +60,10 @@ fn guard() -> LongWork {
 /// it came (for a call that ended with nobody left to answer, or a unary call cut).
 fn told<R: std::fmt::Debug>(rpc: &str, tool: &str, outcome: &scope::Outcome<R, String>) {
     println!(
-        "server: {rpc} {tool}: {:?} after {} progress reports, {} results kept",
+        "server: {rpc} {tool}: {:?} after {} progress reports, {} results produced",
         outcome.ending(),
         outcome.progress_count(),
-        outcome.produced().len()
+        outcome.produced_count()
     );
 }
 

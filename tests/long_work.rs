@@ -47,6 +47,8 @@ type Abandoned = Arc<Mutex<Vec<(Ending<()>, usize)>>>;
 struct Seen {
     work_dropped: Arc<AtomicBool>,
     abandoned: Abandoned,
+    /// The `sw4rm-stream-idle-ms` each streaming call arrived with.
+    quiet: Arc<Mutex<Vec<Option<String>>>>,
 }
 
 #[derive(Clone)]
@@ -121,6 +123,9 @@ impl ToolService for LongTool {
         &self,
         request: Request<ToolCall>,
     ) -> Result<Response<Self::CallStreamStream>, Status> {
+        let quiet = request.metadata().get("sw4rm-stream-idle-ms");
+        let quiet = quiet.map(|v| v.to_str().unwrap_or("?").to_owned());
+        self.seen.quiet.lock().unwrap().push(quiet);
         let name = request.into_inner().tool_name;
         let dropped = self.seen.work_dropped.clone();
         let abandoned = self.seen.abandoned.clone();
@@ -276,6 +281,34 @@ async fn a_tool_that_reports_progress_runs_past_its_idle_limit() {
         "progress frames between the items: {frames:?}"
     );
     assert!(served.seen.abandoned.lock().unwrap().is_empty());
+}
+
+/// A caller whose idle limit (480 ms) is below the guard's own cadence (half its 1 s
+/// idle limit): the call says its limit (`sw4rm-stream-idle-ms`), and the guard sends
+/// progress at least every half of it, so the working tool is not cut.
+#[tokio::test]
+async fn the_progress_cadence_follows_a_callers_shorter_idle_limit() {
+    let served = serve().await;
+    let sw4rm = caller(served.addr).await;
+    let mut stream = sw4rm
+        .tool()
+        .call_stream(tool_call("steady", Duration::from_millis(480)))
+        .await
+        .unwrap()
+        .into_inner();
+    let (frames, end) = read_all(&mut stream).await;
+    assert!(end.is_ok(), "cut by the caller: {end:?}");
+    let data: Vec<u64> = frames
+        .iter()
+        .filter(|f| !f.data.is_empty())
+        .map(|f| f.frame_no)
+        .collect();
+    assert_eq!(data, [4, 9, 14]);
+    assert_eq!(
+        served.seen.quiet.lock().unwrap().as_slice(),
+        [Some("480".to_owned())],
+        "what the server received"
+    );
 }
 
 /// A tool that stops reporting is cut by the guard at its last progress plus the idle

@@ -205,6 +205,19 @@ impl Timers {
         self.idle.as_mut()?.progress.as_mut()
     }
 
+    /// How long the caller accepts a stream going quiet: the shorter of its gap timer
+    /// and its idle limit (`None` for a unary call or a stream with neither). Sent to
+    /// the server so that long work's progress messages come often enough.
+    #[inline]
+    pub(crate) fn quiet_limit(&self) -> Option<Duration> {
+        let watch = self.idle.as_ref()?;
+        [watch.gap.as_ref(), watch.progress.as_ref()]
+            .into_iter()
+            .flatten()
+            .map(Cap::limit)
+            .min()
+    }
+
     /// The stream's initial timer.
     pub(crate) fn initial(&self) -> Option<&Cap> {
         self.idle.as_ref()?.initial.as_ref()

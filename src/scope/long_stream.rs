@@ -18,10 +18,10 @@ use tokio::time::{Instant, Sleep};
 use tonic::Status;
 
 use super::cancel::CancelSignal;
-use super::long_work::{LongWork, Output, Sink};
+use super::long_work::{note_if_outside_the_layer, LongWork, Output, Sink};
 use super::outcome::Outcome;
 use super::progress::WorkState;
-use super::task::{inbound_signal, serving};
+use super::task::{current_caller_quiet, inbound_signal, serving};
 use crate::policy::cancel::CancelReason;
 
 /// One message of a [`ProgressStream`], before the handler's `frame` function turns
@@ -144,12 +144,26 @@ impl LongWork {
         T: Send + 'static,
         M: Send + 'static,
     {
+        note_if_outside_the_layer();
         let (tx, rx) = mpsc::unbounded_channel();
         let (end_tx, end) = oneshot::channel();
         let inbound = inbound_signal();
         let state = Arc::new(WorkState::new(Instant::now()));
-        let heartbeat = self.heartbeat();
-        let run = self.run_with(Arc::new(Sink::Forward(tx)), state.clone(), tell, work);
+        // At least every half of the caller's quiet limit when the call says it (our
+        // client layer sends it), whatever the guard was given.
+        let caller = current_caller_quiet()
+            .map(|q| q / 2)
+            .filter(|d| !d.is_zero());
+        let heartbeat = match (self.heartbeat(), caller) {
+            (Some(own), Some(caller)) => Some(own.min(caller)),
+            (own, caller) => own.or(caller),
+        };
+        let run = self.run_with(
+            Arc::new(Sink::Forward(tx, Default::default())),
+            state.clone(),
+            tell,
+            work,
+        );
         let task = tokio::spawn(serving(None, inbound.clone(), async move {
             let _ = end_tx.send(run.await);
         }));

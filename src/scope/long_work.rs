@@ -73,8 +73,11 @@ impl<T> Clone for Output<T> {
 pub(crate) enum Sink<T> {
     /// Kept until the outcome.
     Collect(Mutex<Vec<T>>),
-    /// Sent on as it comes (a stream's messages).
-    Forward(tokio::sync::mpsc::UnboundedSender<T>),
+    /// Sent on as it comes (a stream's messages), counted.
+    Forward(
+        tokio::sync::mpsc::UnboundedSender<T>,
+        std::sync::atomic::AtomicU64,
+    ),
 }
 
 impl<T> Sink<T> {
@@ -85,7 +88,15 @@ impl<T> Sink<T> {
                 .lock()
                 .map(|mut k| std::mem::take(&mut *k))
                 .unwrap_or_default(),
-            Sink::Forward(_) => Vec::new(),
+            Sink::Forward(..) => Vec::new(),
+        }
+    }
+
+    /// Items sent on so far (none for a collecting sink: its items are kept).
+    fn sent(&self) -> u64 {
+        match self {
+            Sink::Collect(_) => 0,
+            Sink::Forward(_, sent) => sent.load(std::sync::atomic::Ordering::Relaxed),
         }
     }
 }
@@ -99,8 +110,10 @@ impl<T> Output<T> {
                     kept.push(item);
                 }
             }
-            Sink::Forward(tx) => {
-                let _ = tx.send(item);
+            Sink::Forward(tx, sent) => {
+                if tx.send(item).is_ok() {
+                    sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
             }
         }
         self.state.report(None);
@@ -207,6 +220,7 @@ impl LongWork {
         F: FnOnce(Output<T>) -> Fut,
         Fut: Future<Output = R>,
     {
+        note_if_outside_the_layer();
         let sink = Arc::new(Sink::Collect(Mutex::new(Vec::new())));
         let state = Arc::new(WorkState::new(Instant::now()));
         self.run_with(sink, state, None, work).await
@@ -226,6 +240,7 @@ impl LongWork {
         F: FnOnce(Output<T>) -> Fut,
         Fut: Future<Output = R>,
     {
+        note_if_outside_the_layer();
         let sink = Arc::new(Sink::Collect(Mutex::new(Vec::new())));
         let state = Arc::new(WorkState::new(Instant::now()));
         self.run_with(sink, state, Some(Box::new(tell)), work).await
@@ -292,7 +307,21 @@ impl LongWork {
             .await
         };
         watch.tell = None;
-        outcome(ending, &state, sink.take(), limits, rpc)
+        outcome(ending, &state, sink.take(), limits, rpc).with_sent(sink.sent())
+    }
+}
+
+/// Says once per process, at WARN, that long work runs outside
+/// [`super::InboundDeadlineLayer`]: the caller's deadline does not cap it, and a caller
+/// that goes away is told as [`Ending::Dropped`], not [`Ending::CallerGone`].
+pub(crate) fn note_if_outside_the_layer() {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if current_inbound().is_none() && !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        tracing::warn!(
+            "SW4RM long work runs outside InboundDeadlineLayer: the caller's deadline does \
+             not cap it, and a caller that goes away is told as Dropped, not CallerGone \
+             (serve with `Server::builder().layer(InboundDeadlineLayer::new())`; said once)"
+        );
     }
 }
 
@@ -318,13 +347,10 @@ impl<T> Drop for Abandon<T> {
                 true => Ending::CallerGone,
                 false => Ending::Dropped,
             };
-            tell(outcome(
-                ending,
-                &self.state,
-                self.sink.take(),
-                self.limits,
-                self.rpc,
-            ));
+            tell(
+                outcome(ending, &self.state, self.sink.take(), self.limits, self.rpc)
+                    .with_sent(self.sink.sent()),
+            );
         }
     }
 }
@@ -384,5 +410,33 @@ mod tests {
             }
             assert_eq!(got, [Ok(Frame::Item(1))], "{guard:?}");
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stream_counts_what_it_sent_as_the_unary_path_counts_what_it_kept() {
+        let (told, mut outcome) = tokio::sync::mpsc::unbounded_channel();
+        let mut stream = LongWork::new()
+            .idle_limit(Duration::from_secs(10))
+            .stream_or_tell(
+                |out: Output<u32>| async move {
+                    out.push(1);
+                    out.push(2);
+                    std::future::pending::<()>().await
+                },
+                Ok,
+                move |o| {
+                    let _ = told.send((o.produced().len(), o.produced_count()));
+                },
+            );
+        for _ in 0..2 {
+            let frame = std::future::poll_fn(|cx| Pin::new(&mut stream).poll_next(cx)).await;
+            assert!(matches!(frame, Some(Ok(Frame::Item(_)))));
+        }
+        drop(stream); // the caller went away
+        assert_eq!(
+            outcome.recv().await,
+            Some((0, 2)),
+            "none kept, two produced"
+        );
     }
 }

@@ -47,6 +47,8 @@ pub struct Outcome<R, T> {
     elapsed: Duration,
     since_progress: Duration,
     messages: Option<u64>,
+    /// Items sent on as they came (under `LongWork::stream`), not kept.
+    sent: u64,
     rpc: &'static str,
 }
 
@@ -82,6 +84,7 @@ pub(super) fn outcome<R, T>(
         elapsed: now.saturating_duration_since(state.start()),
         since_progress: now.saturating_duration_since(state.last()),
         messages: None,
+        sent: 0,
         rpc,
     }
 }
@@ -92,9 +95,33 @@ impl<R, T> Outcome<R, T> {
         &self.ending
     }
 
-    /// What the work produced (pushed to its [`Output`](super::Output)) before it ended.
+    /// What the work produced (pushed to its [`Output`](super::Output)) before it
+    /// ended and the guard kept: under [`LongWork::run`](super::LongWork::run) every
+    /// item; under [`LongWork::stream`](super::LongWork::stream) none, as each item
+    /// went out as a stream message when it was pushed (see
+    /// [`produced_count`](Self::produced_count)).
     pub fn produced(&self) -> &[T] {
         &self.produced
+    }
+
+    /// How many items the work produced, kept or already sent: the same count under
+    /// [`LongWork::run`](super::LongWork::run) and
+    /// [`LongWork::stream`](super::LongWork::stream).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use sw4rm_timeouts::scope::LongWork;
+    /// let outcome = LongWork::new().run(|out| async move { out.push(1); out.push(2) }).await;
+    /// assert_eq!((outcome.produced().len(), outcome.produced_count()), (2, 2));
+    /// # }
+    /// ```
+    pub fn produced_count(&self) -> u64 {
+        (self.produced.len() as u64).saturating_add(self.sent)
+    }
+
+    pub(crate) fn with_sent(mut self, sent: u64) -> Self {
+        self.sent = sent;
+        self
     }
 
     /// How it ended and what it produced, taken apart.

@@ -18,9 +18,10 @@ use tower_service::Service;
 use std::sync::Arc;
 
 use super::cancel::CancelSignal;
-use super::task::{inbound_signal, serving, Scoped};
+use super::task::{inbound_signal, serving_quiet, Scoped};
 use crate::policy::cancel::CancelReason;
 use crate::wire::grpc_timeout::{self, GRPC_TIMEOUT};
+use crate::wire::stream_idle;
 
 /// The deadline of an inbound call, as a request extension for the handler.
 ///
@@ -125,12 +126,13 @@ where
             },
         };
         let call = inbound_signal();
+        let quiet = stream_idle::read(req.headers());
         // An absurdly long deadline is as good as none (and must not overflow).
         let at = received.and_then(|r| Some((Instant::now().checked_add(r)?, r)));
         let Some((at, received)) = at else {
             return InboundDeadlineFuture {
                 state: State::Unbounded {
-                    inner: serving(None, call.clone(), self.inner.call(req)),
+                    inner: serving_quiet(None, quiet, call.clone(), self.inner.call(req)),
                 },
                 call: Some(call),
                 answered: false,
@@ -140,7 +142,7 @@ where
             .insert(InboundDeadline { at, received });
         InboundDeadlineFuture {
             state: State::Bounded {
-                inner: serving(Some(at), call.clone(), self.inner.call(req)),
+                inner: serving_quiet(Some(at), quiet, call.clone(), self.inner.call(req)),
                 sleep: tokio::time::sleep_until(at),
                 at,
             },

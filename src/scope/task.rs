@@ -27,6 +27,9 @@ pub struct Scope {
     /// The scope's cancel signal: the inbound call's, a budget's, or one made from
     /// both (cancelled by either).
     pub(crate) cancel: Option<Arc<CancelSignal>>,
+    /// How long the inbound call's caller accepts a stream going quiet
+    /// (`sw4rm-stream-idle-ms`), when it said.
+    pub(crate) caller_quiet: Option<std::time::Duration>,
 }
 
 tokio::task_local! {
@@ -130,7 +133,18 @@ pub(crate) fn serving<F: Future>(
     call: Arc<CancelSignal>,
     future: F,
 ) -> Scoped<F> {
+    serving_quiet(deadline, None, call, future)
+}
+
+/// [`serving`], with how long the caller accepts a stream going quiet, if it said.
+pub(crate) fn serving_quiet<F: Future>(
+    deadline: Option<Instant>,
+    caller_quiet: Option<std::time::Duration>,
+    call: Arc<CancelSignal>,
+    future: F,
+) -> Scoped<F> {
     let mut scope = scope_now();
+    scope.caller_quiet = caller_quiet.or(scope.caller_quiet);
     if let Some(at) = deadline {
         scope.deadline = Some(scope.deadline.map_or(at, |d| d.min(at)));
     }
@@ -142,6 +156,11 @@ pub(crate) fn serving<F: Future>(
 /// A new inbound call's signal: a child of the current scope's, if any.
 pub(crate) fn inbound_signal() -> Arc<CancelSignal> {
     with_current_cancel(|parent| CancelSignal::child_of([parent])).unwrap_or_else(CancelSignal::new)
+}
+
+/// How long the inbound call's caller accepts a stream going quiet, if it said.
+pub(crate) fn current_caller_quiet() -> Option<std::time::Duration> {
+    SCOPE.try_with(|s| s.caller_quiet).ok().flatten()
 }
 
 /// The cancel signal of the inbound call the current task serves, if the server layer

@@ -28,6 +28,7 @@ use crate::wire::envelope::peek_request_id;
 use crate::wire::error::BoxError;
 use crate::wire::message_field;
 use crate::wire::replay::take_whole;
+use crate::wire::stream_idle;
 
 /// The service produced by [`super::TimeoutProfileLayer`].
 #[derive(Clone, Debug)]
@@ -155,6 +156,7 @@ where
             .settings
             .cascade
             .filter(|_| handoff && cancel.is_some());
+        let quiet = planned.timers.quiet_limit();
         let mut call = CallRecord::open(shared.clone(), found.labels, &mut planned, start, span);
         if exhausted {
             // Nothing (or less than the floor) is left of the inherited deadline or
@@ -170,6 +172,9 @@ where
         }
         // The plan (which borrows the path) is done with: the head can change.
         wire.apply(req.headers_mut());
+        if let Some(limit) = quiet {
+            stream_idle::write(req.headers_mut(), limit);
+        }
         let mut request_id = None;
         if let Some(scope) = delegation {
             let propagation = &shared.settings.propagation;

@@ -5,7 +5,8 @@
 //!
 //! Reading order: `grpc_timeout.rs` → `details.rs`; `framing.rs`,
 //! `message_field.rs`, `envelope.rs` and `replay.rs` for the body; `status.rs` for
-//! classifying answers; `error.rs` the layer's error type.
+//! classifying answers; `error.rs` the layer's error type; `stream_idle.rs` the
+//! caller's quiet limit a long-work guard paces its progress messages by.
 
 pub(crate) mod cancel;
 pub(crate) mod details;
@@ -17,3 +18,4 @@ pub(crate) mod long_work;
 pub(crate) mod message_field;
 pub(crate) mod replay;
 pub(crate) mod status;
+pub mod stream_idle;

@@ -197,7 +197,7 @@ def main():
             assert (m["phase"], m["method"], m["progress_count"]) == ("idle", "InvokeTool", "5"), m
             if server:
                 told = server.told("server: InvokeTool stuck:")
-                assert told and "Idle after 5 progress reports, 1 results kept" in told, told
+                assert told and "Idle after 5 progress reports, 1 results produced" in told, told
             return f"DEADLINE_EXCEEDED: {err.details()}"
 
     def cancelled():
