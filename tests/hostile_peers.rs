@@ -545,6 +545,8 @@ async fn a_lazy_connection_to_a_closed_port_names_the_endpoint_and_the_cause() {
         )) && message.contains("refused"),
         "{message}"
     );
+    // The message names the cause: no chain for a reporter to print it again.
+    assert!(std::error::Error::source(&status).is_none(), "{status:?}");
 }
 
 /// The connect timeout set on the caller's own `Endpoint` stands: the SDK's 5 s

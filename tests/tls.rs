@@ -282,6 +282,8 @@ mod with_tls {
         let status = heartbeat(&lazy).await.unwrap_err();
         assert_eq!(status.code(), tonic::Code::Unavailable);
         assert!(status.message().ends_with(&hint), "{}", status.message());
+        // The message says it all: no chain for a reporter to print again.
+        assert!(std::error::Error::source(&status).is_none(), "{status:?}");
         assert_eq!(server.calls().len(), 0);
     }
 
@@ -360,13 +362,30 @@ mod with_tls {
                  configuration"
             )
         );
-        let err = Sw4rm::connect_with(http, TimeoutProfileLayer::standard())
+        let err = Sw4rm::connect_with(http.clone(), TimeoutProfileLayer::standard())
             .await
             .unwrap_err();
         assert!(
             matches!(err, ConnectError::ServerSpeaksTls { .. }),
             "{err:?}"
         );
+        // A lazily connected channel: the call names the endpoint and what the client
+        // saw first (hyper writes at once: the TLS server's alert, or its closing the
+        // connection before the alert could be read), not "transport error".
+        let lazy = Sw4rm::builder(Endpoint::from_shared(http.clone()).unwrap())
+            .connect_lazy()
+            .unwrap();
+        let status = heartbeat(&lazy).await.unwrap_err();
+        assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+        let said = [
+            "the server speaks TLS on this port, and the endpoint is http:// (plaintext): \
+             use https:// with a TLS configuration",
+            "the peer accepted the connection and closed it before speaking HTTP/2: is it \
+             a gRPC server, on this port?",
+        ]
+        .map(|cause| format!("cannot connect to the SW4RM endpoint {http}/: {cause}"));
+        assert!(said.contains(&status.message().to_owned()), "{status:?}");
+        assert!(std::error::Error::source(&status).is_none(), "{status:?}");
         assert_eq!(server.calls().len(), 0);
     }
 

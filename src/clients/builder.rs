@@ -259,9 +259,10 @@ impl Sw4rmBuilder {
     /// [`ConnectError::TlsUnavailable`]).
     pub fn connect_lazy(self) -> Result<Sw4rm, ConnectError> {
         let endpoint = self.endpoint()?;
-        let (connector, _) = self.connector(&endpoint, StageMark::default());
+        let (connector, heard) = self.connector(&endpoint, StageMark::default());
         let channel = endpoint.connect_with_connector_lazy(connector);
-        Ok(Sw4rm::with_layer(channel, self.layer_for(&endpoint)))
+        let layer = self.layer_for(&endpoint).hearing(heard);
+        Ok(Sw4rm::with_layer(channel, layer))
     }
 }
 

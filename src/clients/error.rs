@@ -8,7 +8,7 @@ use super::scheme::{
 };
 use super::stage::ConnectStage;
 use crate::config::ConfigError;
-use crate::wire::status::{root_cause, tls_hint, SERVER_SPEAKS_TLS};
+use crate::wire::status::{root_cause, tls_hint, CLOSED_BEFORE_HTTP2, SERVER_SPEAKS_TLS};
 
 /// Why connecting failed.
 ///
@@ -157,9 +157,7 @@ impl fmt::Display for ConnectError {
             ),
             ConnectError::ClosedBeforeHttp2 { endpoint } => write!(
                 f,
-                "cannot connect to the SW4RM endpoint {endpoint}: the peer accepted the \
-                 connection and closed it before speaking HTTP/2: is it a gRPC server, on \
-                 this port?"
+                "cannot connect to the SW4RM endpoint {endpoint}: {CLOSED_BEFORE_HTTP2}"
             ),
             ConnectError::Unreachable { endpoint, error } => {
                 let cause = root_cause(error).to_string();

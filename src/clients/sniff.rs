@@ -11,11 +11,11 @@ use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+pub(crate) use crate::wire::first_words::{FirstWords, Heard};
 use crate::wire::status::SERVER_SPEAKS_TLS;
 
 /// The server of a plaintext connection answered with a TLS record.
@@ -35,62 +35,6 @@ impl std::error::Error for ServerSpeaksTls {}
 /// whose length starts with a zero byte.
 fn is_tls_record(bytes: &[u8]) -> bool {
     matches!(bytes, [0x15 | 0x16, 0x03, ..])
-}
-
-/// What a connection's server said first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum FirstWords {
-    /// Nothing yet.
-    Nothing = 0,
-    /// Bytes that are not TLS (an HTTP/2 server's SETTINGS).
-    Http2 = 1,
-    /// A TLS record.
-    Tls = 2,
-    /// The connection ended (or failed) before a byte.
-    Closed = 3,
-}
-
-/// What a connection's server said first, shared by the stream that reads it and the
-/// connect that waits for it (an eager connect is done when the server has spoken).
-#[derive(Debug, Default)]
-pub(crate) struct Heard {
-    words: AtomicU8,
-    changed: tokio::sync::Notify,
-}
-
-impl Heard {
-    /// Records the first connection's first words (later connections of the channel,
-    /// its reconnects, do not change what the connect heard).
-    fn set(&self, words: FirstWords) {
-        let nothing = FirstWords::Nothing as u8;
-        if self
-            .words
-            .compare_exchange(nothing, words as u8, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
-        {
-            self.changed.notify_waiters();
-        }
-    }
-
-    fn get(&self) -> FirstWords {
-        match self.words.load(Ordering::Acquire) {
-            0 => FirstWords::Nothing,
-            1 => FirstWords::Http2,
-            2 => FirstWords::Tls,
-            _ => FirstWords::Closed,
-        }
-    }
-
-    /// Waits until the server has said something, or the connection ended.
-    pub(crate) async fn first_words(&self) -> FirstWords {
-        loop {
-            let changed = self.changed.notified();
-            match self.get() {
-                FirstWords::Nothing => changed.await,
-                words => return words,
-            }
-        }
-    }
 }
 
 /// A plaintext stream whose first bytes are looked at (see the module's doc).
@@ -147,31 +91,42 @@ impl<T: AsyncRead + Unpin> AsyncRead for Sniffed<T> {
     }
 }
 
-impl<T> Sniffed<T> {
+impl<T: AsyncRead + Unpin> Sniffed<T> {
     /// A write failed before the server said anything: the peer closed the
-    /// connection first.
-    fn wrote<R>(&mut self, polled: Poll<io::Result<R>>) -> Poll<io::Result<R>> {
+    /// connection first. What it sent before closing, if it is still there to read
+    /// (a TLS server's alert), says why.
+    fn wrote<R>(
+        &mut self,
+        cx: &mut Context<'_>,
+        polled: Poll<io::Result<R>>,
+    ) -> Poll<io::Result<R>> {
         if self.first && matches!(polled, Poll::Ready(Err(_))) {
             self.first = false;
-            self.heard.set(FirstWords::Closed);
+            let mut bytes = [0u8; 8];
+            let mut buf = ReadBuf::new(&mut bytes);
+            let words = match Pin::new(&mut self.inner).poll_read(cx, &mut buf) {
+                Poll::Ready(Ok(())) if is_tls_record(buf.filled()) => FirstWords::Tls,
+                _ => FirstWords::Closed,
+            };
+            self.heard.set(words);
         }
         polled
     }
 }
 
-impl<T: AsyncWrite + Unpin> AsyncWrite for Sniffed<T> {
+impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Sniffed<T> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
-        self.wrote(polled)
+        self.wrote(cx, polled)
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let polled = Pin::new(&mut self.inner).poll_flush(cx);
-        self.wrote(polled)
+        self.wrote(cx, polled)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -184,7 +139,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Sniffed<T> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let polled = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
-        self.wrote(polled)
+        self.wrote(cx, polled)
     }
 
     fn is_write_vectored(&self) -> bool {

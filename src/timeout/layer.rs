@@ -53,6 +53,7 @@ impl TimeoutProfileLayer {
                     retry: RetrySettings::default(),
                     propagation: Propagation::default(),
                     endpoint: None,
+                    heard: None,
                     envelopes: true,
                     observe: false,
                     hedging: true,
@@ -303,6 +304,11 @@ impl TimeoutProfileLayer {
             s.instruments = s.instruments.take().map(|i| i.with_target(&endpoint));
             s.endpoint = Some(endpoint);
         })
+    }
+
+    /// Asks `heard` what the endpoint's server said first when a call cannot connect.
+    pub(crate) fn hearing(self, heard: std::sync::Arc<crate::wire::first_words::Heard>) -> Self {
+        self.with_settings(|s| s.heard = Some(heard))
     }
 
     /// The profile table in use now (after a reload, the new one).

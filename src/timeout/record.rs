@@ -208,7 +208,9 @@ impl CallRecord {
     /// error becomes the `Status` tonic would have made of it, with `sw4rm-attempts`.
     pub(crate) fn failed(&mut self, err: BoxError) -> BoxError {
         self.finish(|| code_of_error(&*err));
-        let err = match unreachable(err, self.shared.settings.endpoint.as_deref()) {
+        let settings = &self.shared.settings;
+        let heard = settings.heard.as_ref().map(|h| h.get());
+        let err = match unreachable(err, settings.endpoint.as_deref(), heard) {
             Ok(status) => status.into(),
             Err(err) => err,
         };

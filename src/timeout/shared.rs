@@ -46,6 +46,9 @@ pub(crate) struct Settings {
     /// The endpoint the service under the layer connects to, when known (a `Sw4rm`
     /// built from a URL or an `Endpoint`): named when a call cannot connect.
     pub(crate) endpoint: Option<Arc<str>>,
+    /// What the endpoint's server said first, when the client sniffs it (a lazily
+    /// connected `Sw4rm`): a TLS server behind `http://` is named as such.
+    pub(crate) heard: Option<Arc<crate::wire::first_words::Heard>>,
     /// Write a `BudgetEnvelope` into handoffs made inside a scope.
     pub(crate) envelopes: bool,
     /// Keep a latency estimate per route (`with_observations`).
@@ -162,6 +165,7 @@ mod tests {
             retry: RetrySettings::default(),
             propagation: Propagation::default(),
             endpoint: None,
+            heard: None,
             envelopes: true,
             observe: true,
             hedging: true,

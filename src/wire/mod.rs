@@ -12,6 +12,7 @@ pub(crate) mod cancel;
 pub(crate) mod details;
 pub(crate) mod envelope;
 pub(crate) mod error;
+pub(crate) mod first_words;
 pub(crate) mod framing;
 pub mod grpc_timeout;
 pub(crate) mod long_work;

@@ -1,5 +1,6 @@
 //! Reading what ended a call from the transport's error or the peer's status headers.
 
+use super::first_words::FirstWords;
 use tokio::time::Instant;
 use tonic::{Code, Status};
 
@@ -93,25 +94,36 @@ pub(crate) fn root_cause<'a>(
 }
 
 /// The status for a call that could not connect (a `tonic::ConnectError` in the
-/// chain): `UNAVAILABLE`, naming the endpoint (when known) and the innermost cause
-/// ("Connection refused"), with the error as its source; any other error back as it is.
-pub(crate) fn unreachable(err: Error, endpoint: Option<&str>) -> Result<Status, Error> {
-    if !causes(&*err).any(|e| e.is::<tonic::ConnectError>()) {
+/// chain, or `spoke_tls`: a plaintext connection whose server spoke TLS): `UNAVAILABLE`, naming the
+/// endpoint (when known) and the innermost cause ("Connection refused") in one line,
+/// with no source chain for a reporter to print a second time; any other error back
+/// as it is.
+pub(crate) fn unreachable(
+    err: Error,
+    endpoint: Option<&str>,
+    heard: Option<FirstWords>,
+) -> Result<Status, Error> {
+    let speaks_tls =
+        heard == Some(FirstWords::Tls) || causes(&*err).any(|e| e.to_string() == SERVER_SPEAKS_TLS);
+    let closed = heard == Some(FirstWords::Closed);
+    if !speaks_tls && !closed && !causes(&*err).any(|e| e.is::<tonic::ConnectError>()) {
         return Err(err);
     }
-    let cause = causes(&*err)
-        .last()
-        .map(ToString::to_string)
-        .unwrap_or_default();
+    let cause = match (speaks_tls, closed) {
+        (true, _) => SERVER_SPEAKS_TLS.to_owned(),
+        (false, true) => CLOSED_BEFORE_HTTP2.to_owned(),
+        (false, false) => causes(&*err)
+            .last()
+            .map(ToString::to_string)
+            .unwrap_or_default(),
+    };
     let hint = tls_hint(&cause, endpoint.unwrap_or_default())
         .map(|h| format!(" ({h})"))
         .unwrap_or_default();
-    let mut status = Status::unavailable(match endpoint {
+    Ok(Status::unavailable(match endpoint {
         Some(endpoint) => format!("cannot connect to the SW4RM endpoint {endpoint}: {cause}{hint}"),
         None => format!("cannot connect to the SW4RM endpoint: {cause}{hint}"),
-    });
-    status.set_source(err.into());
-    Ok(status)
+    }))
 }
 
 /// What a TLS failure most likely means, in words that name the mistake (the cause as
@@ -138,6 +150,10 @@ pub(crate) fn tls_hint(cause: &str, endpoint: &str) -> Option<String> {
     }
     None
 }
+
+/// What a connection whose peer closed it before speaking HTTP/2 is told.
+pub(crate) const CLOSED_BEFORE_HTTP2: &str = "the peer accepted the connection and closed \
+    it before speaking HTTP/2: is it a gRPC server, on this port?";
 
 /// What a plaintext connection whose server answered in TLS is told.
 pub(crate) const SERVER_SPEAKS_TLS: &str = "the server speaks TLS on this port, and the \
