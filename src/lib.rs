@@ -143,7 +143,8 @@ pub mod route {
 pub use attempts::{HedgeCap, DEFAULT_HEDGE_BURST};
 pub use clients::{
     cancel_safe, ConnectError, ConnectStage, Sw4rm, Sw4rmBuilder, Sw4rmChannel,
-    DEFAULT_CONNECT_TIMEOUT, RESET_STREAMS_REMEMBERED, RESET_STREAM_MEMORY,
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_KEEPALIVE_INTERVAL, DEFAULT_KEEPALIVE_TIMEOUT,
+    RESET_STREAMS_REMEMBERED, RESET_STREAM_MEMORY,
 };
 pub use config::{
     ConfigError, ConfigIssue, GlobalConfig, ProfileSet, ProfileSetBuilder, ResolvedProfile,

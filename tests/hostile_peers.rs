@@ -716,3 +716,98 @@ async fn late_answers_to_cancelled_calls_do_not_kill_the_connection() {
         .count();
     assert!(answered > 1_024, "only {answered} late answers were sent");
 }
+
+/// A TCP proxy on loopback that forwards both ways until it is frozen; then it
+/// forwards nothing more and closes nothing (a pulled cable, a dead NAT entry).
+async fn freezing_proxy(to: SocketAddr) -> (SocketAddr, Arc<std::sync::atomic::AtomicBool>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let frozen = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let freeze = frozen.clone();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let Ok(server) = TcpStream::connect(to).await else {
+                continue;
+            };
+            let (client_read, client_write) = client.into_split();
+            let (server_read, server_write) = server.into_split();
+            tokio::spawn(forward_until_frozen(
+                client_read,
+                server_write,
+                freeze.clone(),
+            ));
+            tokio::spawn(forward_until_frozen(
+                server_read,
+                client_write,
+                freeze.clone(),
+            ));
+        }
+    });
+    (addr, frozen)
+}
+
+/// Copies `from` to `to` until frozen; then holds both open, forwarding nothing.
+async fn forward_until_frozen(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    frozen: Arc<std::sync::atomic::AtomicBool>,
+) {
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        if frozen.load(std::sync::atomic::Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// `RouterService/StreamIncoming` runs with no timer by design. When its peer
+/// vanishes without FIN or RST, HTTP/2 keepalive finds it: the stream ends
+/// `UNAVAILABLE` (retryable), not never.
+#[tokio::test]
+async fn a_peer_that_vanishes_under_a_long_lived_stream_is_found_by_keepalive() {
+    use sw4rm_timeouts::proto::sw4rm::router::StreamRequest;
+    use sw4rm_timeouts::testing::{StreamScript, TestServer};
+    let server = TestServer::start().await.unwrap();
+    let stalls = StreamScript {
+        messages: 1,
+        stall_after: true,
+        ..StreamScript::default()
+    };
+    server
+        .script("StreamIncoming", Script::stream(stalls))
+        .unwrap();
+    let (addr, frozen) = freezing_proxy(server.addr()).await;
+    let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{addr}")).unwrap();
+    let sw4rm = Sw4rm::builder(endpoint)
+        .layer(TimeoutProfileLayer::standard().without_metrics())
+        .keepalive(ms(200), ms(300))
+        .connect()
+        .await
+        .unwrap();
+    let mut stream = sw4rm
+        .router()
+        .stream_incoming(StreamRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(stream.message().await.unwrap().is_some());
+    // Silence on a live connection is fine: pings are answered.
+    tokio::time::sleep(ms(800)).await;
+    frozen.store(true, std::sync::atomic::Ordering::SeqCst);
+    let started = Instant::now();
+    // The bound only turns a hang into a failure; the outcome is what is asserted.
+    let ended = tokio::time::timeout(Duration::from_secs(60), stream.message()).await;
+    let status = ended.expect("a vanished peer must be found").unwrap_err();
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    assert!(
+        started.elapsed() >= ms(300),
+        "not before the ping went unanswered"
+    );
+}

@@ -120,7 +120,18 @@ pub struct Sw4rmBuilder {
     reset_streams: (usize, Duration),
     tls_by: TlsConfigBy,
     local_address: Option<IpAddr>,
+    keepalive: Option<(Duration, Duration)>,
 }
+
+/// The default HTTP/2 keepalive interval while calls are open: gRPC servers refuse
+/// pings more often than every 5 minutes by default (grpc-go's `MinTime`, grpc-java's
+/// `permitKeepAliveTime`, gRPC core's minimum ping interval) and close the connection
+/// with `ENHANCE_YOUR_CALM` "too_many_pings"; this stays clear of that.
+pub const DEFAULT_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(330);
+
+/// How long a keepalive ping may go unanswered before the connection is given up and
+/// its calls fail `UNAVAILABLE` (retryable).
+pub const DEFAULT_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
 
 impl Sw4rmBuilder {
     pub(crate) fn new(endpoint: Endpoint) -> Self {
@@ -131,6 +142,7 @@ impl Sw4rmBuilder {
             reset_streams: (RESET_STREAMS_REMEMBERED, RESET_STREAM_MEMORY),
             tls_by: TlsConfigBy::Caller,
             local_address: None,
+            keepalive: Some((DEFAULT_KEEPALIVE_INTERVAL, DEFAULT_KEEPALIVE_TIMEOUT)),
         }
     }
 
@@ -170,6 +182,35 @@ impl Sw4rmBuilder {
         self
     }
 
+    /// HTTP/2 keepalive while calls are open on the connection (none while it is idle):
+    /// after `interval` without a frame from the server, a ping; no answer within
+    /// `timeout`, and the connection is given up, each of its calls failing
+    /// `UNAVAILABLE` (which a caller may retry). It is what finds a peer that vanished
+    /// without FIN or RST (a pulled cable, a dead NAT entry) under a long-lived stream
+    /// with no timer, such as `RouterService/StreamIncoming`. Default
+    /// [`DEFAULT_KEEPALIVE_INTERVAL`] (330 s: servers refuse pings more often than
+    /// every 5 minutes unless configured to allow them) and
+    /// [`DEFAULT_KEEPALIVE_TIMEOUT`] (20 s). A shorter interval needs a server that
+    /// permits it. tonic cannot read keepalive settings back from an `Endpoint`, so the
+    /// builder's replace the endpoint's.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let builder = sw4rm_timeouts::Sw4rm::builder(tonic::transport::Endpoint::from_static("http://agent:50051"))
+    ///     .keepalive(Duration::from_secs(60), Duration::from_secs(10)); // a server that permits 60 s
+    /// # drop(builder);
+    /// ```
+    pub fn keepalive(mut self, interval: Duration, timeout: Duration) -> Self {
+        self.keepalive = Some((interval, timeout));
+        self
+    }
+
+    /// No HTTP/2 keepalive from the SDK (the endpoint's own settings stand).
+    pub fn without_keepalive(mut self) -> Self {
+        self.keepalive = None;
+        self
+    }
+
     /// The local address to connect from (by default the system chooses). Set it here
     /// rather than with `Endpoint::local_address`: tonic cannot read that setting back,
     /// so an eager [`connect`](Self::connect) would not see it.
@@ -184,7 +225,13 @@ impl Sw4rmBuilder {
         transport(uri.scheme_str(), TlsBuild::COMPILED, self.tls_by)
             .map_err(|e| ConnectError::scheme(uri.to_string(), e))?;
         let (streams, memory) = self.reset_streams;
-        let endpoint = remember_resets(self.endpoint.clone(), streams, memory);
+        let mut endpoint = remember_resets(self.endpoint.clone(), streams, memory);
+        if let Some((interval, timeout)) = self.keepalive {
+            endpoint = endpoint
+                .http2_keep_alive_interval(interval)
+                .keep_alive_timeout(timeout)
+                .keep_alive_while_idle(false);
+        }
         Ok(
             match connect_timeout(self.connect_timeout, endpoint.get_connect_timeout()) {
                 Some(t) => endpoint.connect_timeout(t),

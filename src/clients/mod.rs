@@ -12,8 +12,8 @@ mod stage;
 use tonic::transport::{Channel, Endpoint};
 
 pub use builder::{
-    cancel_safe, Sw4rmBuilder, DEFAULT_CONNECT_TIMEOUT, RESET_STREAMS_REMEMBERED,
-    RESET_STREAM_MEMORY,
+    cancel_safe, Sw4rmBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_KEEPALIVE_INTERVAL,
+    DEFAULT_KEEPALIVE_TIMEOUT, RESET_STREAMS_REMEMBERED, RESET_STREAM_MEMORY,
 };
 pub use error::ConnectError;
 pub use stage::ConnectStage;

@@ -24,7 +24,9 @@ use crate::policy::progress::Heard;
 use crate::wire::details::DetectedBy;
 use crate::wire::error::BoxError;
 use crate::wire::framing::MessageCounter;
-use crate::wire::status::{code_of_error, code_of_headers, is_server_timeout_code};
+use crate::wire::status::{
+    code_of_error, code_of_headers, is_server_timeout_code, lost_connection,
+};
 
 pin_project! {
     /// Response body of [`super::TimeoutProfileService`].
@@ -219,7 +221,7 @@ where
                 }
             }
             Poll::Ready(Some(Err(e))) => {
-                let e: BoxError = e.into();
+                let e = lost_connection(e.into());
                 call.finish(|| code_of_error(&*e));
                 Some(Err(e))
             }

@@ -70,20 +70,54 @@ pub(crate) fn code_of_error(err: &(dyn std::error::Error + 'static)) -> Code {
             if e.is::<tonic::TimeoutExpired>() {
                 return Some(Code::Cancelled);
             }
-            if let Some(reason) = e.downcast_ref::<h2::Error>().and_then(h2::Error::reason) {
-                return Some(code_of_reset(reason));
+            if let Some(h2) = e.downcast_ref::<h2::Error>() {
+                if let Some(reason) = h2.reason() {
+                    return Some(code_of_reset(reason));
+                }
             }
-            let io = e.downcast_ref::<std::io::Error>()?;
-            matches!(
-                io.kind(),
-                std::io::ErrorKind::ConnectionRefused
-                    | std::io::ErrorKind::ConnectionReset
-                    | std::io::ErrorKind::ConnectionAborted
-                    | std::io::ErrorKind::BrokenPipe
-            )
-            .then_some(Code::Unavailable)
+            (is_refused(e) || is_lost(e)).then_some(Code::Unavailable)
         })
         .unwrap_or(Code::Unknown)
+}
+
+/// An I/O error, as itself or inside h2's (which does not give it as a source).
+fn io_error<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a std::io::Error> {
+    e.downcast_ref::<std::io::Error>()
+        .or_else(|| e.downcast_ref::<h2::Error>().and_then(h2::Error::get_io))
+}
+
+/// Whether `e` is a refused connection.
+fn is_refused(e: &(dyn std::error::Error + 'static)) -> bool {
+    io_error(e).is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
+}
+
+/// Whether `e` says the connection was lost: reset, aborted, a broken pipe (as hyper
+/// reports a connection it gave up on, its keepalive ping unanswered).
+fn is_lost(e: &(dyn std::error::Error + 'static)) -> bool {
+    io_error(e).is_some_and(|io| {
+        matches!(
+            io.kind(),
+            std::io::ErrorKind::ConnectionReset
+                | std::io::ErrorKind::ConnectionAborted
+                | std::io::ErrorKind::BrokenPipe
+        )
+    })
+}
+
+/// A response body that failed because the connection under it was lost, where no
+/// status says more than `UNKNOWN`: `UNAVAILABLE` naming the cause, as gRPC says a
+/// lost connection is, which a caller may retry (tonic's channel makes it `UNKNOWN`
+/// "error reading a body from connection"). Any other error as it is.
+pub(crate) fn lost_connection(err: Error) -> Error {
+    let said = causes(&*err).find_map(|e| e.downcast_ref::<Status>().map(Status::code));
+    if !matches!(said, None | Some(Code::Unknown)) || !causes(&*err).any(is_lost) {
+        return err;
+    }
+    let cause = root_cause(&*err).to_string();
+    Status::unavailable(format!(
+        "the connection to the server was lost while the response was read: {cause}"
+    ))
+    .into()
 }
 
 /// The innermost cause of an error: what actually went wrong ("Connection refused").
