@@ -490,3 +490,77 @@ fn advise_exits_3_when_a_proposal_does_not_dominate() {
     );
     std::fs::remove_dir_all(dir).ok();
 }
+
+/// Every command refuses what it does not take — an unknown option, an extra
+/// argument, an option without its value — with exit 2 and the word named on stderr,
+/// never acting as if it were not there.
+#[test]
+fn every_command_refuses_what_it_does_not_take() {
+    let example = "sw4rm.example.toml";
+    // (the words, what stderr names)
+    let rows: [(&[&str], &str); 14] = [
+        (
+            &["explain", "--confg", example],
+            "explain: unknown option `--confg` (did you mean `--config`?)",
+        ),
+        (
+            &["explain", "extra"],
+            "explain: unexpected argument `extra`",
+        ),
+        (&["explain", "--config"], "explain: --config needs a value"),
+        (&["routes", "--bogus"], "routes: unknown option `--bogus`"),
+        (
+            &["routes", "--config", example, "--config", example],
+            "routes: --config given twice",
+        ),
+        (
+            &["service-config", "--mod", "max"],
+            "service-config: unknown option `--mod` (did you mean `--mode`?)",
+        ),
+        (
+            &["service-config", "x"],
+            "service-config: unexpected argument `x`",
+        ),
+        (
+            &["check", example, "missing.toml"],
+            "check: unexpected argument `missing.toml`",
+        ),
+        (
+            &["check", "--bogus", example],
+            "check: unknown option `--bogus`",
+        ),
+        (&["check"], "check needs a FILE"),
+        (
+            &["check", "--config", example],
+            "check: unknown option `--config`",
+        ),
+        (
+            &["advise", "m.txt", "--confg", example],
+            "advise: unknown option `--confg` (did you mean `--config`?)",
+        ),
+        (
+            &["advise", "m.txt", "--bogus"],
+            "advise: unknown option `--bogus`",
+        ),
+        (
+            &["advise", "a.txt", "b.txt"],
+            "advise: unexpected argument `b.txt`",
+        ),
+    ];
+    for (words, named) in rows {
+        let (code, out, err) = cli(words);
+        assert_eq!(code, 2, "{words:?}: {err}");
+        assert!(err.contains(named), "{words:?}: {err}");
+        assert!(out.is_empty(), "{words:?} acted: {out}");
+    }
+    // What each command does take still works.
+    for words in [
+        &["explain", "--config", example][..],
+        &["routes", "--config", example],
+        &["service-config", "--mode", "max", "--config", example],
+        &["check", example],
+    ] {
+        let (code, _, err) = cli(words);
+        assert_eq!(code, 0, "{words:?}: {err}");
+    }
+}

@@ -205,3 +205,53 @@ async fn prometheus_exposition_names_both_families() {
         assert!(text.contains(line), "{line} in {text}");
     }
 }
+
+/// A call that ends at its timeout is counted at the timeout: with SW4-002's
+/// defaults as exact bucket bounds, it lands in the timeout's own bucket, not the
+/// next one (where a percentile of calls that all ended by 1 s would read 2.5 s).
+#[tokio::test]
+async fn a_call_that_times_out_is_counted_in_its_timeouts_bucket() {
+    let registry = sw4rm_timeouts::metrics::Registry::new();
+    let provider = sw4rm_timeouts::metrics::prometheus_provider(registry.clone()).unwrap();
+    let layer = TimeoutProfileLayer::new(profiles()).with_meter_provider(&provider);
+    let server = server().await;
+    let sw4rm = connect(&server, layer).await;
+    server
+        .script("Heartbeat", Script::latency(Duration::from_secs(30)))
+        .unwrap();
+    let at_one_second = Opts {
+        set_timeout: Some(Duration::from_millis(1_000)),
+        ..Opts::default()
+    };
+    let started = std::time::Instant::now();
+    let timed_out = call(&sw4rm, HEARTBEAT, at_one_second).await.unwrap_err();
+    assert_eq!(timed_out.code(), tonic::Code::DeadlineExceeded);
+    assert!(started.elapsed() >= Duration::from_millis(1_000));
+    let text = sw4rm_timeouts::metrics::render(&[&registry]);
+    let bucket = |le: &str| {
+        let head = "sw4rm_rpc_duration_ms_bucket{";
+        text.lines()
+            .find(|l| {
+                l.starts_with(head)
+                    && l.contains("profile=\"heartbeat\"")
+                    && l.contains(&format!("le=\"{le}\"}}"))
+            })
+            .unwrap_or_else(|| panic!("no bucket le={le} in {text}"))
+            .rsplit(' ')
+            .next()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(
+        (bucket("500"), bucket("1000")),
+        ("0".to_owned(), "1".to_owned()),
+        "{text}"
+    );
+    let sum = text
+        .lines()
+        .find(|l| {
+            l.starts_with("sw4rm_rpc_duration_ms_sum{") && l.contains("profile=\"heartbeat\"")
+        })
+        .unwrap();
+    assert!(sum.ends_with(" 1000"), "counted at the timeout: {sum}");
+}

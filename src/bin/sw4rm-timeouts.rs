@@ -156,14 +156,85 @@ enum Failure {
     },
 }
 
-/// The value after `flag`, if the flag is there.
-fn option<'a>(args: &'a [String], flag: &str) -> Result<Option<&'a str>, Failure> {
-    match args.iter().position(|a| a == flag) {
-        None => Ok(None),
-        Some(i) => args
-            .get(i + 1)
-            .map(|v| Some(v.as_str()))
-            .ok_or_else(|| Failure::Usage(format!("{flag} needs a value"))),
+/// What a command takes: the options it knows (each with a value) and its one
+/// positional argument, if any (named as the usage names it).
+struct Takes {
+    options: &'static [&'static str],
+    argument: Option<&'static str>,
+}
+
+/// What each command takes; `None` for a name that is no command.
+fn takes(command: &str) -> Option<Takes> {
+    let (options, argument): (&'static [&'static str], _) = match command {
+        "explain" | "routes" => (&["--config"], None),
+        "check" => (&[], Some("a FILE")),
+        "service-config" => (&["--mode", "--config"], None),
+        "advise" => (
+            &["--config", "--report"],
+            Some("a METRICS_FILE (or - for stdin)"),
+        ),
+        _ => return None,
+    };
+    Some(Takes { options, argument })
+}
+
+/// A command's words, checked: every option known and given once with its value, the
+/// positional argument there when the command needs one, nothing more.
+struct Parsed<'a> {
+    options: Vec<(&'static str, &'a str)>,
+    argument: Option<&'a str>,
+}
+
+impl<'a> Parsed<'a> {
+    /// The value given to `flag`, if any.
+    fn option(&self, flag: &str) -> Option<&'a str> {
+        self.options
+            .iter()
+            .find(|(f, _)| *f == flag)
+            .map(|(_, v)| *v)
+    }
+}
+
+/// Reads the words after `command` as it takes them: an unknown option or an extra
+/// argument is a usage error naming it (with the option most likely meant).
+fn parse<'a>(command: &str, words: &'a [String]) -> Result<Parsed<'a>, Failure> {
+    let Some(takes) = takes(command) else {
+        return Err(Failure::Usage(unknown_command(command)));
+    };
+    let mut parsed = Parsed {
+        options: Vec::new(),
+        argument: None,
+    };
+    let mut words = words.iter().map(String::as_str);
+    while let Some(word) = words.next() {
+        if word.starts_with('-') && word != "-" {
+            let Some(flag) = takes.options.iter().copied().find(|f| *f == word) else {
+                let meant = sw4rm_timeouts::did_you_mean(word, takes.options.iter().copied())
+                    .map(|m| format!(" (did you mean `{m}`?)"))
+                    .unwrap_or_default();
+                return Err(Failure::Usage(format!(
+                    "{command}: unknown option `{word}`{meant}"
+                )));
+            };
+            let value = words
+                .next()
+                .filter(|v| !v.starts_with("--"))
+                .ok_or_else(|| Failure::Usage(format!("{command}: {flag} needs a value")))?;
+            if parsed.option(flag).is_some() {
+                return Err(Failure::Usage(format!("{command}: {flag} given twice")));
+            }
+            parsed.options.push((flag, value));
+        } else if takes.argument.is_some() && parsed.argument.is_none() {
+            parsed.argument = Some(word);
+        } else {
+            return Err(Failure::Usage(format!(
+                "{command}: unexpected argument `{word}`"
+            )));
+        }
+    }
+    match (takes.argument, parsed.argument) {
+        (Some(what), None) => Err(Failure::Usage(format!("{command} needs {what}"))),
+        _ => Ok(parsed),
     }
 }
 
@@ -201,14 +272,15 @@ fn run(args: &[String]) -> Result<String, Failure> {
         }
         _ => {}
     }
-    let config = option(args, "--config")?;
+    let Some(command) = command else {
+        return Err(Failure::Usage("no command given".into()));
+    };
+    let parsed = parse(command, &args[1..])?;
+    let config = parsed.option("--config");
     match command {
-        Some("explain") => Ok(profiles(config)?.explain()),
-        Some("check") => {
-            let file = args
-                .get(1)
-                .filter(|a| !a.starts_with("--"))
-                .ok_or_else(|| Failure::Usage("check needs a FILE".into()))?;
+        "explain" => Ok(profiles(config)?.explain()),
+        "check" => {
+            let file = parsed.argument.unwrap_or_default();
             let set = profiles(Some(file))?;
             Ok(format!(
                 "{file}: valid ({} profiles, {} routes)\n",
@@ -216,9 +288,9 @@ fn run(args: &[String]) -> Result<String, Failure> {
                 set.routes().count()
             ))
         }
-        Some("routes") => Ok(routes(&profiles(config)?)),
-        Some("service-config") => {
-            let mode = match option(args, "--mode")? {
+        "routes" => Ok(routes(&profiles(config)?)),
+        "service-config" => {
+            let mode = match parsed.option("--mode") {
                 None | Some("default") => ServiceConfigMode::Default,
                 Some("max") => ServiceConfigMode::Max,
                 Some(other) => {
@@ -229,17 +301,11 @@ fn run(args: &[String]) -> Result<String, Failure> {
             };
             Ok(profiles(config)?.service_config(mode))
         }
-        Some("advise") => {
-            let source = args
-                .get(1)
-                .filter(|a| *a == "-" || !a.starts_with("--"))
-                .ok_or_else(|| {
-                    Failure::Usage("advise needs a METRICS_FILE (or - for stdin)".into())
-                })?;
-            advise(source, &profiles(config)?, option(args, "--report")?)
+        "advise" => {
+            let source = parsed.argument.unwrap_or_default();
+            advise(source, &profiles(config)?, parsed.option("--report"))
         }
-        Some(other) => Err(Failure::Usage(unknown_command(other))),
-        None => Err(Failure::Usage("no command given".into())),
+        other => Err(Failure::Usage(unknown_command(other))),
     }
 }
 

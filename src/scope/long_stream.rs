@@ -238,9 +238,16 @@ impl<T, M> Stream for ProgressStream<T, Result<M, Status>> {
                     return Poll::Pending;
                 };
                 this.done = true;
-                let status = outcome
-                    .ok()
-                    .and_then(|o| o.with_messages(this.sent).status());
+                let status = match outcome {
+                    Ok(outcome) => outcome.with_messages(this.sent).status(),
+                    // The work's task ended without an outcome: it panicked. The stream
+                    // must not end as if the work had finished.
+                    Err(_) => Some(Status::internal(format!(
+                        "the long work panicked after {} message(s): the stream ends here, \
+                         unfinished",
+                        this.sent
+                    ))),
+                };
                 return Poll::Ready(status.map(Err));
             }
             Poll::Pending => {}

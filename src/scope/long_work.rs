@@ -363,7 +363,7 @@ mod tests {
     use futures_core::Stream;
 
     use super::*;
-    use crate::scope::Frame;
+    use crate::scope::{Frame, ProgressStream};
 
     /// Work that reports progress, then finishes after ten seconds.
     async fn ten_seconds(out: Output<u32>) -> u32 {
@@ -438,5 +438,75 @@ mod tests {
             Some((0, 2)),
             "none kept, two produced"
         );
+    }
+
+    /// Reads a stream to its end: each frame, or the status's code.
+    async fn read_to_end(
+        stream: &mut ProgressStream<u32, Result<Frame<u32>, tonic::Status>>,
+    ) -> Vec<Result<Frame<u32>, tonic::Code>> {
+        let mut got = Vec::new();
+        while let Some(frame) =
+            std::future::poll_fn(|cx| Pin::new(&mut *stream).poll_next(cx)).await
+        {
+            got.push(frame.map_err(|s| s.code()));
+        }
+        got
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn work_that_panics_ends_its_stream_internal_not_as_finished() {
+        let mut stream = LongWork::new().stream(
+            |out: Output<u32>| async move {
+                out.push(1);
+                tokio::task::yield_now().await;
+                panic!("the tool broke");
+            },
+            Ok,
+        );
+        let got = read_to_end(&mut stream).await;
+        assert_eq!(got, [Ok(Frame::Item(1)), Err(tonic::Code::Internal)]);
+    }
+
+    /// A caller that stops reading (hyper stops polling the stream when the HTTP/2
+    /// window closes): the deadline still ends the work, and its future is dropped.
+    #[tokio::test(start_paused = true)]
+    async fn a_reader_that_stops_reading_does_not_keep_the_work_running() {
+        struct Flag(Arc<std::sync::atomic::AtomicBool>);
+        impl Drop for Flag {
+            fn drop(&mut self) {
+                self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = Flag(dropped.clone());
+        let deadline = Instant::now() + Duration::from_secs(1);
+        let mut stream = crate::scope::with_deadline(deadline, async {
+            LongWork::new().idle_limit(Duration::from_secs(10)).stream(
+                |out: Output<u32>| async move {
+                    let _flag = flag;
+                    for i in 0.. {
+                        out.push(i);
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                },
+                Ok,
+            )
+        })
+        .await;
+        // One message read, then nobody reads.
+        let first = std::future::poll_fn(|cx| Pin::new(&mut stream).poll_next(cx)).await;
+        assert!(matches!(first, Some(Ok(Frame::Item(0)))));
+        tokio::time::sleep(Duration::from_millis(999)).await;
+        assert!(!dropped.load(std::sync::atomic::Ordering::SeqCst));
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        assert!(
+            dropped.load(std::sync::atomic::Ordering::SeqCst),
+            "ended at the deadline"
+        );
+        // Read later, the stream gives what was produced, then the deadline's status.
+        let rest = read_to_end(&mut stream).await;
+        assert_eq!(rest.last(), Some(&Err(tonic::Code::DeadlineExceeded)));
+        // Items 1 to 10 (the tenth pushed at the deadline's very instant), then the status.
+        assert_eq!(rest.len(), 11, "{rest:?}");
     }
 }

@@ -244,6 +244,16 @@ impl CallRecord {
     }
 
     pub(super) fn record(&mut self, timed_out: bool, code: impl FnOnce() -> Code) {
+        self.record_at(self.start.elapsed(), timed_out, code);
+    }
+
+    /// [`record`](Self::record) with the call's duration as `elapsed`.
+    fn record_at(
+        &mut self,
+        elapsed: std::time::Duration,
+        timed_out: bool,
+        code: impl FnOnce() -> Code,
+    ) {
         if let Some(mut tally) = self.tally.take() {
             let code = if timed_out {
                 Code::DeadlineExceeded
@@ -253,22 +263,26 @@ impl CallRecord {
             if let Some(instruments) = &self.shared.settings.instruments {
                 instruments.tally_ended(&mut tally, code, &self.labels().attrs);
             }
-            return self.record_ended(timed_out, || code);
+            return self.record_ended(elapsed, timed_out, || code);
         }
-        self.record_ended(timed_out, code)
+        self.record_ended(elapsed, timed_out, code)
     }
 
     /// Records the end of the call: its duration (and timeout) and what it observed.
-    fn record_ended(&self, timed_out: bool, code: impl FnOnce() -> Code) {
+    fn record_ended(
+        &self,
+        elapsed: std::time::Duration,
+        timed_out: bool,
+        code: impl FnOnce() -> Code,
+    ) {
         let instruments = self.shared.settings.instruments.as_ref();
         // Unary calls only: a stream's duration is not what its timers bound.
         let Some(observed) = self.shared.observed.as_ref().filter(|_| !self.streaming) else {
             if let Some(instruments) = instruments {
-                instruments.record(self.start.elapsed(), timed_out, code, &self.labels().attrs);
+                instruments.record(elapsed, timed_out, code, &self.labels().attrs);
             }
             return;
         };
-        let elapsed = self.start.elapsed();
         let code = if timed_out {
             Code::DeadlineExceeded
         } else {
@@ -386,7 +400,15 @@ impl CallRecord {
         };
         if self.state == State::Open {
             self.state = State::Ended;
-            self.record(true, || Code::DeadlineExceeded);
+            // A call that ended at its deadline is counted at it, not a hair later (the
+            // timer's own lag): with a histogram bound at the timeout, it falls in the
+            // timeout's bucket, and no percentile of calls that all ended by their
+            // deadline reads above it.
+            let counted = match phase {
+                Phase::Total => elapsed.min(configured),
+                _ => elapsed,
+            };
+            self.record_at(counted, true, || Code::DeadlineExceeded);
             call_event!(
                 warn,
                 self.span,
