@@ -190,6 +190,13 @@ async fn a_watched_file_is_picked_up_and_a_bad_one_is_refused() {
         eventually(|| heartbeat_ms(&layer) == 2_000).await,
         "picked up"
     );
+    // The swap is seen before its log line is written (another thread): wait for both.
+    let logged = || {
+        !events
+            .with_message("SW4RM timeout table reloaded")
+            .is_empty()
+    };
+    assert!(eventually(logged).await, "logged");
     let swaps = events.with_message("SW4RM timeout table reloaded");
     assert_eq!(swaps.len(), 1, "{swaps:?}");
     assert_eq!(
@@ -202,6 +209,8 @@ async fn a_watched_file_is_picked_up_and_a_bad_one_is_refused() {
     let check = builder.clone().build().unwrap_err();
     assert_eq!(check.issues().len(), 2, "{check}");
     assert!(eventually(|| handle.refusals() == 1).await);
+    let logged = || !events.with_message("reload refused").is_empty();
+    assert!(eventually(logged).await, "logged");
     assert_eq!(heartbeat_ms(&layer), 2_000, "the table in use stays");
     assert_eq!(handle.last_refusal(), Some(check.clone()));
     let refused = events.with_message("reload refused");
@@ -211,15 +220,22 @@ async fn a_watched_file_is_picked_up_and_a_bad_one_is_refused() {
     // Fixed: applied again.
     write("[profiles.heartbeat]\ndefault_timeout_ms = 3000\n");
     assert!(eventually(|| heartbeat_ms(&layer) == 3_000).await);
-    assert_eq!((handle.reloads(), handle.refusals()), (2, 1));
-    let outcomes: Vec<(String, u64)> = metrics
-        .points()
-        .into_iter()
-        .filter(|p| p.name == "sw4rm_config_reloads_total")
-        .map(|p| (p.attrs["outcome"].clone(), p.value))
-        .collect();
-    assert!(outcomes.contains(&("applied".into(), 2)), "{outcomes:?}");
-    assert!(outcomes.contains(&("refused".into(), 1)), "{outcomes:?}");
+    // The count follows the swap (another thread): wait for it too.
+    assert!(eventually(|| handle.reloads() == 2).await);
+    assert_eq!(handle.refusals(), 1);
+    let outcomes = || -> Vec<(String, u64)> {
+        metrics
+            .points()
+            .into_iter()
+            .filter(|p| p.name == "sw4rm_config_reloads_total")
+            .map(|p| (p.attrs["outcome"].clone(), p.value))
+            .collect()
+    };
+    let counted = || {
+        let now = outcomes();
+        now.contains(&("applied".into(), 2)) && now.contains(&("refused".into(), 1))
+    };
+    assert!(eventually(counted).await, "{:?}", outcomes());
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -249,7 +265,7 @@ async fn an_empty_file_is_not_applied_and_the_text_that_follows_is() {
     assert_eq!((handle.reloads(), handle.refusals()), (0, 0));
     std::fs::write(&path, "[profiles.heartbeat]\ndefault_timeout_ms = 3000\n").unwrap();
     assert!(eventually(|| heartbeat_ms(&layer) == 3_000).await);
-    assert_eq!(handle.reloads(), 1);
+    assert!(eventually(|| handle.reloads() == 1).await);
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -281,7 +297,8 @@ async fn a_configmap_update_by_link_swap_is_picked_up() {
     std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).unwrap();
     std::fs::remove_dir_all(dir.join("..2026_11_27_01")).unwrap();
     assert!(eventually(|| heartbeat_ms(&layer) == 3_000).await);
-    assert_eq!((handle.reloads(), handle.refusals()), (1, 0));
+    assert!(eventually(|| handle.reloads() == 1).await);
+    assert_eq!(handle.refusals(), 0);
     std::fs::remove_dir_all(&dir).ok();
 }
 

@@ -145,7 +145,7 @@ impl ReloadHandle {
 
     /// How many tables were refused so far.
     pub fn refusals(&self) -> u64 {
-        self.family.refused.load(Ordering::Relaxed)
+        self.family.refused.load(Ordering::Acquire)
     }
 
     /// The last table refused, with every problem it had (`None` before any).
@@ -299,12 +299,13 @@ impl ReloadHandle {
 
     /// Counts and logs a refused table.
     fn refuse(&self, err: &ConfigError) {
-        self.family.refused.fetch_add(1, Ordering::Relaxed);
+        // The refusal first: whoever sees the count sees what was refused.
         *self
             .family
             .last_refusal
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = Some(err.clone());
+        self.family.refused.fetch_add(1, Ordering::Release);
         if let Some(instruments) = self.instruments() {
             instruments.reloaded(false);
         }
