@@ -548,3 +548,84 @@ async fn a_learned_delay_hedges_only_the_tail() {
     // delay + hedge it would hold the delay above them, and the slowest call later).
     assert_eq!(tail_under(learned(95)).await, (15, ms(40)));
 }
+
+/// A call through the generated client (tonic encodes the request body, and attaches
+/// the cancellation token to it), cancelled with tonic's `CancellationHandle` at
+/// `cancel_at`: the status it ends with, and when.
+async fn cancelled_by_tonic(
+    layer: &TimeoutProfileLayer,
+    server: &Server,
+    cancel_at: Duration,
+) -> (tonic::Status, Duration) {
+    use sw4rm_timeouts::proto::sw4rm::scheduler::scheduler_service_client::SchedulerServiceClient;
+    use sw4rm_timeouts::proto::sw4rm::scheduler::GetTaskStatusRequest;
+    let svc = ServiceBuilder::new()
+        .layer(layer.clone())
+        .service(server.service());
+    let mut client = SchedulerServiceClient::new(svc);
+    let mut request = tonic::Request::new(GetTaskStatusRequest::default());
+    let handle = request.cancellation_handle();
+    let start = Instant::now();
+    tokio::spawn(async move {
+        tokio::time::sleep(cancel_at).await;
+        handle.cancel();
+    });
+    let status = client.get_task_status(request).await.unwrap_err();
+    (status, start.elapsed())
+}
+
+fn cancelled_by_the_caller(status: &tonic::Status) {
+    assert_eq!(status.code(), tonic::Code::Cancelled, "{status:?}");
+    let details = sw4rm_timeouts::CancelDetails::from_status(status).expect("CancelDetails");
+    assert_eq!(
+        details.reason(),
+        sw4rm_timeouts::CancelReason::CallCancelled
+    );
+}
+
+/// tonic's own cancel (`Request::cancellation_handle()`) ends a call at once in every
+/// state the layer holds it in — waiting for headers, during a hedge delay, between
+/// retries — with `CANCELLED` and `CancelDetails`, and no further attempt is sent.
+#[tokio::test(start_paused = true)]
+async fn tonics_cancel_ends_the_call_at_once_in_every_state() {
+    // Waiting for headers (a hedged call, its hedge not yet due).
+    let server = Server::new(&[ok_after(10_000)]);
+    let (status, took) = cancelled_by_tonic(&layer(fixed(3, 500)), &server, ms(100)).await;
+    cancelled_by_the_caller(&status);
+    assert_eq!(took, ms(100));
+    tokio::time::sleep(ms(2_000)).await;
+    let seen = server.seen();
+    assert_eq!(seen.len(), 1, "no hedge after the cancel");
+    assert!(seen[0].cancelled, "the attempt in flight is reset");
+
+    // During a hedge delay, after the first hedge: no third attempt.
+    let server = Server::new(&[ok_after(10_000)]);
+    let (status, took) = cancelled_by_tonic(&layer(fixed(3, 500)), &server, ms(700)).await;
+    cancelled_by_the_caller(&status);
+    assert_eq!(took, ms(700));
+    tokio::time::sleep(ms(2_000)).await;
+    assert_eq!(server.seen().len(), 2);
+    assert!(server.seen().iter().all(|s| s.cancelled));
+
+    // Between retries: the backoff is cut, and the retry never goes out.
+    let retry = sw4rm_timeouts::RetryPolicy::builder()
+        .max_attempts(3)
+        .initial_backoff(ms(1_000))
+        .max_backoff(ms(1_000))
+        .build()
+        .unwrap();
+    let profiles = ProfileSet::builder()
+        .without_global()
+        .retry("workflow_status", retry)
+        .build()
+        .unwrap();
+    let retrying = TimeoutProfileLayer::new(profiles)
+        .without_metrics()
+        .without_retry_budget();
+    let server = Server::new(&[status_after(0, 14)]);
+    let (status, took) = cancelled_by_tonic(&retrying, &server, ms(100)).await;
+    cancelled_by_the_caller(&status);
+    assert_eq!(took, ms(100));
+    tokio::time::sleep(ms(5_000)).await;
+    assert_eq!(server.seen().len(), 1, "no retry after the cancel");
+}

@@ -1017,3 +1017,75 @@ async fn a_cancel_before_the_deadline_is_reported_as_a_cancel() {
     let status = tonic::Status::from_error(call.await.unwrap_err());
     assert_eq!(status.code(), tonic::Code::Cancelled, "{status:?}");
 }
+
+/// A request body as tonic's client makes one with a `CancellationHandle`: one frame,
+/// then the end, and an error once the caller cancels (tonic's `EncodeBody` does
+/// this; it never says it has ended).
+struct CancellableBody {
+    frame: Option<Bytes>,
+    cancel: Arc<Cancel>,
+}
+
+/// The cancel of a [`CancellableBody`]: a flag, and the waker of whoever polled last.
+#[derive(Default)]
+struct Cancel {
+    fired: AtomicBool,
+    waker: Mutex<Option<std::task::Waker>>,
+}
+
+impl Cancel {
+    fn fire(&self) {
+        self.fired.store(true, Ordering::SeqCst);
+        if let Some(w) = self.waker.lock().unwrap().take() {
+            w.wake();
+        }
+    }
+}
+
+impl Body for CancellableBody {
+    type Data = Bytes;
+    type Error = tonic::Status;
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, tonic::Status>>> {
+        *self.cancel.waker.lock().unwrap() = Some(cx.waker().clone());
+        if self.cancel.fired.load(Ordering::SeqCst) {
+            return Poll::Ready(Some(Err(tonic::Status::cancelled("client cancelled"))));
+        }
+        Poll::Ready(self.frame.take().map(|b| Ok(Frame::data(b))))
+    }
+}
+
+/// tonic's cancel while the response body is read: the body ends `CANCELLED` with
+/// `CancelDetails` at once, not at the deadline.
+#[tokio::test(start_paused = true)]
+async fn tonics_cancel_ends_a_call_while_its_response_body_is_read() {
+    let mut h = harness(standard(), Some(Duration::from_secs(1)));
+    let cancel = Arc::new(Cancel::default());
+    let body = CancellableBody {
+        frame: Some(Bytes::from_static(b"\0\0\0\0\0")),
+        cancel: cancel.clone(),
+    };
+    let request = http::Request::builder()
+        .uri(format!("http://sw4rm.test{HEARTBEAT}"))
+        .body(tonic::body::Body::new(body))
+        .unwrap();
+    let resp = respond(&mut h.svc, request).await.unwrap();
+    let _tx = h.bodies.recv().await.unwrap(); // the body stays open, silent
+    let mut body: Wrapped = Box::pin(resp.into_body());
+    let start = Instant::now();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        cancel.fire();
+    });
+    let err = next(&mut body).await.unwrap().unwrap_err();
+    let status = tonic::Status::from_error(err);
+    assert_eq!(status.code(), tonic::Code::Cancelled, "{status:?}");
+    let details = sw4rm_timeouts::CancelDetails::from_status(&status).unwrap();
+    assert_eq!(
+        details.reason(),
+        sw4rm_timeouts::CancelReason::CallCancelled
+    );
+    assert_eq!(start.elapsed(), Duration::from_millis(500));
+}

@@ -30,15 +30,19 @@ pub enum CancelReason {
     /// The agent that delegated the work cancelled the delegation (SW4-004
     /// `CancelDelegation`).
     DelegationCancelled,
+    /// The caller cancelled the call itself, with tonic's
+    /// `Request::cancellation_handle()`.
+    CallCancelled,
 }
 
 impl CancelReason {
     /// Every reason, in code order.
-    pub const ALL: [CancelReason; 4] = [
+    pub const ALL: [CancelReason; 5] = [
         CancelReason::CallerGone,
         CancelReason::InboundDeadline,
         CancelReason::BudgetCancelled,
         CancelReason::DelegationCancelled,
+        CancelReason::CallCancelled,
     ];
 
     /// The name used in details, logs and the `cause` metric attribute.
@@ -48,6 +52,7 @@ impl CancelReason {
             CancelReason::InboundDeadline => "inbound_deadline",
             CancelReason::BudgetCancelled => "budget_cancelled",
             CancelReason::DelegationCancelled => "delegation_cancelled",
+            CancelReason::CallCancelled => "call_cancelled",
         }
     }
 
@@ -69,6 +74,7 @@ impl CancelReason {
             CancelReason::InboundDeadline => "the inbound call's deadline passed",
             CancelReason::BudgetCancelled => "its operation budget was cancelled",
             CancelReason::DelegationCancelled => "the delegating agent cancelled the delegation",
+            CancelReason::CallCancelled => "the caller cancelled the call",
         }
     }
 
@@ -79,6 +85,7 @@ impl CancelReason {
             CancelReason::InboundDeadline => 2,
             CancelReason::BudgetCancelled => 3,
             CancelReason::DelegationCancelled => 4,
+            CancelReason::CallCancelled => 5,
         }
     }
 

@@ -137,13 +137,16 @@ mod tests {
     /// Every call in flight holds its response future (a call that may be retried
     /// holds its retry state's box too, bounded in `attempts/retries.rs`): within these
     /// sizes a call holds at most 1 KiB more than a plain tonic call
-    /// (`benches/hostile.rs` measures it). It is 376 bytes with the locked
+    /// (`benches/hostile.rs` measures it). It is 392 bytes with the locked
     /// dependencies and Rust 1.95 (360 before the scope's cancel watch joined the
-    /// record), and the bound is exactly that: a new field must make room for itself.
+    /// record, 376 before the request body kept to learn of tonic's own cancel: a
+    /// `tonic::body::Body`, 16 bytes, for which no room could be found without an
+    /// allocation per call), and the bound is exactly that: a new field must make
+    /// room for itself.
     #[test]
     fn a_calls_future_stays_within_its_budget() {
         let future = size_of::<ResponseFuture<Channel, ChannelFuture>>();
-        assert!(future <= 376, "response future: {future} bytes");
+        assert!(future <= 392, "response future: {future} bytes");
     }
 
     /// Polled again after it completed, a call's future answers `INTERNAL` and does

@@ -56,6 +56,10 @@ pub(crate) struct CallRecord {
     header_code: Option<Code>,
     /// The cancel signal of the scope the call was made in, if it has one.
     cancel: Option<crate::scope::Watch>,
+    /// The request body as tonic made it, after the layer took its bytes for replay:
+    /// it fails when the caller cancels with tonic's `Request::cancellation_handle()`
+    /// (empty when there is nothing to watch).
+    request: tonic::body::Body,
     /// The call's attempts as gRPC's metrics count them, once sent, when a gRPC
     /// family is on (boxed: a call without one pays a null pointer).
     tally: Option<Box<CallTally>>,
@@ -104,6 +108,7 @@ impl CallRecord {
             budget: plan.budget.map(BudgetSpent::from),
             header_code: None,
             cancel: None,
+            request: tonic::body::Body::empty(),
             tally: None,
         }
     }

@@ -196,7 +196,8 @@ where
         // not all there yet (client streaming) or too large is sent once.
         if let Some(plan) = hedge_plan {
             let context = (recent, deadline, start);
-            if let Some(hedges) = hedges(shared, plan, context, &req, &mut body) {
+            let watch = call.request_watch();
+            if let Some(hedges) = hedges(shared, plan, context, &req, &mut body, watch) {
                 call.sending();
                 call.attempt(1, None);
                 *req.body_mut() = body;
@@ -205,8 +206,18 @@ where
             }
         }
         let limit = shared.settings.retry.replay_limit;
-        let retry = retry_plan
-            .and_then(|plan| retries(&self.spare, &self.inner, plan, limit, &req, &mut body));
+        let watch = call.request_watch();
+        let retry = retry_plan.and_then(|plan| {
+            retries(
+                &self.spare,
+                &self.inner,
+                plan,
+                limit,
+                &req,
+                &mut body,
+                watch,
+            )
+        });
         call.sending();
         if let Some(retries) = &retry {
             call.attempt(1, retries.first_cap());
@@ -226,10 +237,14 @@ fn retries<S: Clone>(
     limit: usize,
     head: &Request,
     body: &mut tonic::body::Body,
+    watch: &mut tonic::body::Body,
 ) -> Option<Retries<S>> {
-    take_whole(body, limit, |bytes| {
-        Retries::new(spare.share(inner), plan, head, bytes)
-    })
+    take_whole(
+        body,
+        limit,
+        |bytes| Retries::new(spare.share(inner), plan, head, bytes),
+        watch,
+    )
 }
 
 /// The route's recent latency, for a learned delay (allocated on first use).
@@ -249,9 +264,10 @@ fn hedges(
     (recent, deadline, start): (Option<Arc<RecentLatency>>, Option<Instant>, Instant),
     head: &Request,
     body: &mut tonic::body::Body,
+    watch: &mut tonic::body::Body,
 ) -> Option<(Kept, HedgePlan, HedgeContext)> {
     let limit = shared.settings.retry.replay_limit;
-    let kept = take_whole(body, limit, |bytes| Kept::new(head, bytes))?;
+    let kept = take_whole(body, limit, |bytes| Kept::new(head, bytes), watch)?;
     let context = HedgeContext {
         deadline,
         recent,

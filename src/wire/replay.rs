@@ -132,10 +132,15 @@ pub(crate) fn with_first_frame<R>(
 /// generated client is) and at most `limit` bytes: `keep` sees its bytes, and the body
 /// is replaced by one sending the same bytes. Otherwise the body is put back untouched
 /// (what was read is replayed first) and `None` says the call is sent once.
+///
+/// A body taken whole that does not say it has ended goes to `watch`: tonic's
+/// request body (with a `Request::cancellation_handle()`) fails when the caller
+/// cancels, and only whoever polls it learns that.
 pub(crate) fn take_whole<K>(
     body: &mut tonic::body::Body,
     limit: usize,
     keep: impl FnOnce(&Bytes) -> K,
+    watch: &mut tonic::body::Body,
 ) -> Option<K> {
     let mut taken = std::mem::take(body);
     let mut cx = Context::from_waker(Waker::noop());
@@ -179,6 +184,9 @@ pub(crate) fn take_whole<K>(
             }
         }
     };
+    if whole && !taken.is_end_stream() {
+        *watch = std::mem::take(&mut taken);
+    }
     if whole && frames.is_empty() {
         let frame = single.unwrap_or_default();
         // The first attempt sends the frame as it came (freed once written): it is
@@ -234,7 +242,8 @@ mod tests {
     async fn a_unary_body_is_taken_whole_and_replayed_byte_identical() {
         let bytes = Bytes::from_static(b"\x00\x00\x00\x00\x03abc");
         let mut body = tonic::body::Body::new(Whole::new(bytes.clone()));
-        let taken = take_whole(&mut body, 1024, Bytes::clone).expect("whole");
+        let taken =
+            take_whole(&mut body, 1024, Bytes::clone, &mut Default::default()).expect("whole");
         assert_eq!(taken, bytes);
         let again = http_body_util::BodyExt::collect(body)
             .await
@@ -243,7 +252,10 @@ mod tests {
         assert_eq!(again, bytes);
         // Too large: sent once, and still whole.
         let mut body = tonic::body::Body::new(Whole::new(bytes.clone()));
-        assert_eq!(take_whole(&mut body, 4, Bytes::clone), None);
+        assert_eq!(
+            take_whole(&mut body, 4, Bytes::clone, &mut Default::default()),
+            None
+        );
         let again = http_body_util::BodyExt::collect(body)
             .await
             .unwrap()

@@ -24,13 +24,44 @@ impl CallRecord {
         self.cancel = Some(Watch::new(signal));
     }
 
-    /// Ready with the reason once the call's scope is cancelled; registers the waiter
-    /// on the first poll that has to wait.
+    /// Ready with the reason once the call's scope is cancelled, or the caller
+    /// cancelled the call with tonic's `Request::cancellation_handle()`; registers the
+    /// waiter on the first poll that has to wait.
     #[inline]
     pub(crate) fn poll_cancel(&mut self, cx: &mut Context<'_>) -> Poll<CancelReason> {
-        match &mut self.cancel {
-            Some(watch) => watch.poll(cx),
-            None => Poll::Pending,
+        if let Some(watch) = &mut self.cancel {
+            if let Poll::Ready(reason) = watch.poll(cx) {
+                return Poll::Ready(reason);
+            }
+        }
+        if http_body::Body::is_end_stream(&self.request) {
+            return Poll::Pending;
+        }
+        self.poll_request_cancel(cx)
+    }
+
+    /// Where the layer puts the request body it took whole (to learn of tonic's
+    /// cancel, which only fails that body).
+    pub(crate) fn request_watch(&mut self) -> &mut tonic::body::Body {
+        &mut self.request
+    }
+
+    /// Polls the request body tonic made: it fails with `CANCELLED` once the caller
+    /// cancels (out of line: most calls carry no body to watch).
+    #[inline(never)]
+    fn poll_request_cancel(&mut self, cx: &mut Context<'_>) -> Poll<CancelReason> {
+        use http_body::Body;
+        match std::pin::Pin::new(&mut self.request).poll_frame(cx) {
+            Poll::Ready(Some(Err(status))) if status.code() == Code::Cancelled => {
+                self.request = tonic::body::Body::empty();
+                Poll::Ready(CancelReason::CallCancelled)
+            }
+            // Anything else from a body already read: nothing more to learn from it.
+            Poll::Ready(Some(_)) => {
+                self.request = tonic::body::Body::empty();
+                Poll::Pending
+            }
+            Poll::Ready(None) | Poll::Pending => Poll::Pending,
         }
     }
 
