@@ -522,3 +522,59 @@ async fn a_per_call_rule_replaces_the_routes() {
     assert_eq!(d.message_count(), Some(frames.len() as u64));
     drop(served);
 }
+
+/// A caller that stops reading: a raw HTTP/2 client that gives the stream a 16-byte
+/// window and never reads (so never gives any back). The server cannot send, hyper
+/// stops polling the response stream — and the caller's deadline still ends the
+/// work, its future dropped (what it held freed).
+#[tokio::test]
+async fn a_caller_that_stops_reading_does_not_keep_the_work_alive() {
+    use prost::Message;
+    let served = serve().await;
+    let tcp = tokio::net::TcpStream::connect(served.addr).await.unwrap();
+    let (client, connection) = h2::client::Builder::new()
+        .initial_window_size(16)
+        .handshake::<_, bytes::Bytes>(tcp)
+        .await
+        .unwrap();
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    let mut client = client.ready().await.unwrap();
+    let request = http::Request::builder()
+        .method("POST")
+        .uri(format!("http://{}{CALL_STREAM}", served.addr))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .header("grpc-timeout", "2S")
+        .body(())
+        .unwrap();
+    let started = Instant::now();
+    let (response, mut send) = client.send_request(request, false).unwrap();
+    let call = ToolCall {
+        tool_name: "forever".into(),
+        stream: true,
+        ..Default::default()
+    }
+    .encode_to_vec();
+    let mut framed = vec![0u8];
+    framed.extend((call.len() as u32).to_be_bytes());
+    framed.extend(call);
+    send.send_data(bytes::Bytes::from(framed), true).unwrap();
+    let response = response.await.unwrap();
+    let _never_read = response.into_body();
+    // The bound only turns a hang into a failure; the outcome is what is asserted.
+    let mut waited = 0;
+    while !served.seen.work_dropped.load(Ordering::SeqCst) && waited < 3_000 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        waited += 1;
+    }
+    assert!(
+        served.seen.work_dropped.load(Ordering::SeqCst),
+        "the work outlived the caller's deadline"
+    );
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "not before the deadline"
+    );
+}
