@@ -564,3 +564,80 @@ fn every_command_refuses_what_it_does_not_take() {
         assert_eq!(code, 0, "{words:?}: {err}");
     }
 }
+
+/// `advise` judges a scrape against the table the agent ran with, as the scrape says
+/// it (`sw4rm_rpc_configured_timeout_ms`): heartbeat at 1000 ms with fast calls fits,
+/// and nothing proposes the value already in use. A `--config` that disagrees with
+/// the scrape is named value by value; a scrape without the gauge says which table
+/// it was judged against.
+#[test]
+fn advise_judges_against_the_table_in_the_scrape() {
+    let mut scrape = String::from(
+        "sw4rm_rpc_configured_timeout_ms{bound=\"default\",profile=\"heartbeat\"} 1000\n\
+         sw4rm_rpc_configured_timeout_ms{bound=\"min\",profile=\"heartbeat\"} 1000\n\
+         sw4rm_rpc_configured_timeout_ms{bound=\"max\",profile=\"heartbeat\"} 10000\n",
+    );
+    let buckets = [
+        ("5", 5_000),
+        ("10", 6_800),
+        ("25", 7_000),
+        ("1000", 7_051),
+        ("2500", 7_293),
+        ("+Inf", 7_293),
+    ];
+    for (le, count) in buckets {
+        scrape.push_str(&format!(
+            "sw4rm_rpc_duration_ms_bucket{{method=\"Heartbeat\",profile=\"heartbeat\",service=\"sw4rm.registry.RegistryService\",le=\"{le}\"}} {count}\n"
+        ));
+    }
+    scrape.push_str("sw4rm_rpc_timeout_total{method=\"Heartbeat\",profile=\"heartbeat\",service=\"sw4rm.registry.RegistryService\"} 242\n");
+    let (dir, (code, out, err)) = advise_file("scraped-table", &scrape);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("# heartbeat: fits (default 1000 ms;"), "{out}");
+    assert!(
+        !out.contains("default 5000 ms"),
+        "judged against the standard table: {out}"
+    );
+    assert!(
+        !out.contains("default_timeout_ms = 1000"),
+        "proposes what is in use: {out}"
+    );
+    assert!(err.is_empty(), "{err}");
+
+    // With a --config that says otherwise: each value that differs is named.
+    let scrape_path = dir.join("metrics.txt");
+    let standard = dir.join("standard.toml");
+    std::fs::write(&standard, "# the standard table\n").unwrap();
+    let (code, _, err) = cli(&[
+        "advise",
+        scrape_path.to_str().unwrap(),
+        "--config",
+        standard.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let named = format!(
+        "the scrape and --config {} disagree: heartbeat default_timeout_ms: 1000 ms in the \
+         scrape, 5000 ms in --config {}",
+        standard.display(),
+        standard.display()
+    );
+    assert!(err.contains(&named), "{err}");
+    assert!(
+        err.contains("heartbeat max_timeout_ms: 10000 ms in the scrape, 30000 ms"),
+        "{err}"
+    );
+
+    // Without the gauge: which table it fell back to, said.
+    let bare: String = scrape
+        .lines()
+        .filter(|l| !l.starts_with("sw4rm_rpc_configured_timeout_ms"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let (_, (code, out, err)) = advise_file("scraped-bare", &bare);
+    assert!(code == 0 || code == 3, "{err}");
+    assert!(out.contains("default 5000 ms"), "{out}");
+    assert!(
+        err.contains("has no sw4rm_rpc_configured_timeout_ms") && err.contains("judged against"),
+        "{err}"
+    );
+}

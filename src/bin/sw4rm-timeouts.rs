@@ -303,15 +303,18 @@ fn run(args: &[String]) -> Result<String, Failure> {
         }
         "advise" => {
             let source = parsed.argument.unwrap_or_default();
-            advise(source, &profiles(config)?, parsed.option("--report"))
+            advise(source, config, parsed.option("--report"))
         }
         other => Err(Failure::Usage(unknown_command(other))),
     }
 }
 
 /// The overlay for the exposition in `source` (a file, or `-` for stdin); with
-/// `report`, the HTML page written there too.
-fn advise(source: &str, set: &ProfileSet, report: Option<&str>) -> Result<String, Failure> {
+/// `report`, the HTML page written there too. Judged against the table the scrape
+/// says was in use (`sw4rm_rpc_configured_timeout_ms`), laid over the configuration
+/// (`config`, else as the SDK finds it); where the two disagree, each value is named
+/// on stderr; a scrape without the gauge says which table it was judged against.
+fn advise(source: &str, config: Option<&str>, report: Option<&str>) -> Result<String, Failure> {
     let text = match source {
         "-" => std::io::read_to_string(std::io::stdin())
             .map_err(|e| Failure::Input(format!("stdin: cannot read: {e}")))?,
@@ -320,7 +323,38 @@ fn advise(source: &str, set: &ProfileSet, report: Option<&str>) -> Result<String
     };
     let routes = sw4rm_timeouts::advise::from_exposition(&text)
         .map_err(|e| Failure::Input(format!("{source}: {e}")))?;
-    let advice = sw4rm_timeouts::advise::Advice::new(set, &routes);
+    let base = profiles(config)?;
+    let named = match config {
+        Some(path) => format!("--config {path}"),
+        None => "the configuration found here (SW4RM_CONFIG or ./sw4rm.toml, SW4RM_*, \
+                 else SW4-002's standard table)"
+            .to_owned(),
+    };
+    let scraped = sw4rm_timeouts::advise::ScrapedTable::from_exposition(&text);
+    let set = if scraped.is_empty() {
+        eprintln!(
+            "sw4rm-timeouts: {source} has no sw4rm_rpc_configured_timeout_ms (the layer's \
+             MetricFamily::ConfiguredTimeouts): judged against {named}, which may not be \
+             the table the agent ran with"
+        );
+        base
+    } else {
+        if config.is_some() {
+            for difference in scraped.differences(&base, &named) {
+                eprintln!("sw4rm-timeouts: the scrape and {named} disagree: {difference}");
+            }
+        }
+        let builder = match config {
+            Some(path) => ProfileSet::builder().global_file(path),
+            None => ProfileSet::builder(),
+        };
+        // Judged against the table the scrape says was in use.
+        scraped
+            .apply(builder, &base)
+            .build()
+            .map_err(Failure::Config)?
+    };
+    let advice = sw4rm_timeouts::advise::Advice::new(&set, &routes);
     if let Some(path) = report {
         std::fs::write(path, advice.html_report())
             .map_err(|e| Failure::Input(format!("--report {path}: cannot write: {e}")))?;

@@ -7,7 +7,8 @@
 //! calls: does it dominate the value in use?) → `overlay.rs` (the proposal as a TOML
 //! overlay, values only where they dominate) → `report/` (the same as an HTML page
 //! with a chart per route) → `exposition.rs` (the same
-//! from a Prometheus exposition, for the `sw4rm-timeouts advise` command). The layer's
+//! from a Prometheus exposition, for the `sw4rm-timeouts advise` command; `scraped.rs`
+//! the table in use as the scrape tells it). The layer's
 //! side, recording each call, is `timeout/observations.rs`.
 
 mod advice;
@@ -16,6 +17,7 @@ mod overlay;
 mod replay;
 mod report;
 mod rules;
+mod scraped;
 
 pub use crate::observe::latency::{LatencySnapshot, Resolution};
 pub use advice::{Advice, Finding, ProfileAdvice, RouteLatency};
@@ -25,3 +27,4 @@ pub use replay::{Evaluation, NotDominant, Replay};
 pub use rules::{
     Bound, Verdict, CLUSTER_SHARE, HEADROOM, MIN_CALLS, MISFIT_FACTOR, SLOW_FACTOR, TIMEOUT_SHARE,
 };
+pub use scraped::{ScrapedBounds, ScrapedTable};

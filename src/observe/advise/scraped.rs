@@ -1,0 +1,170 @@
+//! The profile table an agent had in use, read back from its scrape: the gauge
+//! `sw4rm_rpc_configured_timeout_ms{profile, bound}` (`default`, `min`, `max`; the
+//! layer's `MetricFamily::ConfiguredTimeouts`). The advisor judges a scrape against
+//! the table that produced it, and names every value where another table (a
+//! `--config` file) disagrees with it.
+
+use std::collections::BTreeMap;
+
+use crate::config::{ProfileSet, ProfileSetBuilder};
+use crate::observe::metrics::CONFIGURED_TIMEOUT_MS;
+use crate::policy::profile::TimeoutProfile;
+
+/// One profile's bounds as scraped (milliseconds; `None`: not in the scrape).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ScrapedBounds {
+    /// `bound="default"`.
+    pub default_ms: Option<u32>,
+    /// `bound="min"`.
+    pub min_ms: Option<u32>,
+    /// `bound="max"`.
+    pub max_ms: Option<u32>,
+}
+
+/// The table in use as a scrape tells it, by profile.
+///
+/// ```
+/// use sw4rm_timeouts::advise::ScrapedTable;
+/// use sw4rm_timeouts::ProfileSet;
+/// let scrape = "sw4rm_rpc_configured_timeout_ms{bound=\"default\",profile=\"heartbeat\"} 1000\n";
+/// let table = ScrapedTable::from_exposition(scrape);
+/// assert_eq!(table.profile("heartbeat").unwrap().default_ms, Some(1_000));
+/// let standard = ProfileSet::standard();
+/// assert_eq!(
+///     table.differences(&standard, "the standard table"),
+///     ["heartbeat default_timeout_ms: 1000 ms in the scrape, 5000 ms in the standard table"]
+/// );
+/// let in_use = table.apply(ProfileSet::builder().without_global(), &standard).build()?;
+/// assert_eq!(in_use.profile("heartbeat").unwrap().default_timeout_ms, 1_000);
+/// # Ok::<(), sw4rm_timeouts::ConfigError>(())
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ScrapedTable {
+    profiles: BTreeMap<String, ScrapedBounds>,
+}
+
+impl ScrapedTable {
+    /// The gauge's values in a Prometheus text exposition (lines that are not the
+    /// gauge's, or do not parse, are passed over; a value that is not a whole number
+    /// of milliseconds in `u32` is left out).
+    pub fn from_exposition(text: &str) -> Self {
+        let mut table = ScrapedTable::default();
+        for line in text.lines().map(str::trim) {
+            let Some(rest) = line.strip_prefix(CONFIGURED_TIMEOUT_MS) else {
+                continue;
+            };
+            let Some((labels, value)) = rest.strip_prefix('{').and_then(|r| r.rsplit_once("} "))
+            else {
+                continue;
+            };
+            let label = |key: &str| {
+                labels.split(',').find_map(|pair| {
+                    let (k, v) = pair.split_once('=')?;
+                    (k.trim() == key).then(|| v.trim().trim_matches('"').to_owned())
+                })
+            };
+            let (Some(profile), Some(bound)) = (label("profile"), label("bound")) else {
+                continue;
+            };
+            let ms = value.trim().parse::<f64>().ok().filter(|v| {
+                v.is_finite() && *v >= 0.0 && v.fract() == 0.0 && *v <= f64::from(u32::MAX)
+            });
+            let Some(ms) = ms.map(|v| v as u32) else {
+                continue;
+            };
+            let bounds = table.profiles.entry(profile).or_default();
+            match bound.as_str() {
+                "default" => bounds.default_ms = Some(ms),
+                "min" => bounds.min_ms = Some(ms),
+                "max" => bounds.max_ms = Some(ms),
+                _ => {}
+            }
+        }
+        table
+    }
+
+    /// Whether the scrape had the gauge at all.
+    pub fn is_empty(&self) -> bool {
+        self.profiles.is_empty()
+    }
+
+    /// One profile's bounds, if the scrape had them.
+    pub fn profile(&self, name: &str) -> Option<&ScrapedBounds> {
+        self.profiles.get(name)
+    }
+
+    /// Every value where `other` (named `other_name` in the lines) disagrees with the
+    /// scrape: `heartbeat default_timeout_ms: 1000 ms in the scrape, 5000 ms in …`.
+    pub fn differences(&self, other: &ProfileSet, other_name: &str) -> Vec<String> {
+        let mut lines = Vec::new();
+        for (name, bounds) in &self.profiles {
+            let theirs = other.profile(name);
+            let rows = [
+                (
+                    "default_timeout_ms",
+                    bounds.default_ms,
+                    theirs.map(|p| p.default_timeout_ms),
+                ),
+                (
+                    "min_timeout_ms",
+                    bounds.min_ms,
+                    theirs.map(|p| p.min_timeout_ms),
+                ),
+                (
+                    "max_timeout_ms",
+                    bounds.max_ms,
+                    theirs.map(|p| p.max_timeout_ms),
+                ),
+            ];
+            for (key, scraped, theirs) in rows {
+                let Some(scraped) = scraped else { continue };
+                match theirs {
+                    Some(t) if t == scraped => {}
+                    Some(t) => lines.push(format!(
+                        "{name} {}: {scraped} ms in the scrape, {t} ms in {other_name}",
+                        key
+                    )),
+                    None => lines.push(format!(
+                        "{name} {key}: {scraped} ms in the scrape, no such profile in {other_name}"
+                    )),
+                }
+            }
+        }
+        lines
+    }
+
+    /// `builder` with the scraped values laid over it (client level): a profile
+    /// `base` knows gets each bound the scrape has; one it does not know is defined
+    /// whole when the scrape has all three bounds (not allowing infinite).
+    pub fn apply(&self, mut builder: ProfileSetBuilder, base: &ProfileSet) -> ProfileSetBuilder {
+        for (name, b) in &self.profiles {
+            if base.profile(name).is_some() {
+                if let Some(ms) = b.min_ms {
+                    builder = builder.min_timeout_ms(name, ms);
+                }
+                if let Some(ms) = b.max_ms {
+                    builder = builder.max_timeout_ms(name, ms);
+                }
+                if let Some(ms) = b.default_ms {
+                    builder = builder.default_timeout_ms(name, ms);
+                }
+                continue;
+            }
+            let (Some(default_ms), Some(min_ms), Some(max_ms)) = (b.default_ms, b.min_ms, b.max_ms)
+            else {
+                continue;
+            };
+            let ms = |v: u32| std::time::Duration::from_millis(u64::from(v));
+            if let Ok(profile) = TimeoutProfile::builder(name.clone())
+                .default_timeout(ms(default_ms))
+                .min_timeout(ms(min_ms))
+                .max_timeout(ms(max_ms))
+                .build()
+            {
+                builder = builder.profile(&profile);
+            }
+        }
+        builder
+    }
+}
