@@ -179,7 +179,19 @@ async fn families_are_off_by_default() {
     let mut names: Vec<String> = metrics.points().into_iter().map(|p| p.name).collect();
     names.sort();
     names.dedup();
-    assert_eq!(names, ["sw4rm_rpc_duration_ms", "sw4rm_rpc_timeout_total"]);
+    // The always-on families only: SW4-002's two, and the counters beside them (at 0
+    // from a route's first call); none of the opt-in families.
+    assert_eq!(
+        names,
+        [
+            "sw4rm_rpc_cancelled_total",
+            "sw4rm_rpc_duration_ms",
+            "sw4rm_rpc_hedge_wins_total",
+            "sw4rm_rpc_hedges_total",
+            "sw4rm_rpc_retries_total",
+            "sw4rm_rpc_timeout_total"
+        ]
+    );
 }
 
 #[tokio::test]
@@ -254,4 +266,37 @@ async fn a_call_that_times_out_is_counted_in_its_timeouts_bucket() {
         })
         .unwrap();
     assert!(sum.ends_with(" 1000"), "counted at the timeout: {sum}");
+}
+
+/// A route's counters exist at 0 from its first call: the dashboard's retry, hedge,
+/// timeout and cancellation panels read 0, not "no data", until the first event.
+#[tokio::test]
+async fn a_routes_counters_exist_at_zero_from_its_first_call() {
+    let registry = sw4rm_timeouts::metrics::Registry::new();
+    let provider = sw4rm_timeouts::metrics::prometheus_provider(registry.clone()).unwrap();
+    let layer = TimeoutProfileLayer::new(profiles()).with_meter_provider(&provider);
+    let server = server().await;
+    let sw4rm = connect(&server, layer).await;
+    let before = sw4rm_timeouts::metrics::render(&[&registry]);
+    assert!(!before.contains("sw4rm_rpc_retries_total{"), "{before}");
+    call(&sw4rm, HEARTBEAT, Opts::default()).await.unwrap();
+    let text = sw4rm_timeouts::metrics::render(&[&registry]);
+    let route =
+        "method=\"Heartbeat\",profile=\"heartbeat\",service=\"sw4rm.registry.RegistryService\"";
+    let mut lines = vec![
+        format!("sw4rm_rpc_timeout_total{{{route}}} 0"),
+        format!("sw4rm_rpc_retries_total{{{route}}} 0"),
+        format!("sw4rm_rpc_hedges_total{{{route}}} 0"),
+        format!("sw4rm_rpc_hedge_wins_total{{{route}}} 0"),
+    ];
+    for cause in sw4rm_timeouts::CancelReason::ALL {
+        lines.push(format!(
+            "sw4rm_rpc_cancelled_total{{cause=\"{cause}\",{route}}} 0"
+        ));
+    }
+    for line in lines {
+        assert!(text.contains(&line), "{line} in {text}");
+    }
+    // Routes never called stay out of the exposition.
+    assert!(!text.contains("method=\"Deregister"), "{text}");
 }

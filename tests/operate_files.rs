@@ -176,7 +176,7 @@ async fn every_expression_parses_and_names_only_metrics_the_sdk_exposes() {
     let (rules, recorded) = rules();
     let dashboard = dashboard();
     assert!(rules.len() >= 13, "{rules:?}");
-    assert_eq!(dashboard.len(), 16, "{dashboard:?}");
+    assert_eq!(dashboard.len(), 17, "{dashboard:?}");
     let mut named = BTreeSet::new();
     for expr in rules.iter().chain(&dashboard) {
         for name in names_in(expr) {
@@ -195,6 +195,7 @@ async fn every_expression_parses_and_names_only_metrics_the_sdk_exposes() {
         "rpc_client_call_duration_bucket",
         "sw4rm_rpc_retries_total",
         "sw4rm_rpc_hedge_wins_total",
+        "sw4rm_rpc_cancelled_total",
         "sw4rm_retry_budget_tokens",
         "sw4rm_config_reloads_total",
     ] {

@@ -10,10 +10,11 @@
 //! table on every call, with labels of its own.
 
 use std::hash::{BuildHasher, BuildHasherDefault};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crate::config::ProfileSet;
-use crate::observe::metrics::{attributes, Attributes};
+use crate::observe::metrics::{attributes, Attributes, Instruments};
 use crate::policy::route::{Lookup, Matched, PathHasher, ProfileId, Routed};
 
 /// Slots for paths outside the exact routes. Bounded so that a client sending
@@ -59,6 +60,18 @@ struct Seen {
     path: Box<str>,
     routed: Routed,
     labels: Labels,
+    /// A call has come this way (its counters were set at 0 then).
+    called: AtomicBool,
+}
+
+impl Seen {
+    /// The route's first call gives its counters at 0: one relaxed load a call after.
+    #[inline]
+    fn called(&self, instruments: &Instruments) {
+        if !self.called.load(Ordering::Relaxed) && !self.called.swap(true, Ordering::Relaxed) {
+            instruments.route_seen(&self.labels.attrs);
+        }
+    }
 }
 
 /// The route and the labels of a path.
@@ -83,7 +96,7 @@ impl PathTable {
             slots: (0..len).map(|_| OnceLock::new()).collect(),
         };
         for (path, _) in &profiles.routes.exact {
-            table.find(profiles, path);
+            table.find(profiles, path, None);
         }
         table
     }
@@ -91,7 +104,16 @@ impl PathTable {
     /// Routes `path` (the table first, the profile table on a path's first sight) and
     /// finds its labels; `None` when it is not a gRPC path. A fallback path is logged,
     /// at debug level, whenever its labels are built.
-    pub(crate) fn find<'a>(&self, profiles: &ProfileSet, path: &'a str) -> Option<Found<'a>> {
+    ///
+    /// On a path's first sight, `instruments` (when the layer records metrics) get the
+    /// route's counters at 0, so that a panel's `rate()` reads 0, not "no data",
+    /// until the first retry, hedge, timeout or cancel.
+    pub(crate) fn find<'a>(
+        &self,
+        profiles: &ProfileSet,
+        path: &'a str,
+        instruments: Option<&Instruments>,
+    ) -> Option<Found<'a>> {
         let mask = self.slots.len().wrapping_sub(1);
         let home = BuildHasherDefault::<PathHasher>::default().hash_one(path) as usize;
         for probe in 0..PROBES {
@@ -108,6 +130,9 @@ impl PathTable {
                 // The slot's index fits (the table is far shorter than `u32::MAX`),
                 // and its route lies back onto the path it was made from.
                 if let (Ok(at), Some(route)) = (u32::try_from(i), seen.routed.on(path)) {
+                    if let Some(instruments) = instruments {
+                        seen.called(instruments);
+                    }
                     let labels = LabelsRef::Seen(at);
                     return Some(Found { route, labels });
                 }
@@ -142,7 +167,7 @@ impl PathTable {
 
     /// Where `path` sits in this table, seating it if it can be (`None`: no slot).
     pub(crate) fn slot_of(&self, profiles: &ProfileSet, path: &str) -> Option<usize> {
-        match self.find(profiles, path)?.labels {
+        match self.find(profiles, path, None)?.labels {
             LabelsRef::Seen(i) => Some(i as usize),
             LabelsRef::Owned(_) => None,
         }
@@ -181,6 +206,7 @@ fn seat<'t>(
             path: path.into(),
             routed,
             labels: labels(profiles, &route, path),
+            called: AtomicBool::new(false),
         })
     });
     Some(Some(seen))
@@ -237,7 +263,7 @@ mod tests {
         for (path, profile) in rows {
             let want = profiles.lookup(path).expect("a gRPC path");
             for sight in ["first", "again"] {
-                let found = table.find(&profiles, path).expect("a gRPC path");
+                let found = table.find(&profiles, path, None).expect("a gRPC path");
                 let got = &found.route;
                 assert_eq!(got.matched, want.matched, "{path} {sight}");
                 assert_eq!(
@@ -266,7 +292,7 @@ mod tests {
     fn a_path_seen_again_finds_the_same_slot_and_others_their_own() {
         let profiles = profiles();
         let table = PathTable::new(&profiles);
-        let slot = |path| match table.find(&profiles, path).map(|f| f.labels) {
+        let slot = |path| match table.find(&profiles, path, None).map(|f| f.labels) {
             Some(LabelsRef::Seen(i)) => i,
             other => panic!("{path}: {other:?}"),
         };
@@ -279,7 +305,7 @@ mod tests {
         let profiles = profiles();
         let table = PathTable::new(&profiles);
         for bad in ["/", "/NoMethod", "nope", "/a/b/c", "//x"] {
-            assert!(table.find(&profiles, bad).is_none(), "{bad}");
+            assert!(table.find(&profiles, bad, None).is_none(), "{bad}");
         }
         let seated = table.slots.iter().filter(|s| s.get().is_some()).count();
         assert_eq!(seated, profiles.routes.exact.len());
@@ -294,7 +320,7 @@ mod tests {
             .collect();
         let mut owned = 0;
         for path in &paths {
-            let found = table.find(&profiles, path).expect("a gRPC path");
+            let found = table.find(&profiles, path, None).expect("a gRPC path");
             owned += usize::from(matches!(found.labels, LabelsRef::Owned(_)));
             let method = path.rsplit('/').next().unwrap_or_default();
             assert_eq!(found.route.method, method);

@@ -112,7 +112,8 @@ where
         let mut body = std::mem::take(req.body_mut());
         let shared: &Arc<Shared> = self.table.current();
         let path = req.uri().path();
-        let Some(found) = shared.paths.find(&shared.profiles, path) else {
+        let instruments = shared.settings.instruments.as_ref();
+        let Some(found) = shared.paths.find(&shared.profiles, path, instruments) else {
             return ResponseFuture::failed(not_a_grpc_path(path));
         };
         let asked = match asked(req.extensions(), req.headers()) {

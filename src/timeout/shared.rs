@@ -179,7 +179,7 @@ mod tests {
     fn a_reload_keeps_what_each_path_observed_and_learned() {
         const PATH: &str = "/sw4rm.registry.RegistryService/Heartbeat";
         let old = Shared::new(ProfileSet::standard(), settings());
-        let at = old.paths.find(&old.profiles, PATH).unwrap().labels;
+        let at = old.paths.find(&old.profiles, PATH, None).unwrap().labels;
         let observed = old.observed.as_ref().unwrap();
         observed.record(&at, Duration::from_millis(7), false, true);
         let window = old.learned.route(&at).unwrap();
@@ -191,7 +191,7 @@ mod tests {
             .build()
             .unwrap();
         let new = old.reloaded(wider);
-        let moved = new.paths.find(&new.profiles, PATH).unwrap().labels;
+        let moved = new.paths.find(&new.profiles, PATH, None).unwrap().labels;
         let routes = super::super::observations::routes_of(&new);
         let heartbeat = routes.iter().find(|r| r.method == "Heartbeat").unwrap();
         assert_eq!(heartbeat.latency.successes(), 1);

@@ -345,6 +345,33 @@ impl Instruments {
         }
     }
 
+    /// A route's first call: its counters at 0 (timeouts, retries, hedges, hedge
+    /// wins, and cancels by every cause), so that the series exist before the first
+    /// event (a `rate()` reads 0, not "no data").
+    #[cold]
+    pub(crate) fn route_seen(&self, attrs: &Attributes) {
+        for counter in [
+            &self.timeouts,
+            &self.retries,
+            &self.hedges,
+            &self.hedge_wins,
+        ] {
+            counter.add(0, &attrs.sw4);
+        }
+        let [profile, service, method] = &attrs.sw4;
+        for reason in crate::CancelReason::ALL {
+            self.cancelled.add(
+                0,
+                &[
+                    profile.clone(),
+                    service.clone(),
+                    method.clone(),
+                    KeyValue::new("cause", reason.as_str()),
+                ],
+            );
+        }
+    }
+
     /// Counts one retry.
     pub(crate) fn retried(&self, attrs: &Attributes) {
         self.retries.add(1, &attrs.sw4);
