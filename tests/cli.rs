@@ -641,3 +641,38 @@ fn advise_judges_against_the_table_in_the_scrape() {
         "{err}"
     );
 }
+
+/// Configuration messages lead with the key that was set, say the fix, and one bad
+/// value does not cascade into a second, false problem (verbatim).
+#[test]
+fn configuration_messages_lead_with_what_was_set_and_say_the_fix() {
+    let dir = std::env::temp_dir().join(format!("sw4rm-cli-messages-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // (the file, the one problem it has, verbatim after the file's name)
+    let rows = [
+        (
+            "[profiles.tool_call]\ndefault_timeout_ms = 500\n[routes]\n\"/acme.Stream/Watch\" = \"tool_call\"\n",
+            "profiles.tool_call.default_timeout_ms = 500: must be >= min_timeout_ms (1000, \
+             standard): lower min_timeout_ms too, or keep the default >= 1000",
+        ),
+        (
+            "[profiles.tool_call]\ndefault_timeout_ms = 500\nmin_timeout_ms = 800\n",
+            "profiles.tool_call.min_timeout_ms = 800: must be <= default_timeout_ms (500) \
+             (default_timeout_ms from global (file FILE)): lower min_timeout_ms to 500 or \
+             below, or raise the default to 800",
+        ),
+    ];
+    for (i, (text, problem)) in rows.into_iter().enumerate() {
+        let file = dir.join(format!("{i}.toml"));
+        std::fs::write(&file, text).unwrap();
+        let shown = file.display().to_string();
+        let (code, _, err) = cli(&["check", &shown]);
+        assert_eq!(code, 1, "{err}");
+        let want = format!(
+            "invalid SW4RM timeout configuration (1 problem):\n  - {shown}: {}\n",
+            problem.replace("FILE", &shown)
+        );
+        assert_eq!(err, want);
+    }
+    std::fs::remove_dir_all(dir).ok();
+}

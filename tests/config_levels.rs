@@ -272,7 +272,7 @@ fn every_validation_rule_names_key_value_rule_and_source() {
         (|j| { j.set_env("SW4RM_PROFILES__HEARTBEAT__MIN_TIMEOUT_MS", "6000"); Ok(()) },
          "SW4RM_PROFILES__HEARTBEAT__MIN_TIMEOUT_MS=6000: must be <= default_timeout_ms (5000) (default_timeout_ms from standard)"),
         (|j| { j.set_env("SW4RM_PROFILES__HEARTBEAT__DEFAULT_TIMEOUT_MS", "40000"); Ok(()) },
-         "standard: profiles.heartbeat.max_timeout_ms = 30000: must be >= default_timeout_ms (40000) (default_timeout_ms from global (env SW4RM_PROFILES__HEARTBEAT__DEFAULT_TIMEOUT_MS))"),
+         "SW4RM_PROFILES__HEARTBEAT__DEFAULT_TIMEOUT_MS=40000: must be <= max_timeout_ms (30000, standard): raise max_timeout_ms too, or keep the default <= 30000"),
         (|j| { j.set_env("SW4RM_PROFILES__HEARTBEAT__ALLOW_INFINITE", "yes"); Ok(()) },
          "SW4RM_PROFILES__HEARTBEAT__ALLOW_INFINITE=yes: must be true or false"),
         (|j| { j.set_env("SW4RM_PROFILES__HEARTBEAT__MIN_TIMOUT_MS", "1"); Ok(()) },

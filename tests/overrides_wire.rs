@@ -114,6 +114,16 @@ async fn override_rules_on_the_wire() {
                 );
                 assert_eq!(w["source"], "per_call");
                 assert_eq!(w["bound_source"], "standard");
+                // Each says why, in words (a 0 names the missing allow_infinite).
+                let why = match *bound {
+                    "min" => "below the profile's min_timeout_ms",
+                    "max" => "above the profile's max_timeout_ms",
+                    _ => {
+                        "0 asks for no deadline, and the profile does not allow infinite \
+                          (allow_infinite = false): its default applies"
+                    }
+                };
+                assert_eq!(w["rule"], why, "row {i}");
                 let profile = if *rpc == HEARTBEAT {
                     "heartbeat"
                 } else {

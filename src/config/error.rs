@@ -76,6 +76,45 @@ impl ConfigError {
     pub fn issues(&self) -> &[ConfigIssue] {
         &self.issues
     }
+
+    /// The same text on one line (problems joined by `; `, any line break inside a
+    /// problem, such as a TOML parser's excerpt, folded to a space): for one log event
+    /// per line. `Display` keeps one problem per line for people.
+    ///
+    /// ```
+    /// use sw4rm_timeouts::ProfileSet;
+    /// let err = ProfileSet::builder().without_global().min_timeout_ms("heartbeat", 0).max_timeout_ms("heartbeat", 1).build().unwrap_err();
+    /// let line = err.one_line();
+    /// assert!(!line.contains('\n'));
+    /// assert!(line.starts_with("invalid SW4RM timeout configuration (2 problems): "), "{line}");
+    /// ```
+    pub fn one_line(&self) -> String {
+        let text = self.to_string();
+        let mut lines = text.lines();
+        let head = lines.next().unwrap_or_default().trim_end_matches(':');
+        let mut out = format!("{head}: ");
+        let mut first = true;
+        for line in lines {
+            let line = line.trim();
+            if line.is_empty() {
+                continue;
+            }
+            match line.strip_prefix("- ") {
+                Some(problem) => {
+                    if !first {
+                        out.push_str("; ");
+                    }
+                    out.push_str(problem);
+                    first = false;
+                }
+                None => {
+                    out.push(' ');
+                    out.push_str(line);
+                }
+            }
+        }
+        out
+    }
 }
 
 impl fmt::Display for ConfigError {

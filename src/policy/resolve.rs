@@ -29,6 +29,18 @@ impl Bound {
         }
     }
 
+    /// Why the request was replaced, in words (logged with the clamp).
+    pub(crate) fn rule(self) -> &'static str {
+        match self {
+            Bound::Min => "below the profile's min_timeout_ms",
+            Bound::Max => "above the profile's max_timeout_ms",
+            Bound::Default => {
+                "0 asks for no deadline, and the profile does not allow infinite \
+                 (allow_infinite = false): its default applies"
+            }
+        }
+    }
+
     /// The profile field whose value replaced the request.
     pub(crate) fn field(self) -> ProfileField {
         match self {

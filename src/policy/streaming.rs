@@ -135,8 +135,10 @@ pub(crate) fn stream_timers(
     let mut gap_clamped = false;
     if let (Some(g), Some(t)) = (&gap, &total) {
         if g.limit() > t.limit() {
+            // Said only of a gap someone set: the standard table's is lowered in
+            // silence.
+            gap_clamped = g.source != Source::Standard;
             gap = Some(t.clone());
-            gap_clamped = true;
         }
     }
     let idle_clamped = lower_to(idle.as_mut(), total.as_ref());
@@ -268,12 +270,14 @@ mod tests {
                 want: Timers::stream(cap(1_000, file.clone()), cap(200, file.clone()), None),
                 gap_clamped: false,
             },
+            // The gap falls back to the standard deadline: nobody set it, so lowering
+            // it to the total is not said.
             Row {
                 effective: eff(),
                 profile: policy(0, 0, 10_000),
                 per_call: None,
                 want: Timers::stream(eff(), cap(10_000, file.clone()), cap(10_000, file.clone())),
-                gap_clamped: true,
+                gap_clamped: false,
             },
             Row {
                 effective: eff(),

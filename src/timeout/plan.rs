@@ -244,8 +244,9 @@ fn stream_total(
     };
     timers.total = Some(Cap::new(effective, Source::PerCall));
     if let Some(gap) = timers.gap_mut().filter(|g| g.limit() > effective) {
+        // Said only of a gap someone set: the standard table's is lowered in silence.
+        *gap_clamped = gap.source != Source::Standard;
         *gap = Cap::new(effective, Source::PerCall);
-        *gap_clamped = true;
     }
     Some(Clamp {
         requested,
@@ -382,6 +383,7 @@ impl CallPlan<'_> {
                 requested_ms = millis(c.requested),
                 effective_ms = c.effective.map_or(0, millis),
                 bound = c.bound.as_str(),
+                rule = c.bound.rule(),
                 source = c.requested_by.level(),
                 %bound_source,
                 "SW4RM timeout override clamped to the profile's bounds"
@@ -866,5 +868,29 @@ mod tests {
         let err = not_a_grpc_path("/nope");
         assert_eq!(err.code(), tonic::Code::InvalidArgument);
         assert!(err.message().contains("\"/nope\""));
+    }
+
+    /// A per-call stream total alone lowers the standard table's gap in silence (no
+    /// one set it); a gap the caller set above the total is said.
+    #[test]
+    fn only_a_gap_someone_set_is_said_to_be_clamped() {
+        let set = ProfileSet::standard();
+        // (the per-call gap, said)
+        for (gap_ms, said) in [(0, false), (20_000, true)] {
+            let mut ext = http::Extensions::new();
+            let mut policy = CallStreamingPolicy::default().with_total(ms(10_000));
+            policy.0.message_gap_timeout_ms = gap_ms;
+            ext.insert(policy);
+            let p = plan(
+                &set,
+                route(&set, STREAM),
+                &ext,
+                asked(&ext, &HeaderMap::new()).unwrap(),
+                &Outer::default(),
+                |_| None,
+            );
+            assert!(p.timers.gap().unwrap().limit() <= ms(10_000), "{gap_ms}");
+            assert_eq!(p.gap_clamped, said, "{gap_ms}");
+        }
     }
 }

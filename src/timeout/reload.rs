@@ -309,8 +309,10 @@ impl ReloadHandle {
         if let Some(instruments) = self.instruments() {
             instruments.reloaded(false);
         }
+        // One line per event (log shippers read lines); the whole text, one problem
+        // per line, is `last_refusal()`'s.
         tracing::warn!(
-            error = %err,
+            error = %err.one_line(),
             "SW4RM timeout table reload refused: the table in use stays"
         );
     }

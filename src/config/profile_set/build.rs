@@ -95,7 +95,7 @@ pub(super) fn build(
         .map(|(i, p)| (p.profile.name.as_ref().into(), i))
         .collect();
 
-    let routes = build_routes(merged, &by_name, &mut issues);
+    let routes = build_routes(merged, &by_name, &table, &mut issues);
 
     let (fallback_name, fallback_source) = match &merged.fallback {
         Some(f) => (f.value.as_str(), f.source.clone()),
@@ -154,16 +154,7 @@ fn resolve_profile(
         allow_infinite: values[Field::AllowInfinite.index()] != 0,
     };
     for v in profile.violations() {
-        let d = Field::Default.index();
-        issues.push(ConfigIssue {
-            key: key(name, v.field),
-            value: v.value.to_string(),
-            rule: match v.rule {
-                ProfileRule::MinIsZero => v.rule.to_string(),
-                rule => format!("{rule} (default_timeout_ms from {})", sources[d]),
-            },
-            source: sources[v.field.index()].clone(),
-        });
+        issues.push(bound_issue(name, &profile, &v, &sources));
     }
     let mut streaming = StreamingTimeoutPolicy {
         initial_timeout_ms: values[Field::StreamInitial.index()],
@@ -214,6 +205,72 @@ fn resolve_profile(
         sources,
         default_header,
     })
+}
+
+/// A violation of a profile's bounds, led by the key that was set: a default lowered
+/// below a standard minimum (or raised above a standard maximum) is the default's
+/// problem, not the bound's nobody touched; each says the fix.
+fn bound_issue(
+    name: &str,
+    profile: &TimeoutProfile,
+    v: &ProfileViolation,
+    sources: &[Source; Field::COUNT],
+) -> ConfigIssue {
+    let d = Field::Default.index();
+    let untouched = |f: Field| sources[f.index()] == Source::Standard;
+    let default_set = !untouched(Field::Default);
+    let (min, max, default) = (
+        profile.min_timeout_ms,
+        profile.max_timeout_ms,
+        profile.default_timeout_ms,
+    );
+    let default_issue = |rule: String| ConfigIssue {
+        key: key(name, Field::Default),
+        value: default.to_string(),
+        rule,
+        source: sources[d].clone(),
+    };
+    match v.rule {
+        ProfileRule::MinAboveDefault { .. } if default_set && untouched(Field::Min) => {
+            default_issue(format!(
+                "must be >= min_timeout_ms ({min}, standard): lower min_timeout_ms too, or \
+                 keep the default >= {min}"
+            ))
+        }
+        ProfileRule::MaxBelowDefault { .. } if default_set && untouched(Field::Max) => {
+            default_issue(format!(
+                "must be <= max_timeout_ms ({max}, standard): raise max_timeout_ms too, or \
+                 keep the default <= {max}"
+            ))
+        }
+        ProfileRule::MinAboveDefault { .. } => violation(
+            name,
+            v,
+            format!(
+                "{} (default_timeout_ms from {}): lower min_timeout_ms to {default} or \
+                 below, or raise the default to {min}",
+                v.rule, sources[d]
+            ),
+            sources,
+        ),
+        ProfileRule::MaxBelowDefault { .. } => violation(
+            name,
+            v,
+            format!(
+                "{} (default_timeout_ms from {}): raise max_timeout_ms to {default} or \
+                 above, or lower the default to {max}",
+                v.rule, sources[d]
+            ),
+            sources,
+        ),
+        ProfileRule::MinIsZero => violation(name, v, v.rule.to_string(), sources),
+        rule => violation(
+            name,
+            v,
+            format!("{rule} (default_timeout_ms from {})", sources[d]),
+            sources,
+        ),
+    }
 }
 
 /// Every field's value and where it came from. A new profile must give its three
@@ -351,6 +408,7 @@ fn hedging_policy(
 fn build_routes(
     merged: &Overrides,
     by_name: &HashMap<Box<str>, usize>,
+    declared: &BTreeMap<String, Fields>,
     issues: &mut Vec<ConfigIssue>,
 ) -> RouteTable {
     let mut routes = RouteTable::default();
@@ -377,6 +435,11 @@ fn build_routes(
             source: setting.source.clone(),
         };
         let Some(&profile) = by_name.get(setting.profile.as_str()) else {
+            if declared.contains_key(&setting.profile) {
+                // The profile exists but one of its values is wrong: that is reported
+                // (once, where it was set); the route is not a second problem.
+                continue;
+            }
             let hint = crate::config::hint(&setting.profile, by_name.keys().map(|k| k.as_ref()));
             issues.push(issue(format!(
                 "routes to a profile that does not exist{hint}"
