@@ -230,3 +230,87 @@ fn names_are_escaped() {
                 && n.attribute("id") == Some("/acme.<Svc>&\"x\"/M'"))
     );
 }
+
+/// The advice page from a scrape: the legend says the bars are the histogram's
+/// buckets, the bars have a scale, quantiles of one value share one label set below
+/// the tick labels, and a route that fits despite its timeouts says why.
+#[test]
+fn a_scrapes_page_says_what_its_bars_and_labels_are() {
+    let mut scrape = String::new();
+    let buckets = [
+        ("5", 5_000),
+        ("10", 6_800),
+        ("25", 7_000),
+        ("1000", 7_051),
+        ("2500", 7_293),
+        ("+Inf", 7_293),
+    ];
+    for (le, count) in buckets {
+        scrape.push_str(&format!(
+            "sw4rm_rpc_duration_ms_bucket{{method=\"Heartbeat\",profile=\"heartbeat\",service=\"sw4rm.registry.RegistryService\",le=\"{le}\"}} {count}\n"
+        ));
+    }
+    scrape.push_str("sw4rm_rpc_timeout_total{method=\"Heartbeat\",profile=\"heartbeat\",service=\"sw4rm.registry.RegistryService\"} 242\n");
+    // Registrations whose p99 and p99.9 share a bucket.
+    for (le, count) in [("5", 6_000), ("2500", 7_293), ("+Inf", 7_293)] {
+        scrape.push_str(&format!(
+            "sw4rm_rpc_duration_ms_bucket{{method=\"RegisterAgent\",profile=\"registration\",service=\"sw4rm.registry.RegistryService\",le=\"{le}\"}} {count}\n"
+        ));
+    }
+    let routes = sw4rm_timeouts::advise::from_exposition(&scrape).unwrap();
+    let set = ProfileSet::builder()
+        .without_global()
+        .default_timeout_ms("heartbeat", 1_000)
+        .build()
+        .unwrap();
+    let page = Advice::new(&set, &routes).html_report();
+    let doc = parse(&page).unwrap();
+    assert!(
+        page.contains("Bars: the successful calls in each of the histogram's buckets"),
+        "{page}"
+    );
+    assert!(!page.contains("successful calls per decade"), "{page}");
+    assert!(
+        page.contains("3.32 % timed out, and it still fits: the calls that answered stay far below the timeout (p99"),
+        "{page}"
+    );
+    let chart = chart(&doc, "/sw4rm.registry.RegistryService/RegisterAgent");
+    let texts = |class: &str| -> Vec<(String, f64)> {
+        chart
+            .descendants()
+            .filter(|n| class_is(n, class))
+            .map(|n| (n.text().unwrap_or_default().to_owned(), number(&n, "y")))
+            .collect()
+    };
+    let marks = texts("mark-label");
+    let ticks = texts("tick-label");
+    // Each label on a row of its own, below every tick label.
+    let tick_y = ticks.iter().map(|(_, y)| *y).fold(0.0, f64::max);
+    for (i, (_, y)) in marks.iter().enumerate() {
+        assert!(*y >= tick_y + 12.0, "{marks:?} {ticks:?}");
+        for (_, other) in &marks[i + 1..] {
+            assert!((other - y).abs() >= 12.0, "{marks:?}");
+        }
+    }
+    // Quantiles of one value share one label; every quantile keeps its line.
+    let labels: Vec<&str> = marks.iter().map(|(t, _)| t.as_str()).collect();
+    let lines = chart
+        .descendants()
+        .filter(|n| {
+            n.tag_name().name() == "line"
+                && n.attribute("class").is_some_and(|c| c.starts_with("mark "))
+        })
+        .count();
+    assert_eq!(lines, 3, "{labels:?}");
+    assert!(
+        labels.iter().any(|l| l.starts_with("p99, p99.9 ")),
+        "{labels:?}"
+    );
+    // The bars' scale.
+    assert!(
+        chart
+            .descendants()
+            .any(|n| class_is(&n, "bar-scale") && n.attribute("data-per-decade").is_some()),
+        "no scale"
+    );
+}

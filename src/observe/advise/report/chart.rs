@@ -60,19 +60,42 @@ pub(super) fn chart(id: &str, finding: &Finding, lines: &Lines) -> String {
     );
     draw_bars(&mut svg, &axis, &bars);
     draw_axis(&mut svg, &axis);
-    // Labels one row each, so that values close together stay readable.
-    for (row, (name, q)) in quantiles.into_iter().enumerate() {
-        let Some(q) = q else { continue };
+    // Labels one row each, below the tick labels, so that values close together stay
+    // readable; quantiles of one value share one label ("p99, p99.9 2500 ms").
+    let mut row = 0;
+    for (i, (name, q)) in quantiles.iter().enumerate() {
+        let Some(q) = *q else { continue };
         let (ms, x) = (millis(q), axis.x(millis(q)));
+        let same_as_next = quantiles
+            .get(i + 1)
+            .is_some_and(|(_, next)| *next == Some(q));
         let _ = write!(
             svg,
-            r#"<line class="mark {class}" data-ms="{ms}" x1="{x:.2}" x2="{x:.2}" y1="{BASE}" y2="{y2}"><title>{name} {ms} ms</title></line><text class="mark-label" x="{x:.2}" y="{ty}" text-anchor="{anchor}">{name} {value}</text>"#,
-            anchor = anchor(x),
+            r#"<line class="mark {class}" data-ms="{ms}" x1="{x:.2}" x2="{x:.2}" y1="{BASE}" y2="{y2}"><title>{name} {ms} ms</title></line>"#,
             class = name.replace('.', ""),
-            y2 = BASE + 22.0 + 10.0 * row as f64,
-            ty = BASE + 30.0 + 10.0 * row as f64,
+            y2 = BASE + 26.0 + 12.0 * row as f64,
+        );
+        if same_as_next {
+            continue; // labelled with the next
+        }
+        let names: Vec<&str> = quantiles[..=i]
+            .iter()
+            .rev()
+            .take_while(|(_, other)| *other == Some(q))
+            .map(|(n, _)| *n)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        let _ = write!(
+            svg,
+            r#"<text class="mark-label" x="{x:.2}" y="{ty}" text-anchor="{anchor}">{names} {value}</text>"#,
+            anchor = anchor(x),
+            names = names.join(", "),
+            ty = BASE + 34.0 + 12.0 * row as f64,
             value = text_ms(q),
         );
+        row += 1;
     }
     for (row, (class, name, ms, dashed)) in limits.iter().enumerate() {
         let x = axis.x(*ms);
@@ -157,6 +180,14 @@ fn draw_bars(svg: &mut String, axis: &Axis, bars: &[(f64, f64, u64)]) {
     if top <= 0.0 {
         return;
     }
+    // The bars' scale: 0 at the axis, the tallest bar's calls per decade at its top.
+    let _ = write!(
+        svg,
+        r#"<text class="bar-scale" x="{x}" y="{BASE}" text-anchor="end">0</text><text class="bar-scale" data-per-decade="{top:.0}" x="{x}" y="{ty}" text-anchor="end">{top:.0}</text><text class="bar-scale" x="{x}" y="{uy}" text-anchor="end">/decade</text>"#,
+        x = LEFT - 4.0,
+        ty = TOP + 8.0,
+        uy = TOP + 18.0,
+    );
     for bar in bars {
         let (x0, x1) = (axis.x(bar.0), axis.x(bar.1));
         let h = (BASE - TOP) * density(bar) / top;

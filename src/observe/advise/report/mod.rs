@@ -10,7 +10,8 @@ use std::fmt::Write as _;
 
 use super::advice::{ms, resolution_text, Advice, Finding, ProfileAdvice};
 use super::overlay::Totals;
-use super::rules::Verdict;
+use super::rules::{Verdict, TIMEOUT_SHARE};
+use crate::observe::latency::Resolution;
 
 const STYLE: &str =
     "body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#222;max-width:760px}\
@@ -34,15 +35,20 @@ pub(super) fn page(advice: &Advice) -> String {
          <p>Each proposal was replayed on the observed calls beside the value in use; \
          {} of {} proposals dominate it (no more false timeouts, less \
          detection time) and are written as values, the others are suggestions.</p>\n\
-         <p class=\"figures\">Bars: successful calls per decade of latency (log axis). \
-         Under the axis: p50, p99, p99.9. Lines: the timeout in use (red), the \
-         profile's min and max (grey, dashed), the proposal (green when written, \
-         orange and dashed when only a suggestion).</p>\n",
+         <p class=\"figures\">Bars: {bars}; a bar's height is its calls per decade of \
+         latency (the scale at the left), so that wide and narrow bars compare; its \
+         tooltip gives its calls. Under the axis: p50, p99, p99.9. Lines: the timeout \
+         in use (red), the profile's min and max (grey, dashed), the proposal (green \
+         when written, orange and dashed when only a suggestion).</p>\n",
         t.calls,
         t.routes,
         escape(resolution_text(advice.resolution())),
         t.written,
-        t.offered
+        t.offered,
+        bars = match advice.resolution() {
+            Resolution::Buckets => "the successful calls in each of the histogram's buckets",
+            _ => "the successful calls in each tenth of a decade of latency (log axis)",
+        },
     );
     for p in advice.profiles() {
         profile(&mut out, p);
@@ -82,15 +88,42 @@ fn profile(out: &mut String, p: &ProfileAdvice) {
         };
         let _ = write!(
             out,
-            "<h3>{path}</h3>\n<p class=\"figures\">{verdict}: {figures}{replay}</p>\n{chart}\n",
+            "<h3>{path}</h3>\n<p class=\"figures\">{verdict}: {figures}{replay}</p>\n{why}{chart}\n",
             path = escape(path),
             verdict = escape(route.verdict.name()),
             figures = escape(&route.figures()),
             replay = escape(&route.dominance_text()),
+            why = why_it_fits(route, p.default),
             chart = chart::chart(path, route, &lines),
         );
     }
     out.push_str("</section>\n");
+}
+
+/// Why a route that saw timeouts still fits, in a sentence (nothing when it saw
+/// none, or has another verdict).
+fn why_it_fits(f: &Finding, default: std::time::Duration) -> String {
+    if !matches!(f.verdict, Verdict::Fits) || f.timed_out <= 0.0 {
+        return String::new();
+    }
+    let pct = f.timed_out * 100.0;
+    let text = if f.timed_out <= TIMEOUT_SHARE {
+        format!(
+            "{pct:.2} % timed out: rare enough (at most {:.0} %) to be the failures the \
+             timeout is there to catch.",
+            TIMEOUT_SHARE * 100.0
+        )
+    } else {
+        let p99 = f.p99.map_or_else(|| "-".to_owned(), ms);
+        format!(
+            "{pct:.2} % timed out, and it still fits: the calls that answered stay far \
+             below the timeout (p99 {p99} against {}), so those that timed out look like \
+             calls that would not have answered at all (a peer down or unreachable); a \
+             longer timeout would not have saved them, only noticed them later.",
+            ms(default)
+        )
+    };
+    format!("<p class=\"why\">{}</p>\n", escape(&text))
 }
 
 /// A finding's proposal and whether the overlay writes it.
