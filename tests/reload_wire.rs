@@ -241,12 +241,18 @@ async fn a_watched_file_is_picked_up_and_a_bad_one_is_refused() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-/// A rewrite that is not a rename (a shell `>`): the file is empty first. The empty
-/// file is not the standard table: calls keep the table in use until the text lands.
-#[tokio::test]
-async fn an_empty_file_is_not_applied_and_the_text_that_follows_is() {
-    let (events, _guard) = common::capture_events_scoped();
-    let dir = folder("empty");
+/// A layer over a table read from a file of its own (heartbeat at 2 s), watched every
+/// 5 ms.
+struct Watched {
+    dir: std::path::PathBuf,
+    path: std::path::PathBuf,
+    layer: TimeoutProfileLayer,
+    handle: sw4rm_timeouts::ReloadHandle,
+    _watch: sw4rm_timeouts::ConfigWatch,
+}
+
+fn watched(name: &str) -> Watched {
+    let dir = folder(name);
     let path = dir.join("timeouts.toml");
     std::fs::write(&path, "[profiles.heartbeat]\ndefault_timeout_ms = 2000\n").unwrap();
     let builder = ProfileSet::builder().global_file(&path);
@@ -254,6 +260,27 @@ async fn an_empty_file_is_not_applied_and_the_text_that_follows_is() {
     let _watch = handle
         .watch_every(builder, Duration::from_millis(5))
         .expect("watch");
+    Watched {
+        dir,
+        path,
+        layer,
+        handle,
+        _watch,
+    }
+}
+
+/// A rewrite that is not a rename (a shell `>`): the file is empty first. The empty
+/// file is not the standard table: calls keep the table in use until the text lands.
+#[tokio::test]
+async fn an_empty_file_is_not_applied_and_the_text_that_follows_is() {
+    let (events, _guard) = common::capture_events_scoped();
+    let Watched {
+        dir,
+        path,
+        layer,
+        handle,
+        ..
+    } = watched("empty");
     std::fs::File::create(&path).unwrap(); // truncated: 0 bytes
     assert!(
         eventually(|| !events
@@ -348,14 +375,9 @@ fn a_fifo_at_the_path_blocks_no_runtime_worker() {
 #[tokio::test]
 async fn a_large_file_is_refused_unread() {
     let (events, _guard) = common::capture_events_scoped();
-    let dir = folder("large");
-    let path = dir.join("timeouts.toml");
-    std::fs::write(&path, "[profiles.heartbeat]\ndefault_timeout_ms = 2000\n").unwrap();
-    let builder = ProfileSet::builder().global_file(&path);
-    let (layer, handle) = TimeoutProfileLayer::new(builder.clone().build().unwrap()).reloadable();
-    let _watch = handle
-        .watch_every(builder, Duration::from_millis(5))
-        .expect("watch");
+    let Watched {
+        dir, path, layer, ..
+    } = watched("large");
     let mut text = String::from("[profiles.heartbeat]\ndefault_timeout_ms = 3000\n");
     text.push_str(&"# padding\n".repeat(1 << 20));
     let tmp = dir.join("timeouts.toml.tmp");

@@ -441,6 +441,19 @@ mod tests {
         Duration::from_millis(v)
     }
 
+    /// The plan of a call to `path` with the per-call values in `ext`, outside any
+    /// scope.
+    fn plan_of<'a>(set: &'a ProfileSet, path: &'a str, ext: &http::Extensions) -> CallPlan<'a> {
+        plan(
+            set,
+            route(set, path),
+            ext,
+            asked(ext, &HeaderMap::new()).unwrap(),
+            &Outer::default(),
+            |_| None,
+        )
+    }
+
     /// One row: the request, then what the plan must say.
     struct Row {
         name: &'static str,
@@ -494,14 +507,7 @@ mod tests {
                 total_timeout_ms: total,
                 idle_timeout_ms: 0,
             }));
-            let p = plan(
-                &set,
-                route(&set, STREAM),
-                &ext,
-                asked(&ext, &HeaderMap::new()).unwrap(),
-                &Outer::default(),
-                |_| None,
-            );
+            let p = plan_of(&set, STREAM, &ext);
             let t = p.timers.total.clone().unwrap();
             assert_eq!((t.limit(), t.source), (want, Source::PerCall), "{total}");
             assert_eq!(p.clamp.map(|c| c.bound), bound, "{total}");
@@ -881,14 +887,7 @@ mod tests {
             let mut policy = CallStreamingPolicy::default().with_total(ms(10_000));
             policy.0.message_gap_timeout_ms = gap_ms;
             ext.insert(policy);
-            let p = plan(
-                &set,
-                route(&set, STREAM),
-                &ext,
-                asked(&ext, &HeaderMap::new()).unwrap(),
-                &Outer::default(),
-                |_| None,
-            );
+            let p = plan_of(&set, STREAM, &ext);
             assert!(p.timers.gap().unwrap().limit() <= ms(10_000), "{gap_ms}");
             assert_eq!(p.gap_clamped, said, "{gap_ms}");
         }

@@ -224,47 +224,43 @@ fn bound_issue(
         profile.max_timeout_ms,
         profile.default_timeout_ms,
     );
-    let default_issue = |rule: String| ConfigIssue {
-        key: key(name, Field::Default),
-        value: default.to_string(),
-        rule,
-        source: sources[d].clone(),
+    // The bound the default broke: its field, its value, which way the default must
+    // stay of it, and the words for moving the bound, and for moving the default.
+    let broke = match v.rule {
+        ProfileRule::MinAboveDefault { .. } => {
+            Some((Field::Min, min, ">=", "lower", "below", "raise"))
+        }
+        ProfileRule::MaxBelowDefault { .. } => {
+            Some((Field::Max, max, "<=", "raise", "above", "lower"))
+        }
+        _ => None,
     };
-    match v.rule {
-        ProfileRule::MinAboveDefault { .. } if default_set && untouched(Field::Min) => {
-            default_issue(format!(
-                "must be >= min_timeout_ms ({min}, standard): lower min_timeout_ms too, or \
-                 keep the default >= {min}"
-            ))
+    match (v.rule, broke) {
+        (_, Some((field, bound, keep, moved, _, _))) if default_set && untouched(field) => {
+            let bound_key = field.key();
+            ConfigIssue {
+                key: key(name, Field::Default),
+                value: default.to_string(),
+                rule: format!(
+                    "must be {keep} {bound_key} ({bound}, standard): {moved} {bound_key} \
+                     too, or keep the default {keep} {bound}"
+                ),
+                source: sources[d].clone(),
+            }
         }
-        ProfileRule::MaxBelowDefault { .. } if default_set && untouched(Field::Max) => {
-            default_issue(format!(
-                "must be <= max_timeout_ms ({max}, standard): raise max_timeout_ms too, or \
-                 keep the default <= {max}"
-            ))
-        }
-        ProfileRule::MinAboveDefault { .. } => violation(
+        (rule, Some((field, bound, _, moved, beyond, other))) => violation(
             name,
             v,
             format!(
-                "{} (default_timeout_ms from {}): lower min_timeout_ms to {default} or \
-                 below, or raise the default to {min}",
-                v.rule, sources[d]
+                "{rule} (default_timeout_ms from {}): {moved} {} to {default} or {beyond}, \
+                 or {other} the default to {bound}",
+                sources[d],
+                field.key(),
             ),
             sources,
         ),
-        ProfileRule::MaxBelowDefault { .. } => violation(
-            name,
-            v,
-            format!(
-                "{} (default_timeout_ms from {}): raise max_timeout_ms to {default} or \
-                 above, or lower the default to {max}",
-                v.rule, sources[d]
-            ),
-            sources,
-        ),
-        ProfileRule::MinIsZero => violation(name, v, v.rule.to_string(), sources),
-        rule => violation(
+        (ProfileRule::MinIsZero, _) => violation(name, v, v.rule.to_string(), sources),
+        (rule, None) => violation(
             name,
             v,
             format!("{rule} (default_timeout_ms from {})", sources[d]),
