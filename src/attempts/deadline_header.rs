@@ -23,7 +23,7 @@ impl WireTimeout {
     /// The header for an attempt under `timeout` (`None`: no deadline on the wire).
     pub(crate) fn of(timeout: Option<Duration>) -> Self {
         match timeout {
-            Some(t) => WireTimeout::Set(grpc_timeout::encode(t)),
+            Some(t) => WireTimeout::Set(grpc_timeout::encode_unique(t)),
             None => WireTimeout::Remove,
         }
     }
@@ -55,6 +55,10 @@ mod tests {
         assert_eq!(headers[GRPC_TIMEOUT], "9S");
         WireTimeout::of(Some(Duration::from_millis(1_500))).apply(&mut headers);
         assert_eq!(headers[GRPC_TIMEOUT], "1500000u");
+        assert!(
+            headers[GRPC_TIMEOUT].is_sensitive(),
+            "unique to the call: never indexed"
+        );
         WireTimeout::of(None).apply(&mut headers);
         assert!(headers.get(GRPC_TIMEOUT).is_none());
     }

@@ -267,13 +267,13 @@ fn wire_timeout(
     from_header: Option<Duration>,
 ) -> WireTimeout {
     match (total, attempt) {
-        (_, Some(attempt)) => WireTimeout::Set(grpc_timeout::encode(attempt)),
+        (_, Some(attempt)) => WireTimeout::Set(grpc_timeout::encode_unique(attempt)),
         (None, None) => WireTimeout::Remove,
         (Some(cap), None) if from_header == Some(cap.limit()) => WireTimeout::Keep,
         (Some(cap), None) if cap.limit() == profile.profile.default_timeout() => {
             WireTimeout::Set(profile.default_header.clone())
         }
-        (Some(cap), None) => WireTimeout::Set(grpc_timeout::encode(cap.limit())),
+        (Some(cap), None) => WireTimeout::Set(grpc_timeout::encode_unique(cap.limit())),
     }
 }
 
@@ -891,5 +891,23 @@ mod tests {
             assert!(p.timers.gap().unwrap().limit() <= ms(10_000), "{gap_ms}");
             assert_eq!(p.gap_clamped, said, "{gap_ms}");
         }
+    }
+
+    /// A value unique to the call goes never-indexed; a profile's default, which
+    /// repeats call after call, stays indexable (HPACK).
+    #[test]
+    fn only_a_calls_own_grpc_timeout_is_never_indexed() {
+        let set = ProfileSet::standard();
+        let sensitive = |ext: &http::Extensions| match plan_of(&set, HEARTBEAT, ext).take_wire() {
+            WireTimeout::Set(v) => v.is_sensitive(),
+            other => panic!("{other:?}"),
+        };
+        assert!(
+            !sensitive(&http::Extensions::new()),
+            "the profile's default"
+        );
+        let mut ext = http::Extensions::new();
+        ext.insert(crate::CallTimeout::After(ms(2_000)));
+        assert!(sensitive(&ext), "a per-call value");
     }
 }
