@@ -154,6 +154,7 @@ pub use metrics::MetricFamily;
 pub use policy::cancel::CancelReason;
 pub use policy::deadline::Phase;
 pub use policy::hedge::{HedgingDelay, HedgingPolicy, HedgingPolicyBuilder, HedgingPolicyError};
+pub use policy::idempotency::{idempotency_token, IdempotencyError};
 pub use policy::inherit::Propagation;
 pub use policy::message::{MessageField, MESSAGE_DEADLINE_MARGIN};
 pub use policy::profile::{

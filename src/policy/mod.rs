@@ -11,12 +11,14 @@
 //! A6); `inherit.rs` caps calls by an inherited deadline or an operation budget;
 //! `envelope.rs` carries a budget across an asynchronous handoff (SW4-004's
 //! `BudgetEnvelope`). `source.rs` is the one type that says where every value came
-//! from. `quote.rs` cuts text from a peer or a user to a bound before it is echoed.
+//! from. `quote.rs` cuts text from a peer or a user to a bound before it is echoed;
+//! `idempotency.rs` the portable `bytes-v1` token of a mutation sent again.
 
 pub(crate) mod cancel;
 pub(crate) mod deadline;
 pub(crate) mod envelope;
 pub(crate) mod hedge;
+pub(crate) mod idempotency;
 pub(crate) mod inherit;
 pub(crate) mod message;
 pub(crate) mod profile;
