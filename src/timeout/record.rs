@@ -249,13 +249,15 @@ impl CallRecord {
     }
 
     pub(super) fn record(&mut self, timed_out: bool, code: impl FnOnce() -> Code) {
-        self.record_at(self.start.elapsed(), timed_out, code);
+        self.record_at(None, timed_out, code);
     }
 
-    /// [`record`](Self::record) with the call's duration as `elapsed`.
+    /// [`record`](Self::record), counting the call as lasting `counted` when given
+    /// (else the time since it started, read only where a metric or an observation
+    /// wants it: a call of a layer that records nothing reads no clock here).
     fn record_at(
         &mut self,
-        elapsed: std::time::Duration,
+        counted: Option<std::time::Duration>,
         timed_out: bool,
         code: impl FnOnce() -> Code,
     ) {
@@ -268,26 +270,28 @@ impl CallRecord {
             if let Some(instruments) = &self.shared.settings.instruments {
                 instruments.tally_ended(&mut tally, code, &self.labels().attrs);
             }
-            return self.record_ended(elapsed, timed_out, || code);
+            return self.record_ended(counted, timed_out, || code);
         }
-        self.record_ended(elapsed, timed_out, code)
+        self.record_ended(counted, timed_out, code)
     }
 
     /// Records the end of the call: its duration (and timeout) and what it observed.
     fn record_ended(
         &self,
-        elapsed: std::time::Duration,
+        counted: Option<std::time::Duration>,
         timed_out: bool,
         code: impl FnOnce() -> Code,
     ) {
+        let elapsed = || counted.unwrap_or_else(|| self.start.elapsed());
         let instruments = self.shared.settings.instruments.as_ref();
         // Unary calls only: a stream's duration is not what its timers bound.
         let Some(observed) = self.shared.observed.as_ref().filter(|_| !self.streaming) else {
             if let Some(instruments) = instruments {
-                instruments.record(elapsed, timed_out, code, &self.labels().attrs);
+                instruments.record(elapsed(), timed_out, code, &self.labels().attrs);
             }
             return;
         };
+        let elapsed = elapsed();
         let code = if timed_out {
             Code::DeadlineExceeded
         } else {
@@ -413,7 +417,7 @@ impl CallRecord {
                 Phase::Total => elapsed.min(configured),
                 _ => elapsed,
             };
-            self.record_at(counted, true, || Code::DeadlineExceeded);
+            self.record_at(Some(counted), true, || Code::DeadlineExceeded);
             call_event!(
                 warn,
                 self.span,
