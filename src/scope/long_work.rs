@@ -316,13 +316,19 @@ impl LongWork {
 /// that goes away is told as [`Ending::Dropped`], not [`Ending::CallerGone`].
 pub(crate) fn note_if_outside_the_layer() {
     static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    if current_inbound().is_none() && !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+    if first_outside_the_layer(&SAID) {
         tracing::warn!(
             "SW4RM long work runs outside InboundDeadlineLayer: the caller's deadline does \
              not cap it, and a caller that goes away is told as Dropped, not CallerGone \
              (serve with `Server::builder().layer(InboundDeadlineLayer::new())`; said once)"
         );
     }
+}
+
+/// Whether long work starting now runs outside the layer and nobody said so yet in
+/// `said` (which it then records).
+fn first_outside_the_layer(said: &std::sync::atomic::AtomicBool) -> bool {
+    current_inbound().is_none() && !said.swap(true, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Whether the inbound call's caller went away.
@@ -508,5 +514,19 @@ mod tests {
         assert_eq!(rest.last(), Some(&Err(tonic::Code::DeadlineExceeded)));
         // Items 1 to 10 (the tenth pushed at the deadline's very instant), then the status.
         assert_eq!(rest.len(), 11, "{rest:?}");
+    }
+
+    /// Outside `InboundDeadlineLayer` the guard says so once; inside, never.
+    #[tokio::test]
+    async fn long_work_outside_the_layer_is_said_once() {
+        use std::sync::atomic::AtomicBool;
+        let said = AtomicBool::new(false);
+        assert!(first_outside_the_layer(&said), "said the first time");
+        assert!(!first_outside_the_layer(&said), "once");
+        let inside = AtomicBool::new(false);
+        let signal = crate::scope::task::inbound_signal();
+        let within =
+            crate::scope::task::serving(None, signal, async { first_outside_the_layer(&inside) });
+        assert!(!within.await, "inside the layer's scope: nothing to say");
     }
 }
