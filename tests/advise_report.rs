@@ -3,6 +3,9 @@
 
 use std::time::Duration;
 
+#[path = "support/scrape.rs"]
+mod exposition;
+
 use roxmltree::{Document, Node, ParsingOptions};
 use sw4rm_timeouts::advise::{Advice, LatencySnapshot, RouteLatency};
 use sw4rm_timeouts::ProfileSet;
@@ -236,27 +239,15 @@ fn names_are_escaped() {
 /// the tick labels, and a route that fits despite its timeouts says why.
 #[test]
 fn a_scrapes_page_says_what_its_bars_and_labels_are() {
-    let mut scrape = String::new();
-    let buckets = [
-        ("5", 5_000),
-        ("10", 6_800),
-        ("25", 7_000),
-        ("1000", 7_051),
-        ("2500", 7_293),
-        ("+Inf", 7_293),
-    ];
-    for (le, count) in buckets {
-        scrape.push_str(&format!(
-            "sw4rm_rpc_duration_ms_bucket{{method=\"Heartbeat\",profile=\"heartbeat\",service=\"sw4rm.registry.RegistryService\",le=\"{le}\"}} {count}\n"
-        ));
-    }
-    scrape.push_str("sw4rm_rpc_timeout_total{method=\"Heartbeat\",profile=\"heartbeat\",service=\"sw4rm.registry.RegistryService\"} 242\n");
+    let mut scrape = exposition::heartbeats();
     // Registrations whose p99 and p99.9 share a bucket.
-    for (le, count) in [("5", 6_000), ("2500", 7_293), ("+Inf", 7_293)] {
-        scrape.push_str(&format!(
-            "sw4rm_rpc_duration_ms_bucket{{method=\"RegisterAgent\",profile=\"registration\",service=\"sw4rm.registry.RegistryService\",le=\"{le}\"}} {count}\n"
-        ));
-    }
+    let shared = [("5", 6_000), ("2500", 7_293), ("+Inf", 7_293)];
+    scrape.push_str(&exposition::route(
+        "RegisterAgent",
+        "registration",
+        &shared,
+        0,
+    ));
     let routes = sw4rm_timeouts::advise::from_exposition(&scrape).unwrap();
     let set = ProfileSet::builder()
         .without_global()

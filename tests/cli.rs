@@ -2,6 +2,9 @@
 
 use std::process::Command;
 
+#[path = "support/scrape.rs"]
+mod exposition;
+
 fn cli(args: &[&str]) -> (i32, String, String) {
     cli_env(args, &[])
 }
@@ -577,20 +580,7 @@ fn advise_judges_against_the_table_in_the_scrape() {
          sw4rm_rpc_configured_timeout_ms{bound=\"min\",profile=\"heartbeat\"} 1000\n\
          sw4rm_rpc_configured_timeout_ms{bound=\"max\",profile=\"heartbeat\"} 10000\n",
     );
-    let buckets = [
-        ("5", 5_000),
-        ("10", 6_800),
-        ("25", 7_000),
-        ("1000", 7_051),
-        ("2500", 7_293),
-        ("+Inf", 7_293),
-    ];
-    for (le, count) in buckets {
-        scrape.push_str(&format!(
-            "sw4rm_rpc_duration_ms_bucket{{method=\"Heartbeat\",profile=\"heartbeat\",service=\"sw4rm.registry.RegistryService\",le=\"{le}\"}} {count}\n"
-        ));
-    }
-    scrape.push_str("sw4rm_rpc_timeout_total{method=\"Heartbeat\",profile=\"heartbeat\",service=\"sw4rm.registry.RegistryService\"} 242\n");
+    scrape.push_str(&exposition::heartbeats());
     let (dir, (code, out, err)) = advise_file("scraped-table", &scrape);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("# heartbeat: fits (default 1000 ms;"), "{out}");

@@ -3,7 +3,7 @@
 //! rules in `policy/` (`retry.rs`, `hedge.rs`); this folder carries them out, writes
 //! each attempt's `grpc-timeout`, and reports what happens through one [`Event`] type to
 //! one [`Sink`] (the layer's call record, which turns events into metrics, logs and
-//! timeout details). The tower glue (`crate::timeout`) uses the engine; the engine
+//! timeout details). The tower glue (`timeout/`) uses the engine; the engine
 //! never imports the glue.
 //!
 //! Reading order for one call: `call_loop.rs` (the loop: attempts one after another

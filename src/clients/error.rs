@@ -190,7 +190,7 @@ mod tests {
     /// The message lists every problem of the configuration, without `source()`.
     #[test]
     fn a_configuration_error_lists_its_problems() {
-        let config = crate::ProfileSet::builder()
+        let config = crate::config::ProfileSet::builder()
             .without_global()
             .default_timeout_ms("heartbeat", 0)
             .min_timeout_ms("tool_call", 0)

@@ -217,7 +217,7 @@ mod tests {
             (many, "… and 9950 more"),
         ];
         for (toml, says) in rows {
-            let err = crate::GlobalConfig::from_toml_str(&toml, "t.toml").unwrap_err();
+            let err = crate::config::GlobalConfig::from_toml_str(&toml, "t.toml").unwrap_err();
             let text = err.to_string();
             assert!(
                 text.len() < 64 << 10,

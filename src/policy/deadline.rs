@@ -33,6 +33,12 @@ impl Cap {
     pub(crate) fn limit(&self) -> Duration {
         Duration::from_nanos(self.nanos)
     }
+
+    /// Whether someone set this value (not SW4-002's standard table): a change made
+    /// to it is said; a standard value is adjusted in silence.
+    pub(crate) fn was_set(&self) -> bool {
+        self.source != Source::Standard
+    }
 }
 
 /// Lowers `best` to each of `caps` that is smaller, so that it ends as the smallest

@@ -24,16 +24,7 @@ pub(crate) struct Quoted<'a> {
 
 impl fmt::Display for Quoted<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.text.len() <= self.limit {
-            return write!(f, "{:?}", self.text);
-        }
-        let end = floor_boundary(self.text, self.limit);
-        write!(
-            f,
-            "{:?}… ({} bytes in all)",
-            &self.text[..end],
-            self.text.len()
-        )
+        write_cut(f, self.text, self.limit, true)
     }
 }
 
@@ -52,17 +43,25 @@ pub(crate) struct Cut<'a> {
 
 impl fmt::Display for Cut<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.text.len() <= self.limit {
-            return f.write_str(self.text);
-        }
-        let end = floor_boundary(self.text, self.limit);
-        write!(
-            f,
-            "{}… ({} bytes in all)",
-            &self.text[..end],
-            self.text.len()
-        )
+        write_cut(f, self.text, self.limit, false)
     }
+}
+
+/// `text` cut to `limit` bytes on a character boundary, quoted or as it is, with the
+/// whole length named when it was cut.
+fn write_cut(f: &mut fmt::Formatter<'_>, text: &str, limit: usize, quote: bool) -> fmt::Result {
+    let (shown, cut) = match text.len() <= limit {
+        true => (text, false),
+        false => (&text[..floor_boundary(text, limit)], true),
+    };
+    match quote {
+        true => write!(f, "{shown:?}")?,
+        false => f.write_str(shown)?,
+    }
+    if cut {
+        write!(f, "… ({} bytes in all)", text.len())?;
+    }
+    Ok(())
 }
 
 /// The largest character boundary of `text` at or below `at`.

@@ -287,7 +287,9 @@ mod tests {
         for route in STANDARD_ROUTES.iter() {
             assert!(seen.insert(route.path), "duplicate {}", route.path);
             assert!(split_path(route.path).is_some(), "{}", route.path);
-            assert!(crate::TimeoutProfile::standard_named(route.profile).is_some());
+            assert!(
+                crate::policy::profile::TimeoutProfile::standard_named(route.profile).is_some()
+            );
         }
     }
 

@@ -135,9 +135,7 @@ pub(crate) fn stream_timers(
     let mut gap_clamped = false;
     if let (Some(g), Some(t)) = (&gap, &total) {
         if g.limit() > t.limit() {
-            // Said only of a gap someone set: the standard table's is lowered in
-            // silence.
-            gap_clamped = g.source != Source::Standard;
+            gap_clamped = g.was_set();
             gap = Some(t.clone());
         }
     }

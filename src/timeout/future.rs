@@ -159,7 +159,7 @@ mod tests {
         let answer = tower::service_fn(|_: Request| async {
             Ok::<_, std::convert::Infallible>(http::Response::new(tonic::body::Body::empty()))
         });
-        let layer = crate::TimeoutProfileLayer::new(crate::ProfileSet::standard());
+        let layer = super::super::TimeoutProfileLayer::new(crate::config::ProfileSet::standard());
         let mut svc = layer.without_metrics().layer(answer);
         let rows = [
             ("/sw4rm.registry.RegistryService/Heartbeat", None),

@@ -244,8 +244,7 @@ fn stream_total(
     };
     timers.total = Some(Cap::new(effective, Source::PerCall));
     if let Some(gap) = timers.gap_mut().filter(|g| g.limit() > effective) {
-        // Said only of a gap someone set: the standard table's is lowered in silence.
-        *gap_clamped = gap.source != Source::Standard;
+        *gap_clamped = gap.was_set();
         *gap = Cap::new(effective, Source::PerCall);
     }
     Some(Clamp {
@@ -425,7 +424,7 @@ mod tests {
     use crate::policy::deadline::Phase;
     use crate::policy::resolve::Bound;
     use crate::policy::source::Source;
-    use crate::StreamingTimeoutPolicy;
+    use crate::policy::streaming::StreamingTimeoutPolicy;
     use http::HeaderValue;
 
     const HEARTBEAT: &str = "/sw4rm.registry.RegistryService/Heartbeat";
@@ -907,7 +906,7 @@ mod tests {
             "the profile's default"
         );
         let mut ext = http::Extensions::new();
-        ext.insert(crate::CallTimeout::After(ms(2_000)));
+        ext.insert(CallTimeout::After(ms(2_000)));
         assert!(sensitive(&ext), "a per-call value");
     }
 }

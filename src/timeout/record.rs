@@ -26,7 +26,7 @@ use crate::scope::BudgetNow;
 use crate::wire::details::{DetectedBy, TimeoutDetails};
 use crate::wire::error::BoxError;
 use crate::wire::long_work::LongWork;
-use crate::wire::status::{code_of_error, unreachable};
+use crate::wire::status::{code_of_error, lost_connection, unreachable};
 
 /// Whether the call's end event has been emitted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -182,7 +182,7 @@ impl CallRecord {
     }
 
     /// Which messages are progress (`None`: every message).
-    pub(crate) fn progress_rule(&self) -> Option<&crate::ProgressRule> {
+    pub(crate) fn progress_rule(&self) -> Option<&crate::policy::progress::ProgressRule> {
         self.timers.progress_rule()
     }
 
@@ -208,7 +208,8 @@ impl CallRecord {
     }
 
     /// The call failed below the layer with `err`: ends the record, and gives the error
-    /// the caller sees (a failed connect as `UNAVAILABLE` naming the endpoint).
+    /// the caller sees (a failed connect as `UNAVAILABLE` naming the endpoint, a
+    /// connection lost as `UNAVAILABLE` naming the cause, as the body does).
     /// A call that sent more than one attempt says how many whatever ended it: the
     /// error becomes the `Status` tonic would have made of it, with `sw4rm-attempts`.
     pub(crate) fn failed(&mut self, err: BoxError) -> BoxError {
@@ -217,7 +218,7 @@ impl CallRecord {
         let heard = settings.heard.as_ref().map(|h| h.get());
         let err = match unreachable(err, settings.endpoint.as_deref(), heard) {
             Ok(status) => status.into(),
-            Err(err) => err,
+            Err(err) => lost_connection(err),
         };
         if self.attempts_after_the_first().is_none() {
             return err;

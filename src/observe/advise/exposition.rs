@@ -202,7 +202,7 @@ fn snapshot(mut s: Series) -> LatencySnapshot {
 type Labels = Vec<(String, String)>;
 
 /// `name{k="v",…} value` (labels optional).
-fn split(line: &str) -> Option<(&str, Labels, &str)> {
+pub(super) fn split(line: &str) -> Option<(&str, Labels, &str)> {
     let (head, value) = line.rsplit_once(' ')?;
     let Some((name, rest)) = head.split_once('{') else {
         return Some((head, Vec::new(), value));
@@ -315,7 +315,8 @@ mod tests {
             routes[0].latency.quantile(0.99),
             Some(Duration::from_millis(1_000))
         );
-        let advice = crate::observe::advise::Advice::new(&crate::ProfileSet::standard(), &routes);
+        let advice =
+            crate::observe::advise::Advice::new(&crate::config::ProfileSet::standard(), &routes);
         let text = advice.to_string();
         assert!(
             text.contains("p50, p99 and p99.9 all ≤ 1000 ms over 4000 calls"),

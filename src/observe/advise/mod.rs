@@ -1,5 +1,5 @@
 //! The advisor's rules and readers; the public module is `crate::advise` (in
-//! `lib.rs`), which adds the layer's [`Observations`](crate::timeout::Observations).
+//! `lib.rs`), which adds the layer's `Observations` (kept by the tower glue).
 //!
 //! Reading order: `crate::observe::latency` (the per-route estimate, its error bound) →
 //! `rules.rs` (the verdicts, one pure function) → `advice.rs` (verdicts on every

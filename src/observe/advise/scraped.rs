@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use super::exposition::split;
 use crate::config::{ProfileSet, ProfileSetBuilder};
 use crate::observe::metrics::CONFIGURED_TIMEOUT_MS;
 use crate::policy::profile::TimeoutProfile;
@@ -51,19 +52,13 @@ impl ScrapedTable {
     pub fn from_exposition(text: &str) -> Self {
         let mut table = ScrapedTable::default();
         for line in text.lines().map(str::trim) {
-            let Some(rest) = line.strip_prefix(CONFIGURED_TIMEOUT_MS) else {
+            if !line.starts_with(CONFIGURED_TIMEOUT_MS) {
+                continue;
+            }
+            let Some((CONFIGURED_TIMEOUT_MS, labels, value)) = split(line) else {
                 continue;
             };
-            let Some((labels, value)) = rest.strip_prefix('{').and_then(|r| r.rsplit_once("} "))
-            else {
-                continue;
-            };
-            let label = |key: &str| {
-                labels.split(',').find_map(|pair| {
-                    let (k, v) = pair.split_once('=')?;
-                    (k.trim() == key).then(|| v.trim().trim_matches('"').to_owned())
-                })
-            };
+            let label = |key: &str| labels.iter().find(|(k, _)| k == key).map(|(_, v)| v);
             let (Some(profile), Some(bound)) = (label("profile"), label("bound")) else {
                 continue;
             };
@@ -73,7 +68,7 @@ impl ScrapedTable {
             let Some(ms) = ms.map(|v| v as u32) else {
                 continue;
             };
-            let bounds = table.profiles.entry(profile).or_default();
+            let bounds = table.profiles.entry(profile.clone()).or_default();
             match bound.as_str() {
                 "default" => bounds.default_ms = Some(ms),
                 "min" => bounds.min_ms = Some(ms),

@@ -359,7 +359,7 @@ impl Instruments {
             counter.add(0, &attrs.sw4);
         }
         let [profile, service, method] = &attrs.sw4;
-        for reason in crate::CancelReason::ALL {
+        for reason in crate::policy::cancel::CancelReason::ALL {
             self.cancelled.add(
                 0,
                 &[
@@ -388,7 +388,11 @@ impl Instruments {
     }
 
     /// Counts one call cancelled by its scope, by `reason`.
-    pub(crate) fn cancelled(&self, reason: crate::CancelReason, attrs: &Attributes) {
+    pub(crate) fn cancelled(
+        &self,
+        reason: crate::policy::cancel::CancelReason,
+        attrs: &Attributes,
+    ) {
         let [profile, service, method] = &attrs.sw4;
         self.cancelled.add(
             1,
