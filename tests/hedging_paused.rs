@@ -622,7 +622,11 @@ async fn tonics_cancel_ends_the_call_at_once_in_every_state() {
     let retrying = TimeoutProfileLayer::new(profiles)
         .without_metrics()
         .without_retry_budget();
-    let server = Server::new(&[status_after(0, 14)]);
+    // The server's pushback fixes the wait at 1 s (a jittered backoff could be shorter
+    // than the 100 ms before the cancel).
+    let mut pushed = status_after(0, 14);
+    pushed.pushback = Some("1000");
+    let server = Server::new(&[pushed]);
     let (status, took) = cancelled_by_tonic(&retrying, &server, ms(100)).await;
     cancelled_by_the_caller(&status);
     assert_eq!(took, ms(100));
