@@ -142,6 +142,37 @@ impl ToolService for Tool {
     }
 }
 
+/// Prints a stream's frames as they come, and how it ended.
+async fn print_frames(mut frames: tonic::Streaming<ToolFrame>) {
+    loop {
+        match frames.message().await {
+            Ok(Some(f)) if !f.data.is_empty() => {
+                println!("  result   {}", String::from_utf8_lossy(&f.data))
+            }
+            Ok(Some(f)) => println!("  progress {}", String::from_utf8_lossy(&f.summary)),
+            Ok(None) => {
+                println!("  finished");
+                break;
+            }
+            Err(status) => {
+                println!("  {:?}: {}", status.code(), status.message());
+                if let Some(d) = TimeoutDetails::from_status(&status) {
+                    let w = d.long_work().expect("long-work details");
+                    println!(
+                        "  phase {:?}, detected by {:?}: idle limit {} ms, cap {:?} ms, {} progress reports",
+                        d.phase(),
+                        d.detected_by(),
+                        w.idle_limit_ms(),
+                        w.cap_ms(),
+                        w.progress_count()
+                    );
+                }
+                break;
+            }
+        }
+    }
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -184,35 +215,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .with_idle(Duration::from_secs(2))
             .with_total(Duration::from_secs(600))
             .apply(&mut request);
-        let mut frames = sw4rm.tool().call_stream(request).await?.into_inner();
+        let frames = sw4rm.tool().call_stream(request).await?.into_inner();
         println!("{tool}:");
-        loop {
-            match frames.message().await {
-                Ok(Some(f)) if !f.data.is_empty() => {
-                    println!("  result   {}", String::from_utf8_lossy(&f.data))
-                }
-                Ok(Some(f)) => println!("  progress {}", String::from_utf8_lossy(&f.summary)),
-                Ok(None) => {
-                    println!("  finished");
-                    break;
-                }
-                Err(status) => {
-                    println!("  {:?}: {}", status.code(), status.message());
-                    if let Some(d) = TimeoutDetails::from_status(&status) {
-                        let w = d.long_work().expect("long-work details");
-                        println!(
-                            "  phase {:?}, detected by {:?}: idle limit {} ms, cap {:?} ms, {} progress reports",
-                            d.phase(),
-                            d.detected_by(),
-                            w.idle_limit_ms(),
-                            w.cap_ms(),
-                            w.progress_count()
-                        );
-                    }
-                    break;
-                }
-            }
-        }
+        print_frames(frames).await;
     }
     // A unary tool shows the caller no progress: the caller gives it a cap (its
     // deadline), and the guard in the handler cuts it when it is stuck.

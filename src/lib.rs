@@ -103,6 +103,8 @@
 //!   reached in plaintext.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+// No function of the crate itself is longer than clippy.toml says (tables of tests may be).
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 // Dependencies point one way: `timeout` (tower parts) and `clients` use `config`,

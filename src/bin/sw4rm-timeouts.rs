@@ -16,6 +16,7 @@
 //! invalid configuration or input (the problems on stderr), 2 a usage error, 3 (advise)
 //! the overlay is written but holds proposals that do not dominate the table in use,
 //! left as suggestions.
+#![warn(clippy::too_many_lines)]
 
 use std::process::ExitCode;
 

@@ -70,6 +70,37 @@ impl Source {
         }
     }
 
+    /// Whether a value from this source is a **limit** (an inherited deadline, a budget,
+    /// a server's or the transport's cap) rather than a setting or a request. SW4-002
+    /// §2.2 clamps what callers ask for into a profile's bounds; a limit is never raised
+    /// to a profile's minimum: when too little of it is left, the call fails fast, and a
+    /// retry under it may run under less than the minimum.
+    ///
+    /// ```
+    /// use sw4rm_timeouts::Source;
+    ///
+    /// assert!(Source::Inherited.is_limit());
+    /// assert!(Source::BudgetEnvelope.is_limit());
+    /// assert!(!Source::PerCall.is_limit());
+    /// assert!(!Source::Standard.is_limit());
+    /// ```
+    pub fn is_limit(&self) -> bool {
+        // Exhaustive: a new kind of source must say which it is.
+        match self {
+            Source::Standard
+            | Source::File(_)
+            | Source::Env(_)
+            | Source::Client
+            | Source::Message
+            | Source::PerCall => false,
+            Source::Inherited
+            | Source::Budget
+            | Source::BudgetEnvelope
+            | Source::Server
+            | Source::Transport => true,
+        }
+    }
+
     /// Reads back the text written by `Display`; `None` for anything else.
     pub fn parse(text: &str) -> Option<Source> {
         if let Some(path) = text
@@ -113,6 +144,28 @@ impl fmt::Display for Source {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Which sources are limits (never raised to a profile's minimum) and which are
+    /// settings or requests, one row per kind.
+    #[test]
+    fn limits_and_requests() {
+        let table = [
+            (Source::Standard, false),
+            (Source::File(Arc::from(Path::new("sw4rm.toml"))), false),
+            (Source::Env("SW4RM_X".into()), false),
+            (Source::Client, false),
+            (Source::Message, false),
+            (Source::PerCall, false),
+            (Source::Inherited, true),
+            (Source::Budget, true),
+            (Source::BudgetEnvelope, true),
+            (Source::Server, true),
+            (Source::Transport, true),
+        ];
+        for (source, limit) in table {
+            assert_eq!(source.is_limit(), limit, "{source}");
+        }
+    }
 
     #[test]
     fn display_and_parse_round_trip() {

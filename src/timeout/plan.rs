@@ -140,45 +140,21 @@ pub(crate) fn plan<'a>(
         from_message,
     );
 
-    let call_policy = extensions.get::<CallStreamingPolicy>().map(|p| p.0);
-    let streaming = route.streaming || call_policy.is_some();
-    let (mut timers, mut gap_clamped, mut idle_clamped) = if streaming {
-        let st = stream_timers(
-            resolved.deadline.as_ref(),
-            profile.sourced_streaming(),
-            call_policy,
-            route.long_lived,
-        );
-        let rule = match extensions.get::<CallProgress>() {
-            Some(call) => Some(call.0.clone()),
-            None => outer.progress.find(route.service, route.method).cloned(),
-        };
-        (
-            st.timers.with_progress_rule(rule),
-            st.gap_clamped,
-            st.idle_clamped.map(Box::new),
-        )
-    } else {
-        (Timers::unary(resolved.deadline), false, None)
-    };
-    let mut clamp = resolved.clamp;
-    let call_total = call_policy.map_or(0, |p| p.total_timeout_ms);
-    if streaming && call_total > 0 {
-        let requested = Duration::from_millis(u64::from(call_total));
-        if let Some(total_clamp) = stream_total(profile, requested, &mut timers, &mut gap_clamped) {
-            let total = timers.total.clone();
-            if let Some(asked) = lower_to(timers.idle_limit_mut(), total.as_ref()) {
-                idle_clamped = idle_clamped.or(Some(Box::new(asked)));
-            }
-            clamp = clamp.or(Some(total_clamp));
-        }
-    }
+    let mut timers = call_timers(profile, &route, extensions, resolved.deadline, outer);
+    let streaming = timers.streaming;
+    let clamp = resolved.clamp.or(timers.clamp.take());
     // The one rule for every cap: the smallest wins and names itself. An inherited
     // deadline and an operation budget only ever shrink the call's deadline.
     let (exhausted, budget) = match outer.scope {
-        Some(scope) => scope.tighten(&mut timers.total, &outer.propagation),
+        Some(scope) => scope.tighten(&mut timers.timers.total, &outer.propagation),
         None => (false, None),
     };
+    let Streamed {
+        timers,
+        gap_clamped,
+        idle_clamped,
+        ..
+    } = timers;
 
     // Hedging (gRPC A6): concurrent attempts under the deadline above, instead of
     // retries. Retries (SW4-002 §5.2): the deadline above covers every attempt; an
@@ -208,6 +184,72 @@ pub(crate) fn plan<'a>(
         hedge,
         exhausted,
         budget,
+    }
+}
+
+/// A call's timers before the scope's caps: a unary call's deadline, or a stream's
+/// timers (the profile's, the per-call policy's, the route's progress rule), with
+/// what the stream rules lowered, to log.
+struct Streamed {
+    timers: Timers,
+    streaming: bool,
+    /// A per-call stream total that SW4-002 §2.2 changed.
+    clamp: Option<Clamp>,
+    gap_clamped: bool,
+    idle_clamped: Option<Box<Cap>>,
+}
+
+/// The timers of a call on `route` whose resolved deadline is `deadline`.
+#[inline]
+fn call_timers(
+    profile: &ResolvedProfile,
+    route: &Lookup<'_>,
+    extensions: &http::Extensions,
+    deadline: Option<Cap>,
+    outer: &Outer<'_>,
+) -> Streamed {
+    let call_policy = extensions.get::<CallStreamingPolicy>().map(|p| p.0);
+    let streaming = route.streaming || call_policy.is_some();
+    if !streaming {
+        return Streamed {
+            timers: Timers::unary(deadline),
+            streaming,
+            clamp: None,
+            gap_clamped: false,
+            idle_clamped: None,
+        };
+    }
+    let st = stream_timers(
+        deadline.as_ref(),
+        profile.sourced_streaming(),
+        call_policy,
+        route.long_lived,
+    );
+    let rule = match extensions.get::<CallProgress>() {
+        Some(call) => Some(call.0.clone()),
+        None => outer.progress.find(route.service, route.method).cloned(),
+    };
+    let mut timers = st.timers.with_progress_rule(rule);
+    let mut gap_clamped = st.gap_clamped;
+    let mut idle_clamped = st.idle_clamped.map(Box::new);
+    let mut clamp = None;
+    let call_total = call_policy.map_or(0, |p| p.total_timeout_ms);
+    if call_total > 0 {
+        let requested = Duration::from_millis(u64::from(call_total));
+        if let Some(total_clamp) = stream_total(profile, requested, &mut timers, &mut gap_clamped) {
+            let total = timers.total.clone();
+            if let Some(asked) = lower_to(timers.idle_limit_mut(), total.as_ref()) {
+                idle_clamped = idle_clamped.or(Some(Box::new(asked)));
+            }
+            clamp = Some(total_clamp);
+        }
+    }
+    Streamed {
+        timers,
+        streaming,
+        clamp,
+        gap_clamped,
+        idle_clamped,
     }
 }
 
@@ -281,11 +323,8 @@ fn wire_timeout(
 /// a budget, which are limits, not requests (the call itself goes out below the
 /// minimum): the propagation floor, the least any call is sent with.
 fn retry_floor(profile: &ResolvedProfile, timers: &Timers, propagation: &Propagation) -> Duration {
-    let scope_capped = timers
-        .total
-        .as_ref()
-        .is_some_and(|c| matches!(c.source.level(), "inherited" | "budget"));
-    match scope_capped {
+    let limited = timers.total.as_ref().is_some_and(|c| c.source.is_limit());
+    match limited {
         true => propagation.floor(),
         false => profile.profile.min_timeout(),
     }

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use tokio::time::Instant;
 use tower_service::Service;
@@ -17,12 +18,14 @@ use super::record::CallRecord;
 use super::reload::CurrentProfiles;
 use super::shared::Shared;
 use super::table::{Reader, Table};
-use crate::attempts::RecentLatency;
-use crate::attempts::{HedgeContext, HedgePlan, Kept, Retries, RetryPlan, SpareSlot};
+use crate::attempts::{
+    HedgeContext, HedgePlan, Kept, RecentLatency, Retries, RetryPlan, SpareSlot, WireTimeout,
+};
 use crate::policy::deadline::{Phase, Progress};
 use crate::policy::hedge::HedgingDelay;
 use crate::policy::message::MessageField;
 use crate::policy::streaming::millis;
+use crate::scope::{CancelSignal, Current};
 use crate::wire::details::DetectedBy;
 use crate::wire::envelope::peek_request_id;
 use crate::wire::error::BoxError;
@@ -108,7 +111,8 @@ where
         // The body is read apart from the head (peeked for a message's timeout, kept
         // for replay, stamped for a handoff) and goes back before the request is sent:
         // 16 bytes moved twice, where taking the request apart would move its 224-byte
-        // head twice.
+        // head twice. The plan, the record and the request stay in this frame: each
+        // step borrows them (a value returned through a step would be copied).
         let mut body = std::mem::take(req.body_mut());
         let shared: &Arc<Shared> = self.table.current();
         let path = req.uri().path();
@@ -126,38 +130,19 @@ where
             found.route,
             req.extensions(),
             asked,
-            &Outer {
-                retries: shared.settings.retry.on,
-                hedging: shared.settings.hedging,
-                scope,
-                propagation: shared.settings.propagation,
-                progress: &shared.settings.progress,
-            },
+            &outer(shared, scope),
             |field| message_field::peek(&mut body, field),
         );
         let span = rpc_span(shared.settings.span_level, &planned);
         planned.log_clamps(&span);
-        let wire = planned.take_wire();
-        let retry_plan = planned.retry.take();
-        let hedge_plan = planned.hedge.take();
-        let recent = hedge_plan
-            .as_ref()
-            .and_then(|p| window(shared, p, &found.labels));
-        let deadline = planned.timers.total.as_ref().map(|c| start + c.limit());
-        let exhausted = planned.exhausted;
-        // A handoff (its request is a `HandoffRequest`) made inside a scope.
-        let handoff = planned.route.message_field == Some(MessageField::HandoffTimeout);
-        let delegation = scope.filter(|_| {
-            handoff
-                && shared.settings.envelopes
-                && req.extensions().get::<CallBudgetEnvelope>().is_none()
+        let mut head = Head::of(&mut planned, start);
+        let handoff = Handoff::of(shared, &planned, &req, scope, cancel.is_some());
+        let retry = planned.retry.take();
+        let hedge = planned.hedge.take().map(|plan| {
+            let recent = window(shared, &plan, &found.labels);
+            (plan, recent)
         });
-        // ...remembered for the cancel cascade when the layer has one.
-        let cascade = shared
-            .settings
-            .cascade
-            .filter(|_| handoff && cancel.is_some());
-        let quiet = planned.timers.quiet_limit();
+        let exhausted = planned.exhausted;
         let mut call = CallRecord::open(shared.clone(), found.labels, &mut planned, start, span);
         if exhausted {
             // Nothing (or less than the floor) is left of the inherited deadline or
@@ -165,87 +150,188 @@ where
             let status = call.timed_out(Phase::Total, &Progress::default(), DetectedBy::Client);
             return ResponseFuture::failed(status);
         }
-        if let Some(signal) = &cancel {
-            // Made in a cancelled scope: not sent.
-            if let Some(reason) = signal.reason() {
-                return ResponseFuture::failed(call.not_sent(reason));
-            }
+        // Made in a cancelled scope: not sent.
+        if let Some(reason) = cancel.as_ref().and_then(|signal| signal.reason()) {
+            return ResponseFuture::failed(call.not_sent(reason));
         }
         // The plan (which borrows the path) is done with: the head can change.
-        wire.apply(req.headers_mut());
-        if let Some(limit) = quiet {
-            stream_idle::write(req.headers_mut(), limit);
-        }
-        let mut request_id = None;
-        if let Some(scope) = delegation {
-            let propagation = &shared.settings.propagation;
-            match stamp_handoff(&mut body, &scope, propagation) {
-                Err(refusal) => return ResponseFuture::failed(refused(&mut call, refusal)),
-                Ok(id) => request_id = id,
-            }
-        }
-        if let (Some(grace), Some(signal)) = (cascade, &cancel) {
-            let id = request_id.or_else(|| peek_request_id(&mut body));
-            if let Some(id) = id {
-                remember(signal, id, grace, self.cascade.clone());
-            }
+        head.write(req.headers_mut());
+        let cascade = (&cancel, &self.cascade);
+        if let Err(status) = handoff.stamp(shared, &mut body, &mut call, cascade) {
+            return ResponseFuture::failed(status);
         }
         if let Some(signal) = cancel {
             call.watch_cancel(signal);
         }
-        // Hedges and retries need the whole request kept for replay; a body that is
-        // not all there yet (client streaming) or too large is sent once.
-        if let Some(plan) = hedge_plan {
-            let context = (recent, deadline, start);
-            let watch = call.request_watch();
-            if let Some(hedges) = hedges(shared, plan, context, &req, &mut body, watch) {
-                call.sending();
-                call.attempt(1, None);
-                *req.body_mut() = body;
-                let spare = self.spare.share(&self.inner);
-                return ResponseFuture::hedged(&mut self.inner, spare, req, hedges, call);
-            }
-        }
-        let limit = shared.settings.retry.replay_limit;
-        let watch = call.request_watch();
-        let retry = retry_plan.and_then(|plan| {
-            retries(
-                &self.spare,
-                &self.inner,
-                plan,
-                limit,
-                &req,
-                &mut body,
-                watch,
-            )
-        });
-        call.sending();
-        if let Some(retries) = &retry {
-            call.attempt(1, retries.first_cap());
-        }
-        *req.body_mut() = body;
-        ResponseFuture::start(&mut self.inner, req, call, retry)
+        let attempts = Attempts {
+            retry,
+            hedge,
+            deadline: head.deadline,
+            start,
+        };
+        send(
+            &mut self.inner,
+            &self.spare,
+            shared,
+            req,
+            body,
+            call,
+            attempts,
+        )
     }
 }
 
-/// A call's retry state: the request kept for replay (the head of `head`, the bytes of
-/// `body`) and a share of the spare handle; `None` when the body is not whole (client
-/// streaming) or too large to keep.
-fn retries<S: Clone>(
+/// What the plan reads besides the request: the layer's settings and the scope's caps.
+#[inline(always)]
+fn outer(shared: &Shared, scope: Option<Current>) -> Outer<'_> {
+    Outer {
+        retries: shared.settings.retry.on,
+        hedging: shared.settings.hedging,
+        scope,
+        propagation: shared.settings.propagation,
+        progress: &shared.settings.progress,
+    }
+}
+
+/// The call's deadline as the head carries it.
+struct Head {
+    /// The `grpc-timeout` to send.
+    wire: WireTimeout,
+    /// A stream's quiet limit, told to the server (`sw4rm-stream-idle-ms`).
+    quiet: Option<Duration>,
+    /// When the call's deadline passes.
+    deadline: Option<Instant>,
+}
+
+impl Head {
+    /// The head's part of `plan`, for a call that started at `start`.
+    #[inline(always)]
+    fn of(plan: &mut CallPlan<'_>, start: Instant) -> Self {
+        Head {
+            wire: plan.take_wire(),
+            quiet: plan.timers.quiet_limit(),
+            deadline: plan.timers.total.as_ref().map(|c| start + c.limit()),
+        }
+    }
+
+    /// Writes the call's deadline headers (the wire header moves out).
+    #[inline(always)]
+    fn write(&mut self, headers: &mut http::HeaderMap) {
+        std::mem::replace(&mut self.wire, WireTimeout::Keep).apply(headers);
+        if let Some(limit) = self.quiet {
+            stream_idle::write(headers, limit);
+        }
+    }
+}
+
+/// What the layer does for a handoff (a `HandoffRequest`) made inside a scope.
+struct Handoff {
+    /// The scope whose envelope the handoff carries.
+    delegation: Option<Current>,
+    /// The cancel cascade's grace, when the handoff is remembered for the cascade.
+    cascade: Option<Duration>,
+}
+
+impl Handoff {
+    /// Whether the call is a handoff to stamp or to remember, from its plan.
+    #[inline(always)]
+    fn of(
+        shared: &Shared,
+        plan: &CallPlan<'_>,
+        req: &Request,
+        scope: Option<Current>,
+        cancellable: bool,
+    ) -> Self {
+        let handoff = plan.route.message_field == Some(MessageField::HandoffTimeout);
+        let stamped = handoff && shared.settings.envelopes;
+        Handoff {
+            delegation: scope
+                .filter(|_| stamped && req.extensions().get::<CallBudgetEnvelope>().is_none()),
+            cascade: shared.settings.cascade.filter(|_| handoff && cancellable),
+        }
+    }
+
+    /// Stamps the handoff's envelope with what the scope has left, and remembers its
+    /// `request_id` for the cancel cascade. A refusal (nothing left, too deep) is the
+    /// call's answer.
+    #[inline(always)]
+    fn stamp(
+        &self,
+        shared: &Shared,
+        body: &mut tonic::body::Body,
+        call: &mut CallRecord,
+        (cancel, sender): (&Option<Arc<CancelSignal>>, &Option<CascadeSender>),
+    ) -> Result<(), tonic::Status> {
+        let mut request_id = None;
+        if let Some(scope) = &self.delegation {
+            match stamp_handoff(body, scope, &shared.settings.propagation) {
+                Err(refusal) => return Err(refused(call, refusal)),
+                Ok(id) => request_id = id,
+            }
+        }
+        if let (Some(grace), Some(signal)) = (self.cascade, cancel) {
+            if let Some(id) = request_id.or_else(|| peek_request_id(body)) {
+                remember(signal, id, grace, sender.clone());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// How the call's attempts go out: retried or hedged, under the call's deadline.
+struct Attempts {
+    retry: Option<RetryPlan>,
+    /// The hedging plan, with the route's recent latency for a learned delay.
+    hedge: Option<(HedgePlan, Option<Arc<RecentLatency>>)>,
+    deadline: Option<Instant>,
+    start: Instant,
+}
+
+/// Sends the call's first attempt: hedged, or with its retries, when the request can
+/// be kept for replay (a body that is not all there yet, client streaming, or too
+/// large is sent once).
+#[inline(always)]
+fn send<S, ResBody>(
+    inner: &mut S,
     spare: &SpareSlot<S>,
-    inner: &S,
-    plan: RetryPlan,
-    limit: usize,
-    head: &Request,
-    body: &mut tonic::body::Body,
-    watch: &mut tonic::body::Body,
-) -> Option<Retries<S>> {
-    take_whole(
-        body,
-        limit,
-        |bytes| Retries::new(spare.share(inner), plan, head, bytes),
-        watch,
-    )
+    shared: &Shared,
+    mut req: Request,
+    mut body: tonic::body::Body,
+    mut call: CallRecord,
+    attempts: Attempts,
+) -> ResponseFuture<S, S::Future>
+where
+    S: Service<Request, Response = http::Response<ResBody>> + Clone,
+    S::Error: Into<BoxError>,
+{
+    let limit = shared.settings.retry.replay_limit;
+    if let Some((plan, recent)) = attempts.hedge {
+        let context = HedgeContext {
+            deadline: attempts.deadline,
+            recent,
+            start: attempts.start,
+            rate: shared.settings.hedge_cap.clone(),
+        };
+        let watch = call.request_watch();
+        if let Some(kept) = take_whole(&mut body, limit, |bytes| Kept::new(&req, bytes), watch) {
+            call.sending();
+            call.attempt(1, None);
+            *req.body_mut() = body;
+            let spare = spare.share(inner);
+            return ResponseFuture::hedged(inner, spare, req, (kept, plan, context), call);
+        }
+    }
+    let watch = call.request_watch();
+    let retry = attempts.retry.and_then(|plan| {
+        let keep = |bytes: &_| Retries::new(spare.share(inner), plan, &req, bytes);
+        take_whole(&mut body, limit, keep, watch)
+    });
+    call.sending();
+    if let Some(retries) = &retry {
+        call.attempt(1, retries.first_cap());
+    }
+    *req.body_mut() = body;
+    ResponseFuture::start(inner, req, call, retry)
 }
 
 /// The route's recent latency, for a learned delay (allocated on first use).
@@ -254,28 +340,6 @@ fn window(shared: &Shared, plan: &HedgePlan, labels: &LabelsRef) -> Option<Arc<R
         HedgingDelay::Learned { .. } => shared.learned.route(labels),
         _ => None,
     }
-}
-
-/// What a hedged call needs besides its first request: the request kept for the
-/// hedges (the head of `head`, the bytes of `body`), the route's window, the deadline and the start; `None` when the body is
-/// not whole (client streaming) or too large to keep.
-fn hedges(
-    shared: &Shared,
-    plan: HedgePlan,
-    (recent, deadline, start): (Option<Arc<RecentLatency>>, Option<Instant>, Instant),
-    head: &Request,
-    body: &mut tonic::body::Body,
-    watch: &mut tonic::body::Body,
-) -> Option<(Kept, HedgePlan, HedgeContext)> {
-    let limit = shared.settings.retry.replay_limit;
-    let kept = take_whole(body, limit, |bytes| Kept::new(head, bytes), watch)?;
-    let context = HedgeContext {
-        deadline,
-        recent,
-        start,
-        rate: shared.settings.hedge_cap.clone(),
-    };
-    Some((kept, plan, context))
 }
 
 /// The RPC's span (clamp and timeout events are emitted inside it), at the layer's

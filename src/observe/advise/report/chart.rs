@@ -60,6 +60,14 @@ pub(super) fn chart(id: &str, finding: &Finding, lines: &Lines) -> String {
     );
     draw_bars(&mut svg, &axis, &bars);
     draw_axis(&mut svg, &axis);
+    draw_quantiles(&mut svg, &axis, &quantiles);
+    draw_limits(&mut svg, &axis, &limits);
+    draw_timed_out(&mut svg, finding);
+    svg
+}
+
+/// The quantile marks under the axis, each labelled once.
+fn draw_quantiles(svg: &mut String, axis: &Axis, quantiles: &[(&str, Option<Duration>); 3]) {
     // Labels one row each, below the tick labels, so that values close together stay
     // readable; quantiles of one value share one label ("p99, p99.9 2500 ms").
     let mut row = 0;
@@ -98,6 +106,10 @@ pub(super) fn chart(id: &str, finding: &Finding, lines: &Lines) -> String {
         );
         row += 1;
     }
+}
+
+/// The vertical lines of the timeout in use, the bounds and the proposal.
+fn draw_limits(svg: &mut String, axis: &Axis, limits: &[(&'static str, &'static str, f64, bool)]) {
     for (row, (class, name, ms, dashed)) in limits.iter().enumerate() {
         let x = axis.x(*ms);
         let dash = if *dashed {
@@ -114,6 +126,10 @@ pub(super) fn chart(id: &str, finding: &Finding, lines: &Lines) -> String {
             value = text_ms(Duration::from_secs_f64(*ms / 1_000.0)),
         );
     }
+}
+
+/// The share of calls that timed out, as text and a meter.
+fn draw_timed_out(svg: &mut String, finding: &Finding) {
     let share = finding.timed_out.clamp(0.0, 1.0);
     let _ = write!(
         svg,
@@ -125,7 +141,6 @@ pub(super) fn chart(id: &str, finding: &Finding, lines: &Lines) -> String {
         ry = HEIGHT - 12.0,
         w = 120.0 * share,
     );
-    svg
 }
 
 /// The lines to draw: CSS class, label, value in ms, dashed.
