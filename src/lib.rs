@@ -175,7 +175,7 @@ pub use timeout::{
 };
 pub use wire::cancel::{CancelDetails, CANCEL_REASON};
 pub use wire::details::{DetectedBy, TimeoutDetails, TIMEOUT_DOMAIN, TIMEOUT_REASON};
-pub use wire::long_work::LongWork;
+pub use wire::long_work::LongWorkDetails;
 
 /// The closest of `candidates` to `word` when it is close enough to be a typo: the
 /// "did you mean" of configuration errors, for the crate's own `sw4rm-timeouts`

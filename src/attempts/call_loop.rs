@@ -16,7 +16,7 @@ use tonic::Status;
 use tower_service::Service;
 
 use super::attempt::Attempt;
-use super::event::{Ending, Event, Sink};
+use super::event::{CallEnd, Event, Sink};
 use super::hedge_verdict::poll_hedges;
 use super::hedges::{HedgeContext, HedgePlan, Hedges};
 use super::replay::{Kept, Spare};
@@ -272,7 +272,7 @@ fn alarm<S: Clone, F, R: Sink>(
     };
     // The scope's cancel ends every attempt as the deadline does.
     if let Poll::Ready(reason) = sink.poll_cancel(cx) {
-        return Poll::Ready(Verdict::Fail(sink.end(Ending::Cancelled(reason))));
+        return Poll::Ready(Verdict::Fail(sink.end(CallEnd::Cancelled(reason))));
     }
     let due = match (attempt, sink.next_due(Progress::default())) {
         (Some(attempt), Some(call)) if call.at < attempt.at => call,

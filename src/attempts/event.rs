@@ -1,5 +1,5 @@
 //! What the attempt engine reports, and to whom: one [`Event`] type for what happens
-//! to a call's attempts, one [`Ending`] for how the call fails, and the [`Sink`] that
+//! to a call's attempts, one [`CallEnd`] for how the call fails, and the [`Sink`] that
 //! receives both. The engine decides; the sink (the layer's call record,
 //! `timeout/record.rs`) turns what it is told into metrics, logs and the timeout
 //! details, the way tower-http's `on_*` callbacks keep tracing out of its services.
@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::budget::RetryBudget;
+use super::retry_budget::RetryBudget;
 use crate::policy::cancel::CancelReason;
 use crate::policy::deadline::{Cap, Due, Phase, Progress};
 use crate::wire::details::DetectedBy;
@@ -49,7 +49,7 @@ pub(crate) enum Event {
 /// How a call fails; the sink ends the call's record and gives the error the caller
 /// sees.
 #[derive(Debug)]
-pub(crate) enum Ending {
+pub(crate) enum CallEnd {
     /// A deadline of the call passed in `phase`, noticed by `detected_by`.
     TimedOut {
         phase: Phase,
@@ -70,7 +70,7 @@ pub(crate) trait Sink {
     fn on(&mut self, event: Event);
 
     /// The call fails: the error its caller gets.
-    fn end(&mut self, ending: Ending) -> BoxError;
+    fn end(&mut self, end: CallEnd) -> BoxError;
 
     /// The call's own deadline: its start plus its total timer, if any.
     fn deadline(&self) -> Option<Instant>;

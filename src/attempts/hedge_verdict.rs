@@ -12,7 +12,7 @@ use tower_service::Service;
 
 use super::attempt::Ended;
 use super::classify::{classify_error, classify_response};
-use super::event::{Ending, Event, Sink};
+use super::event::{CallEnd, Event, Sink};
 use super::hedges::{Hedges, Polled};
 use super::retry_verdict::{server_timed_out, transport_timed_out};
 use crate::policy::retry::{Failure, Pushback};
@@ -127,7 +127,7 @@ fn failed<S: Clone, F, B, R: Sink>(
             return None;
         }
     }
-    Some(Err(sink.end(Ending::Failed(err))))
+    Some(Err(sink.end(CallEnd::Failed(err))))
 }
 
 /// A non-fatal ending: the next hedge goes out at once if allowed. Whether the call

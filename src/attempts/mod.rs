@@ -15,7 +15,7 @@
 //! `deadline_header.rs` (the one writer of an attempt's `grpc-timeout`) →
 //! `event.rs` (what is reported, and to whom). A hedged call: `hedges.rs` (its
 //! concurrent attempts) and `hedge_verdict.rs` (what each one's end means).
-//! `budget.rs` is the layer's retry budget; `hedge_rate.rs` its cap on the share of
+//! `retry_budget.rs` is the layer's retry budget; `hedge_rate.rs` its cap on the share of
 //! calls that hedge; `hedge_delay.rs` the recent latency a learned hedging delay is read
 //! from; `replay/` what a call keeps so that it can
 //! send its request again, and why that costs one allocation.
@@ -26,7 +26,6 @@
 //! never retried after its first message.
 
 mod attempt;
-mod budget;
 mod call_loop;
 mod classify;
 mod deadline_header;
@@ -37,19 +36,20 @@ mod hedge_verdict;
 mod hedges;
 mod replay;
 mod retries;
+mod retry_budget;
 mod retry_verdict;
 pub(crate) mod timer;
 
-pub use budget::RetryBudget;
 pub(crate) use call_loop::CallLoop;
 pub(crate) use deadline_header::WireTimeout;
-pub(crate) use event::{Ending, Event, Sink};
+pub(crate) use event::{CallEnd, Event, Sink};
 pub(crate) use hedge_delay::RecentLatency;
 pub(crate) use hedge_rate::HedgeRate;
 pub use hedge_rate::{HedgeCap, DEFAULT_HEDGE_BURST};
 pub(crate) use hedges::{HedgeContext, HedgePlan};
 pub(crate) use replay::{Kept, Spare, SpareSlot, DEFAULT_REPLAY_LIMIT};
 pub(crate) use retries::{Retries, RetryPlan};
+pub use retry_budget::RetryBudget;
 
 /// The header a final answer carries when the call made more than one attempt.
 pub const ATTEMPTS_HEADER: &str = "sw4rm-attempts";

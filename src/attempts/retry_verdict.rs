@@ -7,7 +7,7 @@ use tokio::time::Instant;
 
 use super::attempt::Ended;
 use super::classify::{classify_error, classify_response};
-use super::event::{Ending, Event, Sink};
+use super::event::{CallEnd, Event, Sink};
 use super::retries::{Retries, Retry};
 use crate::policy::deadline::{Phase, Progress};
 use crate::policy::retry::{Failure, Pushback};
@@ -56,7 +56,7 @@ pub(crate) fn attempt_timed_out<S: Clone, R: Sink>(
 /// The call's timeout in `phase`, noticed by `detected_by`: the error its caller gets.
 #[inline]
 pub(crate) fn timed_out<R: Sink>(sink: &mut R, phase: Phase, detected_by: DetectedBy) -> BoxError {
-    sink.end(Ending::TimedOut { phase, detected_by })
+    sink.end(CallEnd::TimedOut { phase, detected_by })
 }
 
 /// The first timer's instant, asked for only where an ending needs it.
@@ -85,7 +85,7 @@ pub(crate) fn transport_timed_out<R: Sink>(sink: &mut R) -> BoxError {
         // tonic's own timer on the same deadline won the race.
         Some(due) if Instant::now() >= due.at => timed_out(sink, due.phase, DetectedBy::Transport),
         // A shorter deadline below the layer fired first.
-        _ => sink.end(Ending::TransportCapped),
+        _ => sink.end(CallEnd::TransportCapped),
     }
 }
 
@@ -141,7 +141,7 @@ fn failed<B, S: Clone, R: Sink>(
     }
     let failure = classify_error(&err);
     Err(retry_or(failure, Pushback::None, sink, retry)
-        .unwrap_or_else(|| Verdict::Fail(sink.end(Ending::Failed(err)))))
+        .unwrap_or_else(|| Verdict::Fail(sink.end(CallEnd::Failed(err)))))
 }
 
 /// A retry when the rules decide one; `None` (logged) when the failure is the call's

@@ -33,43 +33,54 @@ pub(crate) struct BudgetNow {
     pub(crate) ran: Duration,
 }
 
+/// One of the scope's caps on a call, and whether too little of it is left to send.
+#[derive(Clone, Debug)]
+struct ScopeCap {
+    cap: Cap,
+    exhausted: bool,
+}
+
+/// What the scope's caps did to a call's deadline.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Tightened {
+    /// Too little of an inherited deadline or a budget is left to send the call.
+    pub(crate) exhausted: bool,
+    /// The budget at the call's start, when the budget is the smallest cap.
+    pub(crate) budget: Option<BudgetNow>,
+}
+
 impl Current {
     /// Lowers the call's deadline to the caps of the scope it is made in (an inherited
-    /// deadline, an operation budget): whether too little of either is left to send, and
-    /// the budget when it is the smallest cap.
-    pub(crate) fn tighten(
-        &self,
-        total: &mut Option<Cap>,
-        propagation: &Propagation,
-    ) -> (bool, Option<BudgetNow>) {
-        let inherited_cap =
-            self.inherited
-                .map(|remaining| match inherited(remaining, propagation) {
-                    Inherit::Cap(d) => (Cap::new(d, Source::Inherited), false),
-                    Inherit::Exhausted(d) => (Cap::new(d, Source::Inherited), true),
-                });
+    /// deadline, an operation budget).
+    pub(crate) fn tighten(&self, total: &mut Option<Cap>, propagation: &Propagation) -> Tightened {
+        let inherited_cap = self.inherited.map(|remaining| {
+            let (limit, exhausted) = match inherited(remaining, propagation) {
+                Inherit::Cap(d) => (d, false),
+                Inherit::Exhausted(d) => (d, true),
+            };
+            ScopeCap {
+                cap: Cap::new(limit, Source::Inherited),
+                exhausted,
+            }
+        });
         let budget_source = match self.delegation {
             Some(_) => Source::BudgetEnvelope,
             None => Source::Budget,
         };
-        let budget_cap = self
-            .budget
-            .map(|b| (Cap::new(b.remaining, budget_source), b.remaining.is_zero()));
-        let exhausted =
-            inherited_cap.as_ref().is_some_and(|c| c.1) || budget_cap.as_ref().is_some_and(|c| c.1);
-        tighten(
-            total,
-            [inherited_cap.map(|c| c.0), budget_cap.map(|c| c.0)]
-                .into_iter()
-                .flatten(),
-        );
+        let budget_cap = self.budget.map(|b| ScopeCap {
+            cap: Cap::new(b.remaining, budget_source),
+            exhausted: b.remaining.is_zero(),
+        });
+        let caps = [inherited_cap, budget_cap];
+        let exhausted = caps.iter().flatten().any(|c| c.exhausted);
+        tighten(total, caps.into_iter().flatten().map(|c| c.cap));
         let budget = match total {
             Some(cap) if matches!(cap.source, Source::Budget | Source::BudgetEnvelope) => {
                 self.budget
             }
             _ => None,
         };
-        (exhausted, budget)
+        Tightened { exhausted, budget }
     }
 
     /// What the scope's caps leave for work beyond this call (a delegation's envelope):

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::budget::{epoch_ms_now, EnvelopeError, OperationBudget};
 use super::cancel::Watch;
+use super::operation_budget::{epoch_ms_now, EnvelopeError, OperationBudget};
 use crate::policy::cancel::{CancelBook, CancelReason};
 use crate::policy::quote::quoted;
 use crate::proto::sw4rm::common::ErrorCode;

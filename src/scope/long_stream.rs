@@ -18,7 +18,7 @@ use tokio::time::{Instant, Sleep};
 use tonic::Status;
 
 use super::cancel::CancelSignal;
-use super::long_work::{note_if_outside_the_layer, LongWork, Output, Sink};
+use super::long_work::{note_if_outside_the_layer, LongWork, Output, Produced};
 use super::outcome::Outcome;
 use super::progress::WorkState;
 use super::task::{current_caller_quiet, inbound_signal, serving};
@@ -159,7 +159,7 @@ impl LongWork {
             (own, caller) => own.or(caller),
         };
         let run = self.run_with(
-            Arc::new(Sink::Forward(tx, Default::default())),
+            Arc::new(Produced::Forward(tx, Default::default())),
             state.clone(),
             tell,
             work,

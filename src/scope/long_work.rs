@@ -56,21 +56,21 @@ pub struct LongWork {
 /// Cloned freely; pushing an item is a progress report.
 #[derive(Debug)]
 pub struct Output<T> {
-    sink: Arc<Sink<T>>,
+    produced: Arc<Produced<T>>,
     state: Arc<WorkState>,
 }
 
 impl<T> Clone for Output<T> {
     fn clone(&self) -> Self {
         Output {
-            sink: self.sink.clone(),
+            produced: self.produced.clone(),
             state: self.state.clone(),
         }
     }
 }
 
 #[derive(Debug)]
-pub(crate) enum Sink<T> {
+pub(crate) enum Produced<T> {
     /// Kept until the outcome.
     Collect(Mutex<Vec<T>>),
     /// Sent on as it comes (a stream's messages), counted.
@@ -80,23 +80,23 @@ pub(crate) enum Sink<T> {
     ),
 }
 
-impl<T> Sink<T> {
-    /// What was kept so far, taken out (nothing for a forwarding sink: it was sent).
+impl<T> Produced<T> {
+    /// What was kept so far, taken out (nothing for a forwarding produced: it was sent).
     fn take(&self) -> Vec<T> {
         match self {
-            Sink::Collect(kept) => kept
+            Produced::Collect(kept) => kept
                 .lock()
                 .map(|mut k| std::mem::take(&mut *k))
                 .unwrap_or_default(),
-            Sink::Forward(..) => Vec::new(),
+            Produced::Forward(..) => Vec::new(),
         }
     }
 
-    /// Items sent on so far (none for a collecting sink: its items are kept).
+    /// Items sent on so far (none for a collecting produced: its items are kept).
     fn sent(&self) -> u64 {
         match self {
-            Sink::Collect(_) => 0,
-            Sink::Forward(_, sent) => sent.load(std::sync::atomic::Ordering::Relaxed),
+            Produced::Collect(_) => 0,
+            Produced::Forward(_, sent) => sent.load(std::sync::atomic::Ordering::Relaxed),
         }
     }
 }
@@ -104,13 +104,13 @@ impl<T> Sink<T> {
 impl<T> Output<T> {
     /// Adds one item of output; counts as progress.
     pub fn push(&self, item: T) {
-        match &*self.sink {
-            Sink::Collect(kept) => {
+        match &*self.produced {
+            Produced::Collect(kept) => {
                 if let Ok(mut kept) = kept.lock() {
                     kept.push(item);
                 }
             }
-            Sink::Forward(tx, sent) => {
+            Produced::Forward(tx, sent) => {
                 if tx.send(item).is_ok() {
                     sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }
@@ -221,9 +221,9 @@ impl LongWork {
         Fut: Future<Output = R>,
     {
         note_if_outside_the_layer();
-        let sink = Arc::new(Sink::Collect(Mutex::new(Vec::new())));
+        let produced = Arc::new(Produced::Collect(Mutex::new(Vec::new())));
         let state = Arc::new(WorkState::new(Instant::now()));
-        self.run_with(sink, state, None, work).await
+        self.run_with(produced, state, None, work).await
     }
 
     /// Like [`LongWork::run`], and tells `tell` how the work ended when the guard is
@@ -241,16 +241,17 @@ impl LongWork {
         Fut: Future<Output = R>,
     {
         note_if_outside_the_layer();
-        let sink = Arc::new(Sink::Collect(Mutex::new(Vec::new())));
+        let produced = Arc::new(Produced::Collect(Mutex::new(Vec::new())));
         let state = Arc::new(WorkState::new(Instant::now()));
-        self.run_with(sink, state, Some(Box::new(tell)), work).await
+        self.run_with(produced, state, Some(Box::new(tell)), work)
+            .await
     }
 
     /// Runs `work` under the guard, reporting to `state` (started now) and putting
-    /// what it pushes into `sink`.
+    /// what it pushes into `produced`.
     pub(crate) async fn run_with<T, R, F, Fut>(
         self,
-        sink: Arc<Sink<T>>,
+        produced: Arc<Produced<T>>,
         state: Arc<WorkState>,
         tell: Option<OnAbandon<T>>,
         work: F,
@@ -267,12 +268,12 @@ impl LongWork {
             tell,
             inbound,
             state: state.clone(),
-            sink: sink.clone(),
+            produced: produced.clone(),
             limits,
             rpc,
         };
         let output = Output {
-            sink: sink.clone(),
+            produced: produced.clone(),
             state: state.clone(),
         };
         let ending = {
@@ -307,7 +308,7 @@ impl LongWork {
             .await
         };
         watch.tell = None;
-        outcome(ending, &state, sink.take(), limits, rpc).with_sent(sink.sent())
+        outcome(ending, &state, produced.take(), limits, rpc).with_sent(produced.sent())
     }
 }
 
@@ -341,7 +342,7 @@ struct Abandon<T> {
     tell: Option<OnAbandon<T>>,
     inbound: Option<Arc<CancelSignal>>,
     state: Arc<WorkState>,
-    sink: Arc<Sink<T>>,
+    produced: Arc<Produced<T>>,
     limits: Limits,
     rpc: &'static str,
 }
@@ -354,8 +355,14 @@ impl<T> Drop for Abandon<T> {
                 false => Ending::Dropped,
             };
             tell(
-                outcome(ending, &self.state, self.sink.take(), self.limits, self.rpc)
-                    .with_sent(self.sink.sent()),
+                outcome(
+                    ending,
+                    &self.state,
+                    self.produced.take(),
+                    self.limits,
+                    self.rpc,
+                )
+                .with_sent(self.produced.sent()),
             );
         }
     }

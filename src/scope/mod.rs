@@ -39,30 +39,30 @@
 
 // Reading order (for contributors): `task.rs` (the scope a task runs in, carried or
 // left) → `server.rs` (the tower layer for tonic servers: reads the inbound
-// `grpc-timeout`, opens the scope for the handler, enforces it) → `budget.rs` (the
+// `grpc-timeout`, opens the scope for the handler, enforces it) → `operation_budget.rs` (the
 // operation budget, its pause guard, and budgets read from envelopes). The arithmetic
 // is in `policy/inherit.rs` and `policy/envelope.rs`; the client layer reads the
 // scope when it plans a call.
 
-mod budget;
 mod cancel;
 mod caps;
 mod delegations;
 mod long_stream;
 mod long_work;
+mod operation_budget;
 mod outcome;
 mod progress;
 mod server;
 mod task;
 
 pub use crate::policy::cancel::{effective_grace, MIN_CANCEL_GRACE};
-pub use budget::{EnvelopeError, OperationBudget, PauseGuard, DEFAULT_MAX_CLOCK_SKEW};
 pub use cancel::{cancel_reason, cancelled, is_cancelled, remembered_handoffs, Cancelled};
 pub use delegations::{
     CancelAnswer, Delegated, DelegationBook, Delegations, HandoffRefused, PeerText,
 };
 pub use long_stream::{Frame, ProgressStream};
 pub use long_work::{LongWork, Output};
+pub use operation_budget::{EnvelopeError, OperationBudget, PauseGuard, DEFAULT_MAX_CLOCK_SKEW};
 pub use outcome::{Ending, Outcome};
 pub use progress::{progress, progress_at};
 pub use server::{
@@ -70,7 +70,7 @@ pub use server::{
 };
 pub use task::{carry, current_deadline, detach, with_deadline, Scope, Scoped};
 
-pub(crate) use budget::epoch_ms_now;
 pub(crate) use cancel::{CancelSignal, RememberedHandoff, Watch};
-pub(crate) use caps::{BudgetNow, Current};
+pub(crate) use caps::{BudgetNow, Current, Tightened};
+pub(crate) use operation_budget::epoch_ms_now;
 pub(crate) use task::current;

@@ -14,7 +14,7 @@ use crate::policy::route::{split_path, STANDARD_ROUTES};
 use crate::policy::source::Source;
 use crate::policy::streaming::millis;
 use crate::wire::details::{DetectedBy, TimeoutDetails};
-use crate::wire::long_work::LongWork as LongWorkDetails;
+use crate::wire::long_work::LongWorkDetails;
 
 /// How a piece of long work ended.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use super::budget::OperationBudget;
 use super::cancel::CancelSignal;
 use super::caps::Current;
+use super::operation_budget::OperationBudget;
 use super::progress::WorkState;
 
 /// What a task's outgoing calls are capped by (opaque: see [`carry`], [`detach`],

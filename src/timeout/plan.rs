@@ -20,7 +20,7 @@ use crate::policy::retry::first_timeout;
 use crate::policy::route::Lookup;
 use crate::policy::source::Source;
 use crate::policy::streaming::{lower_to, millis, stream_timers};
-use crate::scope::{BudgetNow, Current};
+use crate::scope::{BudgetNow, Current, Tightened};
 use crate::wire::grpc_timeout::{self, GRPC_TIMEOUT};
 
 /// What the plan reads besides the request: the layer's settings and the caps of the
@@ -145,9 +145,9 @@ pub(crate) fn plan<'a>(
     let clamp = resolved.clamp.or(timers.clamp.take());
     // The one rule for every cap: the smallest wins and names itself. An inherited
     // deadline and an operation budget only ever shrink the call's deadline.
-    let (exhausted, budget) = match outer.scope {
+    let Tightened { exhausted, budget } = match outer.scope {
         Some(scope) => scope.tighten(&mut timers.timers.total, &outer.propagation),
-        None => (false, None),
+        None => Tightened::default(),
     };
     let Streamed {
         timers,

@@ -25,7 +25,7 @@ use crate::policy::streaming::millis;
 use crate::scope::BudgetNow;
 use crate::wire::details::{DetectedBy, TimeoutDetails};
 use crate::wire::error::BoxError;
-use crate::wire::long_work::LongWork;
+use crate::wire::long_work::LongWorkDetails;
 use crate::wire::status::{code_of_error, lost_connection, unreachable};
 
 /// Whether the call's end event has been emitted.
@@ -382,7 +382,7 @@ impl CallRecord {
         let long_work = self
             .timers
             .idle_limit()
-            .map(|idle| LongWork {
+            .map(|idle| LongWorkDetails {
                 idle_limit_ms: millis(idle.limit()),
                 cap_ms: self.timers.total.as_ref().map(|c| millis(c.limit())),
                 progress_count: seen.progress,

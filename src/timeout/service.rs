@@ -30,7 +30,7 @@ use crate::wire::details::DetectedBy;
 use crate::wire::envelope::peek_request_id;
 use crate::wire::error::BoxError;
 use crate::wire::message_field;
-use crate::wire::replay::take_whole;
+use crate::wire::reassembled::take_whole;
 use crate::wire::stream_idle;
 
 /// The service produced by [`super::TimeoutProfileLayer`].

@@ -12,7 +12,7 @@ use crate::policy::deadline::Phase;
 use crate::policy::route::split_path;
 use crate::policy::source::Source;
 
-use super::long_work::{CapWords, Count, LongWork};
+use super::long_work::{CapWords, Count, LongWorkDetails};
 
 /// `ErrorInfo.reason` of every SW4-002 timeout.
 pub const TIMEOUT_REASON: &str = "SW4RM_RPC_TIMEOUT";
@@ -88,7 +88,7 @@ pub struct TimeoutDetails {
     pub(crate) attempt_timeout_ms: Option<u64>,
     pub(crate) budget_paused_ms: Option<u64>,
     pub(crate) budget_elapsed_ms: Option<u64>,
-    pub(crate) long_work: Option<LongWork>,
+    pub(crate) long_work: Option<LongWorkDetails>,
 }
 
 impl TimeoutDetails {
@@ -194,7 +194,7 @@ impl TimeoutDetails {
     /// The idle limit, the cap and how far the work had come, when the call ran under
     /// an idle limit (phase [`Phase::Idle`] says the idle limit fired, [`Phase::Total`]
     /// the cap).
-    pub fn long_work(&self) -> Option<&LongWork> {
+    pub fn long_work(&self) -> Option<&LongWorkDetails> {
         self.long_work.as_ref()
     }
 }
@@ -272,7 +272,7 @@ impl TimeoutDetails {
             attempt_timeout_ms: num("attempt_timeout_ms"),
             budget_paused_ms: num("budget_paused_ms"),
             budget_elapsed_ms: num("budget_elapsed_ms"),
-            long_work: LongWork::read(m),
+            long_work: LongWorkDetails::read(m),
         })
     }
 }
@@ -334,7 +334,7 @@ impl fmt::Display for TimeoutDetails {
 impl TimeoutDetails {
     /// Long work: which limit fired, with both numbers, and how far the work had come:
     /// "no progress for 10000 ms (idle limit; cap 600000 ms) after 37 messages".
-    fn fmt_long_work(&self, work: &LongWork, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    fn fmt_long_work(&self, work: &LongWorkDetails, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (service, method) = (&self.service, &self.method);
         match self.phase {
             Phase::Idle => write!(
@@ -485,7 +485,7 @@ mod tests {
             attempt_timeout_ms: None,
             budget_paused_ms: None,
             budget_elapsed_ms: None,
-            long_work: Some(LongWork {
+            long_work: Some(LongWorkDetails {
                 idle_limit_ms: 10_000,
                 cap_ms: Some(600_000),
                 progress_count: 12,
@@ -520,7 +520,7 @@ mod tests {
             configured_timeout_ms: 1_800_000,
             message_count: None,
             detected_by: DetectedBy::Server,
-            long_work: Some(LongWork {
+            long_work: Some(LongWorkDetails {
                 idle_limit_ms: 120_000,
                 cap_ms: Some(1_800_000),
                 progress_count: 1,

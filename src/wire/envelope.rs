@@ -8,7 +8,7 @@ use prost::Message;
 
 use super::framing;
 use super::message_field::{fields, next_field, Value};
-use super::replay::with_first_frame;
+use super::reassembled::with_first_frame;
 use crate::policy::envelope::Envelope;
 use crate::proto::sw4rm::handoff::BudgetEnvelope;
 

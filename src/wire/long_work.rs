@@ -20,7 +20,7 @@ use std::fmt;
 /// # }
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LongWork {
+pub struct LongWorkDetails {
     pub(crate) idle_limit_ms: u64,
     pub(crate) cap_ms: Option<u64>,
     pub(crate) progress_count: u64,
@@ -28,7 +28,7 @@ pub struct LongWork {
     pub(crate) progress_marker: Option<u64>,
 }
 
-impl LongWork {
+impl LongWorkDetails {
     /// The idle limit: the longest time allowed without progress, in ms.
     pub fn idle_limit_ms(&self) -> u64 {
         self.idle_limit_ms
@@ -71,9 +71,9 @@ impl LongWork {
         }
     }
 
-    pub(crate) fn read(metadata: &HashMap<String, String>) -> Option<LongWork> {
+    pub(crate) fn read(metadata: &HashMap<String, String>) -> Option<LongWorkDetails> {
         let num = |k: &str| metadata.get(k).and_then(|v| v.parse::<u64>().ok());
-        Some(LongWork {
+        Some(LongWorkDetails {
             idle_limit_ms: num("idle_limit_ms")?,
             cap_ms: num("cap_ms"),
             progress_count: num("progress_count").unwrap_or(0),

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::framing;
-use super::replay::with_first_frame;
+use super::reassembled::with_first_frame;
 use crate::policy::message::MessageField;
 
 impl MessageField {

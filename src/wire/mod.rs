@@ -4,7 +4,7 @@
 //! says.
 //!
 //! Reading order: `grpc_timeout.rs` → `details.rs`; `framing.rs`,
-//! `message_field.rs`, `envelope.rs` and `replay.rs` for the body; `status.rs` for
+//! `message_field.rs`, `envelope.rs` and `reassembled.rs` for the body; `status.rs` for
 //! classifying answers; `error.rs` the layer's error type; `stream_idle.rs` the
 //! caller's quiet limit a long-work guard paces its progress messages by.
 
@@ -17,6 +17,6 @@ pub(crate) mod framing;
 pub mod grpc_timeout;
 pub(crate) mod long_work;
 pub(crate) mod message_field;
-pub(crate) mod replay;
+pub(crate) mod reassembled;
 pub(crate) mod status;
 pub mod stream_idle;

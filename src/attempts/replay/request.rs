@@ -9,7 +9,7 @@ use http::HeaderValue;
 
 use super::head::Head;
 use crate::wire::grpc_timeout::GRPC_TIMEOUT;
-use crate::wire::replay::Whole;
+use crate::wire::reassembled::Whole;
 
 type Request = http::Request<tonic::body::Body>;
 

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
-use super::replay::{Evaluation, NotDominant};
 use super::rules::{judge, Facts, Verdict, MIN_CALLS};
+use super::trial::{Evaluation, NotDominant};
 use crate::config::ProfileSet;
 use crate::observe::latency::{LatencySnapshot, Resolution};
 use crate::policy::profile::TimeoutProfile;

@@ -3,7 +3,7 @@
 //!
 //! Reading order: `crate::observe::latency` (the per-route estimate, its error bound) →
 //! `rules.rs` (the verdicts, one pure function) → `advice.rs` (verdicts on every
-//! route and profile) → `replay.rs` (each proposal replayed against the observed
+//! route and profile) → `trial.rs` (each proposal tried on the observed
 //! calls: does it dominate the value in use?) → `overlay.rs` (the proposal as a TOML
 //! overlay, values only where they dominate) → `report/` (the same as an HTML page
 //! with a chart per route) → `exposition.rs` (the same
@@ -14,17 +14,17 @@
 mod advice;
 mod exposition;
 mod overlay;
-mod replay;
 mod report;
 mod rules;
 mod scraped;
+mod trial;
 
 pub use crate::observe::latency::{LatencySnapshot, Resolution};
 pub use advice::{Advice, Finding, ProfileAdvice, RouteLatency};
 pub use exposition::{from_exposition, ExpositionError};
 pub use overlay::SUGGESTION;
-pub use replay::{Evaluation, NotDominant, Replay};
 pub use rules::{
     Bound, Verdict, CLUSTER_SHARE, HEADROOM, MIN_CALLS, MISFIT_FACTOR, SLOW_FACTOR, TIMEOUT_SHARE,
 };
 pub use scraped::{ScrapedBounds, ScrapedTable};
+pub use trial::{Evaluation, NotDominant, Trial};

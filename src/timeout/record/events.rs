@@ -1,12 +1,12 @@
 //! What the call record does with what the attempt engine reports: each [`Event`]
 //! counted (where a metric family counts it) and logged in the call's span, each
-//! [`Ending`] turned into the error the caller gets (`super` builds the timeout status
+//! [`CallEnd`] turned into the error the caller gets (`super` builds the timeout status
 //! and ends the record once).
 
 use tokio::time::Instant;
 
 use super::CallRecord;
-use crate::attempts::{Ending, Event, RetryBudget, Sink};
+use crate::attempts::{CallEnd, Event, RetryBudget, Sink};
 use crate::policy::cancel::CancelReason;
 use crate::policy::deadline::{Due, Phase, Progress};
 use crate::policy::streaming::millis;
@@ -151,14 +151,14 @@ impl Sink for CallRecord {
     }
 
     #[inline]
-    fn end(&mut self, ending: Ending) -> BoxError {
-        match ending {
-            Ending::TimedOut { phase, detected_by } => self
+    fn end(&mut self, end: CallEnd) -> BoxError {
+        match end {
+            CallEnd::TimedOut { phase, detected_by } => self
                 .timed_out(phase, &Progress::default(), detected_by)
                 .into(),
-            Ending::TransportCapped => self.transport_capped().into(),
-            Ending::Failed(err) => self.failed(err),
-            Ending::Cancelled(reason) => self.cancelled(reason, &Progress::default()).into(),
+            CallEnd::TransportCapped => self.transport_capped().into(),
+            CallEnd::Failed(err) => self.failed(err),
+            CallEnd::Cancelled(reason) => self.cancelled(reason, &Progress::default()).into(),
         }
     }
 

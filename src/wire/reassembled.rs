@@ -1,4 +1,4 @@
-//! [`Replay`]: a request body put back together after the layer read some of it
+//! [`Reassembled`]: a request body put back together after the layer read some of it
 //! (to peek at a message's timeout field): the frames already read, then the rest of
 //! the original body; [`Whole`], a body that is all there (a request kept for
 //! retries, sent again); and [`take_whole`], which reads a request that is already
@@ -15,16 +15,16 @@ type Item = Result<Frame<Bytes>, tonic::Status>;
 
 /// Frames already read (the first inline, so one frame allocates no queue), then the
 /// rest.
-pub(crate) struct Replay {
+pub(crate) struct Reassembled {
     first: Option<Item>,
     more: VecDeque<Item>,
     rest: tonic::body::Body,
 }
 
-impl Replay {
+impl Reassembled {
     /// One frame already read, then the rest of the body.
     pub(crate) fn prefixed(first: Item, rest: tonic::body::Body) -> Self {
-        Replay {
+        Reassembled {
             first: Some(first),
             more: VecDeque::new(),
             rest,
@@ -33,7 +33,7 @@ impl Replay {
 
     /// Several frames already read, then the rest of the body.
     pub(crate) fn frames(mut read: VecDeque<Item>, rest: tonic::body::Body) -> Self {
-        Replay {
+        Reassembled {
             first: read.pop_front(),
             more: read,
             rest,
@@ -42,7 +42,7 @@ impl Replay {
 }
 
 /// A body that is all there: one data frame, then the end. Every retried call's first
-/// attempt sends one, so it is as small as a body can be (32 bytes; a [`Replay`] takes
+/// attempt sends one, so it is as small as a body can be (32 bytes; a [`Reassembled`] takes
 /// several times that).
 #[derive(Debug)]
 pub(crate) struct Whole(Option<Bytes>);
@@ -66,7 +66,7 @@ impl Body for Whole {
         self.0.is_none()
     }
 
-    /// Never exact, as [`Replay`]'s.
+    /// Never exact, as [`Reassembled`]'s.
     fn size_hint(&self) -> SizeHint {
         let mut hint = SizeHint::new();
         hint.set_lower(self.0.as_ref().map_or(0, |b| b.len() as u64));
@@ -74,7 +74,7 @@ impl Body for Whole {
     }
 }
 
-impl Body for Replay {
+impl Body for Reassembled {
     type Data = Bytes;
     type Error = tonic::Status;
 
@@ -118,7 +118,7 @@ pub(crate) fn with_first_frame<R>(
     match Pin::new(&mut taken).poll_frame(&mut cx) {
         Poll::Ready(Some(first)) => {
             let (first, out) = f(first);
-            *body = tonic::body::Body::new(Replay::prefixed(first, taken));
+            *body = tonic::body::Body::new(Reassembled::prefixed(first, taken));
             Some(out)
         }
         Poll::Ready(None) | Poll::Pending => {
@@ -210,7 +210,7 @@ pub(crate) fn take_whole<K>(
         *body = taken;
         None
     } else {
-        *body = tonic::body::Body::new(Replay::frames(frames, taken));
+        *body = tonic::body::Body::new(Reassembled::frames(frames, taken));
         None
     }
 }
@@ -226,7 +226,7 @@ mod tests {
         let mut read = VecDeque::new();
         read.push_back(Ok(Frame::data(Bytes::from_static(b"a"))));
         read.push_back(Ok(Frame::data(Bytes::from_static(b"b"))));
-        let body = Replay::frames(read, rest);
+        let body = Reassembled::frames(read, rest);
         assert_eq!(body.size_hint().exact(), None, "never exact");
         assert_eq!(
             body.size_hint().lower(),

@@ -1,9 +1,9 @@
-//! Replaying what calls took against a timeout: how many it would have cut that
+//! A timeout tried on what calls took: how many it would have cut that
 //! succeeded (false timeouts), and how long a caller waits under it when the peer is
 //! dead (detection time). A proposal is worth writing only if it **dominates** the
 //! value in use: no more false timeouts, and less detection time.
 //!
-//! The replay leans against the proposal wherever the figures are unsure: the value
+//! The trial leans against the proposal wherever the figures are unsure: the value
 //! in use is charged only the calls known to have taken longer than it, a proposal
 //! every call that may have (a call is known only to its bucket); the calls that
 //! timed out are timeouts under both (how long they would have taken is unknown, so
@@ -16,8 +16,8 @@ use crate::observe::latency::LatencySnapshot;
 /// What one timeout would have done to the observed calls.
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[non_exhaustive]
-pub struct Replay {
-    /// The timeout replayed.
+pub struct Trial {
+    /// The timeout tried.
     pub timeout: Duration,
     /// Successful calls it would have cut (for the value in use, those known to have
     /// taken longer; for a proposal, those that may have).
@@ -31,14 +31,14 @@ pub struct Replay {
     pub time_in_timeouts: Duration,
 }
 
-/// The value in use and a proposal, replayed on the same calls.
+/// The value in use and a proposal, tried on the same calls.
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct Evaluation {
     /// The value in use.
-    pub current: Replay,
+    pub current: Trial,
     /// The proposal.
-    pub proposed: Replay,
+    pub proposed: Trial,
 }
 
 /// Why a proposal does not dominate the value in use.
@@ -48,7 +48,7 @@ pub enum NotDominant {
     /// It would cut more successful calls than the value in use.
     MoreFalseTimeouts,
     /// It makes a caller wait longer on a dead peer (it raises the timeout: the
-    /// calls that timed out may have needed it, but the replay cannot know).
+    /// calls that timed out may have needed it, but the trial cannot know).
     SlowerDetection,
     /// It makes a caller wait on a dead peer just as long.
     NoSoonerDetection,
@@ -74,7 +74,7 @@ impl Evaluation {
     /// Replays `latency` against the value in use and the proposal.
     pub(crate) fn of(latency: &LatencySnapshot, current: Duration, proposed: Duration) -> Self {
         let calls = latency.successes().saturating_add(latency.timeouts());
-        let replay = |timeout: Duration, false_timeouts: u64| Replay {
+        let replay = |timeout: Duration, false_timeouts: u64| Trial {
             timeout,
             false_timeouts,
             false_timeout_rate: rate(false_timeouts, calls),
