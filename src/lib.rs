@@ -54,37 +54,56 @@
 //! ## Reading order: one unary call, file by file
 //!
 //! The tower glue (`src/timeout/`) plans a call and hands its attempts to the attempt
-//! engine (`src/attempts/`), which reports what happens to the call's record. One
-//! unary call with retries on, in fifteen files:
+//! engine (`src/attempts/`), which reports what happens to the call's record. Counted
+//! honestly — every file of the glue and the engine whose code one unary call with
+//! retries on runs (the rules in `policy/` and the codecs in `wire/` are read through
+//! them) — that is twenty-four files (`tests/reading_order.rs` holds this list to the
+//! tree):
 //!
 //! 1. `timeout/service.rs` — `TimeoutProfileService::call`: route, plan, write the
 //!    plan onto the request, open the record, start the engine.
-//! 2. `timeout/paths.rs` — the path's route and labels, asked of the profile table once
-//!    per path.
-//! 3. `timeout/plan.rs` — the pure call plan over the rules in `policy/`: the resolved
+//! 2. `timeout/state/table.rs` — where the call finds the layer's state (one atomic
+//!    load),
+//! 3. `timeout/state/shared.rs` — and what that state holds.
+//! 4. `timeout/routes/paths.rs` — the path's route and labels, asked of the profile
+//!    table once per path.
+//! 5. `timeout/per_call.rs` — what the caller set on the request.
+//! 6. `timeout/plan.rs` — the pure call plan over the rules in `policy/`: the resolved
 //!    timeout, the smallest cap, the timers, the retry and hedge plans.
-//! 4. `attempts/retries.rs` — the call's retry state, keeping the request for replay
-//!    (how that costs one allocation: `attempts/replay/`).
-//! 5. `attempts/deadline_header.rs` — the one writer of an attempt's `grpc-timeout`.
-//! 6. `timeout/record.rs` — the call's record, opened with the plan's timers.
-//! 7. `timeout/future.rs` — the call's future: the engine's call loop and the record.
-//! 8. `attempts/call_loop.rs` — attempts one after another under the call's one timer,
-//! 9. `attempts/timer.rs` — armed lazily, re-armed without allocating.
-//! 10. `attempts/attempt.rs` — one attempt: wait for the inner service, call it, wait
+//! 7. `attempts/retries.rs` — the call's retry state, keeping the request for replay,
+//! 8. `attempts/replay/head.rs` — the request's head, kept,
+//! 9. `attempts/replay/request.rs` — and its bytes,
+//! 10. `attempts/replay/handle.rs` — the spare handle on the inner service retries go
+//!     through,
+//! 11. `attempts/replay/boxes.rs` — and the one allocation all of it costs.
+//! 12. `attempts/deadline_header.rs` — the one writer of an attempt's `grpc-timeout`.
+//! 13. `timeout/record/mod.rs` — the call's record, opened with the plan's timers,
+//! 14. `timeout/record/cancel.rs` — watching the caller's cancels.
+//! 15. `timeout/future.rs` — the call's future: the engine's call loop and the record.
+//! 16. `attempts/call_loop.rs` — attempts one after another under the call's one timer,
+//! 17. `attempts/timer.rs` — armed lazily, re-armed without allocating.
+//! 18. `attempts/attempt.rs` — one attempt: wait for the inner service, call it, wait
 //!     for the response headers.
-//! 11. `attempts/retry_verdict.rs` — what an attempt's end means: the answer, a retry,
+//! 19. `attempts/retry_verdict.rs` — what an attempt's end means: the answer, a retry,
 //!     or the call's failure,
-//! 12. `attempts/classify.rs` — reading a status or a transport error as the rules do.
-//! 13. `attempts/event.rs` — what the engine reports, and to whom (the `Sink`),
-//! 14. `timeout/record/events.rs` — and what the record makes of it: metrics, logs,
+//! 20. `attempts/classify.rs` — reading a status or a transport error as the rules do,
+//! 21. `attempts/retry_budget.rs` — the layer's retry budget, paid into by every answer.
+//! 22. `attempts/event.rs` — what the engine reports, and to whom (the `Sink`),
+//! 23. `timeout/record/events.rs` — and what the record makes of it: metrics, logs,
 //!     the timeout status.
-//! 15. `timeout/body.rs` — the response body under the remaining timers, and the
+//! 24. `timeout/body.rs` — the response body under the remaining timers, and the
 //!     record's end event.
 //!
-//! A hedged call reads `attempts/hedges.rs` (its concurrent attempts) and
-//! `attempts/hedge_verdict.rs` instead of `retries.rs`: seventeen files; a learned delay
-//! adds `timeout/hedge_windows.rs` (the route's window) and `attempts/hedge_delay.rs`
-//! (the percentile read from it): eighteen.
+//! A hedged call reads `attempts/hedges.rs` (its concurrent attempts),
+//! `attempts/hedge_verdict.rs` and `attempts/hedge_rate.rs` (the layer's cap on
+//! hedges) instead of `retries.rs` and `retry_verdict.rs`: twenty-five files; a
+//! learned delay adds `timeout/routes/per_path.rs` (the route's window) and
+//! `attempts/hedge_delay.rs` (the percentile read from it): twenty-seven.
+//!
+//! Off a plain call's path: `timeout/layer.rs` (building the layer),
+//! `timeout/state/reload.rs` (live reload), `timeout/state/observations.rs` (the
+//! advisor's reading of what was observed), `timeout/handoff/` (a handoff's envelope
+//! and the cancel cascade), and each folder's `mod.rs`.
 //!
 //! ## Features
 //!

@@ -1,7 +1,7 @@
 //! What the attempt engine reports, and to whom: one [`Event`] type for what happens
 //! to a call's attempts, one [`CallEnd`] for how the call fails, and the [`Sink`] that
 //! receives both. The engine decides; the sink (the layer's call record,
-//! `timeout/record.rs`) turns what it is told into metrics, logs and the timeout
+//! `timeout/record/`) turns what it is told into metrics, logs and the timeout
 //! details, the way tower-http's `on_*` callbacks keep tracing out of its services.
 //! The engine never imports the layer: it knows the sink only by this trait.
 

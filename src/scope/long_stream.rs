@@ -75,7 +75,13 @@ type Tell<T> = Box<dyn FnOnce(Outcome<(), T>) + Send>;
 impl LongWork {
     /// Runs `work` in its own task (taking the handler's scope along) under the guard,
     /// and answers a server-streaming call with what it pushes, each item turned into
-    /// a message by `frame`. See the [module](self) for the progress messages.
+    /// a message by `frame`. What the work pushes goes out at once; while the work
+    /// moves without producing, a progress message ([`Frame::Progress`]) goes out at
+    /// least this often: the shortest of the guard's own heartbeat (by default half
+    /// its idle limit) and half the quiet limit the caller sent
+    /// (`sw4rm-stream-idle-ms`), so a working tool is never cut by the caller's gap
+    /// timer; a stuck one is cut by the guard, and the stream ends with the guard's
+    /// status after the messages already sent.
     ///
     /// ```no_run
     /// use std::time::Duration;

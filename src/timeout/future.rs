@@ -1,5 +1,5 @@
 //! [`ResponseFuture`]: the layer's future for one call. It holds the call's record and
-//! the engine's [`CallLoop`] (`crate::attempts`), which carries out the attempts and
+//! the engine's `CallLoop` (`crate::attempts`), which carries out the attempts and
 //! reports to the record; when the response headers arrive the record moves into the
 //! [`TimeoutBody`].
 

@@ -8,11 +8,11 @@ use std::sync::Arc;
 use opentelemetry::metrics::MeterProvider;
 use tower_layer::Layer;
 
-use super::observations::Observations;
-use super::reload::{CurrentProfiles, ReloadHandle};
 use super::service::TimeoutProfileService;
-use super::shared::{RetrySettings, Settings, Shared};
-use super::table::Table;
+use super::state::observations::Observations;
+use super::state::reload::{CurrentProfiles, ReloadHandle};
+use super::state::shared::{RetrySettings, Settings, Shared};
+use super::state::table::Table;
 use crate::attempts::{HedgeCap, HedgeRate, RetryBudget};
 use crate::config::{ConfigError, ProfileSet};
 use crate::observe::metrics::{Instruments, MetricFamily};

@@ -5,17 +5,16 @@
 //! Tower glue only: it plans the call, writes the plan onto the request, and hands the
 //! attempts to the engine (`crate::attempts`), which reports back to the call record.
 //!
-//! Reading order for one RPC: `service.rs` (wiring) → `paths.rs` (the path's route,
-//! asked of the profile table once per path) → `plan.rs` (the pure call plan:
-//! resolve, timers, the smallest cap, the wire header) → `future.rs` (the call's
-//! future: the engine's call loop and the call record) → `record.rs` (the per-call
-//! record: the engine's sink, which emits metrics, logs and the timeout status exactly
-//! once) → `body.rs` (wait for messages under the remaining timers).
-//! `delegation.rs` writes a handoff's budget envelope (SW4-004); `per_call.rs` holds the
-//! request extensions a caller sets; `shared.rs` what every call of one layer reads;
-//! `hedge_windows.rs` each hedged route's recent latency; `observations.rs` what a
-//! layer built `with_observations()` records for the advisor; `table.rs` where a call
-//! finds all that (fixed, or swapped by `reload.rs`'s handle).
+//! Reading order for one RPC: `service.rs` (wiring) → `routes/` (the path's route and
+//! labels, asked of the profile table once per path) → `plan.rs` (the pure call plan:
+//! resolve, timers, the smallest cap, the wire header; `per_call.rs` holds the request
+//! extensions a caller sets) → `future.rs` (the call's future: the engine's call loop
+//! and the call record) → `record/` (the per-call record: the engine's sink, which
+//! emits metrics, logs and the timeout status exactly once) → `body.rs` (wait for
+//! messages under the remaining timers). The rooms beside the glue: `state/` (what
+//! every call of one layer reads, where it finds it, the reload that swaps it, what was
+//! observed for the advisor), `routes/` (per path: its route, its labels, what is kept
+//! of it), `handoff/` (a handoff's budget envelope, SW4-004, and the cancel cascade).
 
 /// Emits one of a call's events inside its `sw4rm_rpc` span. An enabled span already
 /// names the call's service, method and profile, so the event leaves them out and a
@@ -37,29 +36,24 @@ macro_rules! call_event {
 }
 
 pub mod body;
-mod cascade;
-mod delegation;
 pub mod future;
-mod hedge_windows;
+mod handoff;
 mod layer;
-mod observations;
-mod paths;
 mod per_call;
 mod plan;
 mod record;
-mod reload;
+mod routes;
 mod service;
-mod shared;
-mod table;
+mod state;
 
 pub use crate::attempts::{RetryBudget, ATTEMPTS_HEADER};
 pub use crate::wire::error::BoxError;
 pub use body::TimeoutBody;
-pub(crate) use cascade::CascadeSender;
+pub(crate) use handoff::cascade::CascadeSender;
 pub use layer::TimeoutProfileLayer;
-pub use observations::Observations;
 pub use per_call::{
     CallBudgetEnvelope, CallHedging, CallProgress, CallRetry, CallStreamingPolicy, CallTimeout,
 };
-pub use reload::{ConfigWatch, CurrentProfiles, ReloadHandle, Reloaded};
 pub use service::TimeoutProfileService;
+pub use state::observations::Observations;
+pub use state::reload::{ConfigWatch, CurrentProfiles, ReloadHandle, Reloaded};

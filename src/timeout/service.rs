@@ -8,16 +8,16 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tower_service::Service;
 
-use super::cascade::{remember, CascadeSender};
-use super::delegation::{refused, stamp_handoff};
 use super::future::ResponseFuture;
-use super::paths::LabelsRef;
+use super::handoff::cascade::{remember, CascadeSender};
+use super::handoff::stamp::{refused, stamp_handoff};
 use super::per_call::CallBudgetEnvelope;
 use super::plan::{asked, not_a_grpc_path, plan, CallPlan, Outer};
 use super::record::CallRecord;
-use super::reload::CurrentProfiles;
-use super::shared::Shared;
-use super::table::{Reader, Table};
+use super::routes::LabelsRef;
+use super::state::reload::CurrentProfiles;
+use super::state::shared::Shared;
+use super::state::table::{Reader, Table};
 use crate::attempts::{
     HedgeContext, HedgePlan, Kept, RecentLatency, Retries, RetryPlan, SpareSlot, WireTimeout,
 };
@@ -337,7 +337,7 @@ where
 /// The route's recent latency, for a learned delay (allocated on first use).
 fn window(shared: &Shared, plan: &HedgePlan, labels: &LabelsRef) -> Option<Arc<RecentLatency>> {
     match plan.policy.delay() {
-        HedgingDelay::Learned { .. } => shared.learned.route(labels),
+        HedgingDelay::Learned { .. } => shared.learned.window(labels),
         _ => None,
     }
 }

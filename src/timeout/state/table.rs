@@ -1,5 +1,5 @@
 //! Where a layer finds its state for each call: fixed when the layer is built, or
-//! live — swapped by a [`super::ReloadHandle`] while calls run. A call reads it once,
+//! live — swapped by a [`crate::timeout::ReloadHandle`] while calls run. A call reads it once,
 //! when it starts, and keeps what it read to the end, so a call in flight finishes on
 //! the table it started with. Live, a service keeps the state it last read with the
 //! cell's version, and a call reads one atomic (the version) unless a reload changed

@@ -6,11 +6,11 @@
 
 use tonic::{Code, Status};
 
-use super::record::CallRecord;
 use crate::policy::deadline::{Phase, Progress};
 use crate::policy::envelope::{base, outgoing, Refusal};
 use crate::policy::inherit::Propagation;
 use crate::scope::{epoch_ms_now, Current};
+use crate::timeout::record::CallRecord;
 use crate::wire::details::DetectedBy;
 use crate::wire::envelope::{stamp, Stamped};
 

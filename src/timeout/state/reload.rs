@@ -15,7 +15,7 @@ use crate::config::file_look::{FileLook, Look, MAX_CONFIG_BYTES};
 use crate::config::{ConfigError, ProfileSet, ProfileSetBuilder};
 
 /// Swaps the profile table of a layer made with
-/// [`TimeoutProfileLayer::reloadable`](super::TimeoutProfileLayer::reloadable), and of
+/// [`TimeoutProfileLayer::reloadable`](crate::timeout::TimeoutProfileLayer::reloadable), and of
 /// every layer, service and client made from it. Cheap to clone; `Send` and `Sync`.
 ///
 /// ```

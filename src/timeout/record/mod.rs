@@ -13,9 +13,9 @@ use std::sync::Arc;
 use tokio::time::Instant;
 use tonic::{Code, Status};
 
-use super::paths::{Labels, LabelsRef};
 use super::plan::CallPlan;
-use super::shared::Shared;
+use super::routes::{Labels, LabelsRef};
+use super::state::shared::Shared;
 use crate::attempts::{RetryBudget, ATTEMPTS_HEADER};
 use crate::observe::metrics::{CallTally, Instruments};
 use crate::policy::deadline::{Cap, Due, Phase, Progress, Timers};

@@ -5,15 +5,14 @@
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use crate::attempts::{HedgeRate, RetryBudget, DEFAULT_REPLAY_LIMIT};
+use crate::attempts::{HedgeRate, RecentLatency, RetryBudget, DEFAULT_REPLAY_LIMIT};
 use crate::policy::inherit::Propagation;
 use crate::policy::progress::ProgressRoutes;
 
-use super::hedge_windows::Learned;
-use super::observations::Observed;
-use super::paths::PathTable;
 use crate::config::ProfileSet;
+use crate::observe::latency::LatencyStats;
 use crate::observe::metrics::{BudgetReader, Instruments};
+use crate::timeout::routes::{PathTable, PerPath};
 
 /// How a layer retries (SW4-002 §5.2).
 #[derive(Clone, Debug)]
@@ -78,9 +77,9 @@ pub(crate) struct Shared {
     pub(crate) paths: Arc<PathTable>,
     /// Per-route latency estimates, when observed, by the path table's indices (so
     /// shared with the table).
-    pub(crate) observed: Option<Arc<Observed>>,
+    pub(crate) observed: Option<Arc<PerPath<LatencyStats>>>,
     /// Each hedged route's recent latency, by the path table's indices.
-    pub(crate) learned: Arc<Learned>,
+    pub(crate) learned: Arc<PerPath<RecentLatency>>,
 }
 
 impl Shared {
@@ -91,8 +90,8 @@ impl Shared {
         let paths = Arc::new(PathTable::new(&profiles));
         let observed = settings
             .observe
-            .then(|| Arc::new(Observed::new(paths.len())));
-        let learned = Arc::new(Learned::new(paths.len()));
+            .then(|| Arc::new(PerPath::new(paths.len())));
+        let learned = Arc::new(PerPath::new(paths.len()));
         Shared {
             profiles,
             settings,
@@ -127,7 +126,7 @@ impl Shared {
         let observed = match (&self.observed, settings.observe) {
             (_, false) => None,
             (Some(observed), true) => Some(observed.clone()),
-            (None, true) => Some(Arc::new(Observed::new(self.paths.len()))),
+            (None, true) => Some(Arc::new(PerPath::new(self.paths.len()))),
         };
         if let Some(instruments) = &settings.instruments {
             instruments.configure(&self.profiles, || budget_reader(&settings));
@@ -182,7 +181,7 @@ mod tests {
         let at = old.paths.find(&old.profiles, PATH, None).unwrap().labels;
         let observed = old.observed.as_ref().unwrap();
         observed.record(&at, Duration::from_millis(7), false, true);
-        let window = old.learned.route(&at).unwrap();
+        let window = old.learned.window(&at).unwrap();
 
         // A table that routes more paths: the slots move, the estimates follow.
         let wider = ProfileSet::builder()
@@ -195,6 +194,6 @@ mod tests {
         let routes = super::super::observations::routes_of(&new);
         let heartbeat = routes.iter().find(|r| r.method == "Heartbeat").unwrap();
         assert_eq!(heartbeat.latency.successes(), 1);
-        assert!(Arc::ptr_eq(&new.learned.route(&moved).unwrap(), &window));
+        assert!(Arc::ptr_eq(&new.learned.window(&moved).unwrap(), &window));
     }
 }

@@ -1,0 +1,6 @@
+//! What the layer does for a SW4-004 handoff (`RequestHandoff`) made inside a scope:
+//! `stamp.rs` writes the delegation's budget envelope into the request, `cascade.rs`
+//! remembers its `request_id` so that cancelling the scope sends `CancelDelegation`.
+
+pub(crate) mod cascade;
+pub(crate) mod stamp;
