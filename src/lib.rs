@@ -57,7 +57,7 @@
 //! engine (`src/attempts/`), which reports what happens to the call's record. Counted
 //! honestly — every file of the glue and the engine whose code one unary call with
 //! retries on runs (the rules in `policy/` and the codecs in `wire/` are read through
-//! them) — that is twenty-four files (`tests/reading_order.rs` holds this list to the
+//! them) — that is twenty-five files (`tests/reading_order.rs` holds this list to the
 //! tree):
 //!
 //! 1. `timeout/service.rs` — `TimeoutProfileService::call`: route, plan, write the
@@ -78,25 +78,27 @@
 //! 11. `attempts/replay/boxes.rs` — and the one allocation all of it costs.
 //! 12. `attempts/deadline_header.rs` — the one writer of an attempt's `grpc-timeout`.
 //! 13. `timeout/record/mod.rs` — the call's record, opened with the plan's timers,
-//! 14. `timeout/record/cancel.rs` — watching the caller's cancels.
-//! 15. `timeout/future.rs` — the call's future: the engine's call loop and the record.
-//! 16. `attempts/call_loop.rs` — attempts one after another under the call's one timer,
-//! 17. `attempts/timer.rs` — armed lazily, re-armed without allocating.
-//! 18. `attempts/attempt.rs` — one attempt: wait for the inner service, call it, wait
+//! 14. `timeout/record/boxed.rs` — in a box reused per thread (moved as a pointer),
+//! 15. `timeout/record/cancel.rs` — watching the caller's cancels.
+//! 16. `timeout/future.rs` — the call's future: the engine's call loop and the record.
+//! 17. `attempts/call_loop.rs` — attempts one after another under the call's one timer,
+//! 18. `attempts/timer.rs` — armed lazily, re-armed without allocating.
+//! 19. `attempts/attempt.rs` — one attempt: wait for the inner service, call it, wait
 //!     for the response headers.
-//! 19. `attempts/retry_verdict.rs` — what an attempt's end means: the answer, a retry,
+//! 20. `attempts/retry_verdict.rs` — what an attempt's end means: the answer, a retry,
 //!     or the call's failure,
-//! 20. `attempts/classify.rs` — reading a status or a transport error as the rules do,
-//! 21. `attempts/retry_budget.rs` — the layer's retry budget, paid into by every answer.
-//! 22. `attempts/event.rs` — what the engine reports, and to whom (the `Sink`),
-//! 23. `timeout/record/events.rs` — and what the record makes of it: metrics, logs,
+//! 21. `attempts/classify.rs` — reading a status or a transport error as the rules do,
+//! 22. `attempts/retry_budget.rs` — the layer's retry budget, paid into by every answer.
+//! 23. `attempts/event.rs` — what the engine reports, and to whom (the `Sink`),
+//! 24. `timeout/record/events.rs` — and what the record makes of it: metrics, logs,
 //!     the timeout status.
-//! 24. `timeout/body.rs` — the response body under the remaining timers, and the
+//! 25. `timeout/body.rs` — the response body under the remaining timers, and the
 //!     record's end event.
 //!
 //! A hedged call reads `attempts/hedges.rs` (its concurrent attempts),
 //! `attempts/hedge_verdict.rs` and `attempts/hedge_rate.rs` (the layer's cap on
-//! hedges) instead of `retries.rs` and `retry_verdict.rs`: twenty-five files; a
+//! hedges) instead of `retries.rs`, `retry_verdict.rs` and `replay/boxes.rs`:
+//! twenty-five files; a
 //! learned delay adds `timeout/routes/per_path.rs` (the route's window) and
 //! `attempts/hedge_delay.rs` (the percentile read from it): twenty-seven.
 //!

@@ -10,7 +10,7 @@ use std::task::{Context, Poll};
 use tokio::time::Instant;
 use tonic::{Code, Status};
 
-use super::{CallRecord, State};
+use super::{Record, State};
 use crate::policy::cancel::CancelReason;
 use crate::policy::deadline::{Phase, Progress};
 use crate::policy::streaming::millis;
@@ -18,7 +18,7 @@ use crate::scope::{CancelSignal, Watch};
 use crate::wire::cancel::CancelDetails;
 use crate::wire::details::DetectedBy;
 
-impl CallRecord {
+impl Record {
     /// Watches `signal`, the cancel signal of the scope the call was made in.
     pub(crate) fn watch_cancel(&mut self, signal: Arc<CancelSignal>) {
         self.cancel = Some(Watch::new(signal));

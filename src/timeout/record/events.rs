@@ -5,14 +5,14 @@
 
 use tokio::time::Instant;
 
-use super::CallRecord;
+use super::Record;
 use crate::attempts::{CallEnd, Event, RetryBudget, Sink};
 use crate::policy::cancel::CancelReason;
 use crate::policy::deadline::{Due, Phase, Progress};
 use crate::policy::streaming::millis;
 use crate::wire::error::BoxError;
 
-impl CallRecord {
+impl Record {
     /// Counts one retry and logs it.
     fn retried(
         &mut self,
@@ -131,7 +131,7 @@ impl CallRecord {
 
 /// The engine reports to the record: each event counted and logged, each ending
 /// turned into the error the caller gets.
-impl Sink for CallRecord {
+impl Sink for Record {
     #[inline]
     fn on(&mut self, event: Event) {
         match event {
@@ -164,26 +164,26 @@ impl Sink for CallRecord {
 
     #[inline]
     fn poll_cancel(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<CancelReason> {
-        CallRecord::poll_cancel(self, cx)
+        Record::poll_cancel(self, cx)
     }
 
     #[inline]
     fn deadline(&self) -> Option<Instant> {
-        CallRecord::deadline(self)
+        Record::deadline(self)
     }
 
     #[inline]
     fn next_due(&self, progress: Progress) -> Option<Due<Instant>> {
-        CallRecord::next_due(self, progress)
+        Record::next_due(self, progress)
     }
 
     #[inline]
     fn server_phase(&self) -> Phase {
-        CallRecord::server_phase(self, 0)
+        Record::server_phase(self, 0)
     }
 
     #[inline]
     fn retry_budget(&self) -> Option<&RetryBudget> {
-        CallRecord::retry_budget(self)
+        Record::retry_budget(self)
     }
 }

@@ -3,8 +3,11 @@
 //! counter, the `warn!` and the status) exactly once: when the call finishes, times
 //! out, or is dropped by the caller.
 
+mod boxed;
 mod cancel;
 mod events;
+
+pub(crate) use boxed::CallRecord;
 
 use std::num::NonZeroU32;
 use std::sync::atomic::Ordering;
@@ -35,8 +38,10 @@ enum State {
     Ended,
 }
 
+/// What the layer knows of one call in flight, and the end event it owes: kept in a
+/// [`CallRecord`]'s box.
 #[derive(Debug)]
-pub(crate) struct CallRecord {
+pub(crate) struct Record {
     shared: Arc<Shared>,
     labels: LabelsRef,
     profile: ProfileId,
@@ -84,17 +89,18 @@ impl From<BudgetNow> for BudgetSpent {
     }
 }
 
-impl CallRecord {
-    /// Opens the record of a planned call that started at `start`, taking the plan's
-    /// timers (the plan is borrowed, not moved: it is large).
-    pub(crate) fn open(
+impl Record {
+    /// The record of a planned call that started at `start`, taking the plan's timers
+    /// (the plan is borrowed, not moved: it is large).
+    #[inline(always)]
+    fn new(
         shared: Arc<Shared>,
         labels: LabelsRef,
         plan: &mut CallPlan<'_>,
         start: Instant,
         span: tracing::Span,
     ) -> Self {
-        CallRecord {
+        Record {
             shared,
             labels,
             profile: plan.route.profile,
@@ -437,7 +443,7 @@ impl CallRecord {
     }
 }
 
-impl Drop for CallRecord {
+impl Drop for Record {
     /// A call the caller abandoned still counts in the duration histogram (as
     /// `CANCELLED` where the status is recorded), and as a cancel by its cause when
     /// its scope was cancelled. A trailers-only answer ends here
