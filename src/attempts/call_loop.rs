@@ -35,11 +35,6 @@ pin_project! {
     pub(crate) struct CallLoop<S, F> {
         #[pin]
         step: Step<S, F>,
-        // The call's one timer while it waits for response headers: the earlier of
-        // its first deadline (a stream's initial or total timer) and the attempt's own
-        // timeout, armed at the first wait.
-        #[pin]
-        timer: Timer,
         // Retries inside the deadline, with the spare their handles on the inner
         // service come from; `None` for a call sent once. Ended (its box given back)
         // when the call is.
@@ -88,7 +83,6 @@ impl<S, F> CallLoop<S, F> {
             step: Step::Attempting {
                 attempt: Attempt::start(inner, request, until),
             },
-            timer: Timer::new(),
             retry,
         }
     }
@@ -111,7 +105,6 @@ impl<S, F> CallLoop<S, F> {
             step: Step::Hedging {
                 hedges: Box::pin(Hedges::new(spare, first, hedging)),
             },
-            timer: Timer::new(),
             retry: None,
         }
     }
@@ -122,7 +115,6 @@ impl<S, F> CallLoop<S, F> {
             step: Step::Over {
                 refused: Some(status),
             },
-            timer: Timer::new(),
             retry: None,
         }
     }
@@ -137,7 +129,6 @@ impl<S, F> CallLoop<S, F> {
             retry.end();
         }
         this.step.set(Step::Over { refused: None });
-        this.timer.clear();
     }
 
     /// Why the call was refused before it was sent, once; after that, that it is over
@@ -164,15 +155,19 @@ where
     S::Error: Into<BoxError>,
 {
     /// Runs attempts until one ends the call, or the call's deadline does: the response
-    /// headers, or the call's error.
+    /// headers, or the call's error. `timer` is the call's one timer while it waits for
+    /// response headers (the earlier of its first deadline, a stream's initial or total
+    /// timer, and the attempt's own timeout), armed at the first wait; the caller keeps
+    /// it (the layer, in the call record's box) and disarms it when the call is over.
     #[inline]
     pub(crate) fn poll<R: Sink>(
         self: Pin<&mut Self>,
+        timer: Pin<&mut Timer>,
         sink: &mut R,
         cx: &mut Context<'_>,
     ) -> Poll<Result<http::Response<B>, BoxError>> {
         let this = self.project();
-        run(this.step, this.timer, sink, this.retry, cx)
+        run(this.step, timer, sink, this.retry, cx)
     }
 }
 

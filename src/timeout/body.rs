@@ -17,8 +17,7 @@ use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 use tokio::time::Instant;
 
-use super::record::CallRecord;
-use crate::attempts::timer::Timer;
+use super::record::{CallRecord, Record};
 use crate::policy::deadline::Progress;
 use crate::policy::progress::Heard;
 use crate::wire::details::DetectedBy;
@@ -44,8 +43,7 @@ pin_project! {
         Watched {
             #[pin]
             inner: B,
-            #[pin]
-            timer: Timer,
+            // The record, and in its box the call's timer.
             call: CallRecord,
             // A stream's count of what arrived (boxed: a unary body carries 8 bytes,
             // not 120, through every move of the response).
@@ -101,7 +99,6 @@ impl<B> TimeoutBody<B> {
         TimeoutBody {
             state: State::Watched {
                 inner,
-                timer: Timer::new(),
                 call,
                 stream,
             },
@@ -126,7 +123,7 @@ impl<B> Default for TimeoutBody<B> {
 }
 
 /// What the call has received so far (nothing, for a unary call).
-fn progress(call: &CallRecord, arrived: Option<&Arrived>) -> Progress {
+fn progress(call: &Record, arrived: Option<&Arrived>) -> Progress {
     let Some(a) = arrived else {
         return Progress::default();
     };
@@ -142,7 +139,7 @@ fn progress(call: &CallRecord, arrived: Option<&Arrived>) -> Progress {
 
 /// Feeds one data frame of a stream: counts its complete messages and reads each with
 /// the call's progress rule (every message is progress without one).
-fn feed(call: &CallRecord, data: &impl bytes::Buf, arrived: &mut Arrived) {
+fn feed(call: &Record, data: &impl bytes::Buf, arrived: &mut Arrived) {
     let Arrived {
         messages,
         last_message: last,
@@ -187,13 +184,13 @@ where
         let mut state = self.project().state;
         let StateProj::Watched {
             inner,
-            mut timer,
             call,
             stream,
         } = state.as_mut().project()
         else {
             return Poll::Ready(None);
         };
+        let (mut timer, call) = call.parts();
         let _span = call.entered();
         let outcome = match inner.poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {

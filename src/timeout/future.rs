@@ -107,16 +107,18 @@ where
             // Refused before it was sent, or polled after it completed.
             return Poll::Ready(Err(this.attempts.refusal().into()));
         };
+        let (mut timer, call) = record.parts();
         let answered = {
-            let _span = record.entered();
-            ready!(this.attempts.as_mut().poll(&mut **record, cx))
+            let _span = call.entered();
+            ready!(this.attempts.as_mut().poll(timer.as_mut(), call, cx))
         };
         if let Ok(response) = &answered {
-            record.answered(response.headers());
+            call.answered(response.headers());
         }
-        // The call is over: the attempt in flight, if any, is dropped here; the record
-        // moves into the body, or ends with the error.
+        // The call is over: the attempt in flight, if any, is dropped here, and the
+        // timer disarmed; the record moves into the body, or ends with the error.
         this.attempts.as_mut().finish();
+        timer.clear();
         Poll::Ready(match (answered, this.record.take()) {
             (Ok(response), Some(record)) => Ok(response.map(|body| TimeoutBody::new(body, record))),
             (Err(err), _) => Err(err),
@@ -137,17 +139,17 @@ mod tests {
     /// Every call in flight holds its response future, and every move of the future,
     /// or of the response body the record moves into, copies what they hold inline
     /// (`benches/README.md`: these copies were a quarter of the layer's instructions).
-    /// The call's record lives in a box reused per thread (`record/boxed.rs`), so the
-    /// future is the engine's call loop (its one timer is most of it) and a pointer:
-    /// 184 bytes with the locked dependencies and Rust 1.95 (392 with the record
-    /// inline), and a unary body 144 (360). The bounds are exactly that: a new field
-    /// must make room for itself.
+    /// The call's record and its one timer live in a box reused per thread
+    /// (`record/boxed.rs`), so the future is the engine's call loop and a pointer: 72
+    /// bytes with the locked dependencies and Rust 1.95 (392 with the record and the
+    /// timer inline), and a unary body 40 (360). The bounds are exactly that: a new
+    /// field must make room for itself.
     #[test]
     fn a_calls_future_and_body_stay_within_their_budget() {
         let future = size_of::<ResponseFuture<Channel, ChannelFuture>>();
-        assert!(future <= 184, "response future: {future} bytes");
+        assert!(future <= 72, "response future: {future} bytes");
         let body = size_of::<TimeoutBody<tonic::body::Body>>();
-        assert!(body <= 144, "response body: {body} bytes");
+        assert!(body <= 40, "response body: {body} bytes");
     }
 
     /// Polled again after it completed, a call's future answers `INTERNAL` and does

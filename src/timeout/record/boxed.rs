@@ -1,32 +1,52 @@
 //! [`CallRecord`]: the box a call's [`Record`] lives in while the call is in flight,
-//! reused from call to call on each thread. The record moves from the call's future
-//! into the response body, and every move of either copies what they hold inline: held
-//! in a box, the record moves as one pointer (the future went from 392 bytes to 184,
-//! a unary response body from 360 to 144). A call takes a box from its thread's free list and gives
-//! it back when the record ends, so after a thread's first calls a call allocates
-//! nothing for it, as with the retry state's boxes (`attempts/replay/boxes.rs`).
+//! with the call's one timer, reused from call to call on each thread. The record
+//! moves from the call's future into the response body, and every move of either
+//! copies what they hold inline: held in a box, the record and the timer move as one
+//! pointer (the future went from 392 bytes to 72, a unary response body from 360 to
+//! 40). A call takes a box from its thread's free list and gives it back when the
+//! record ends, so after a thread's first calls a call allocates nothing for it, as
+//! with the retry state's boxes (`attempts/replay/boxes.rs`).
 //!
 //! A box is emptied when it is given back: the record is dropped there (its end event
 //! fires once, as before), and what it held (the layer's state, the span, the request
-//! body kept to watch for tonic's cancel) is let go of with it. Each thread keeps at
-//! most [`KEPT_PER_THREAD`] boxes; the list is freed with the thread.
+//! body kept to watch for tonic's cancel) is let go of with it; the timer is disarmed,
+//! so a box reused under another runtime arms its timer anew there. Each thread keeps
+//! at most [`KEPT_PER_THREAD`] boxes; the list is freed with the thread.
 
 use std::cell::RefCell;
 use std::ops::{Deref, DerefMut};
+use std::pin::Pin;
 use std::sync::Arc;
 
+use pin_project_lite::pin_project;
 use tokio::time::Instant;
 
 use super::Record;
+use crate::attempts::timer::Timer;
 use crate::timeout::plan::CallPlan;
 use crate::timeout::routes::LabelsRef;
 use crate::timeout::state::shared::Shared;
 
-/// A box as the free list keeps it: empty, or holding the record of a call in flight.
-type Slot = Box<Option<Record>>;
+pin_project! {
+    /// What a box holds: the record of a call in flight (empty in the free list), and
+    /// the call's one timer — the engine's while the call waits for its answer, the
+    /// body's after — kept here so that neither the future nor the body carries its
+    /// 112 bytes through every move.
+    #[project = HeldProj]
+    #[derive(Debug)]
+    struct Held {
+        #[pin]
+        timer: Timer,
+        record: Option<Record>,
+    }
+}
+
+/// A box as the free list keeps it (pinned: the timer's registration with the driver
+/// must not move; it is disarmed before the box is given back).
+type Slot = Pin<Box<Held>>;
 
 /// The most boxes one thread keeps for later calls: enough for calls that overlap a
-/// few dozen at a time, 7.5 KiB at most.
+/// few dozen at a time, 11 KiB at most.
 pub(crate) const KEPT_PER_THREAD: usize = 32;
 
 thread_local! {
@@ -54,8 +74,20 @@ impl CallRecord {
         span: tracing::Span,
     ) -> Self {
         let mut slot = take();
-        *slot = Some(Record::new(shared, labels, plan, start, span));
+        *slot.as_mut().project().record = Some(Record::new(shared, labels, plan, start, span));
         CallRecord { slot: Some(slot) }
+    }
+
+    /// The call's timer and its record, borrowed together.
+    #[inline(always)]
+    pub(crate) fn parts(&mut self) -> (Pin<&mut Timer>, &mut Record) {
+        match self.slot.as_mut().map(|slot| slot.as_mut().project()) {
+            Some(HeldProj {
+                timer,
+                record: Some(record),
+            }) => (timer, record),
+            _ => unreachable!("a call record is read after its drop"),
+        }
     }
 }
 
@@ -64,7 +96,7 @@ impl Deref for CallRecord {
 
     #[inline(always)]
     fn deref(&self) -> &Record {
-        match self.slot.as_deref() {
+        match self.slot.as_deref().map(|held| &held.record) {
             Some(Some(record)) => record,
             // Only the drop below empties a slot, and nothing reads it after.
             _ => unreachable!("a call record is read after its drop"),
@@ -75,10 +107,7 @@ impl Deref for CallRecord {
 impl DerefMut for CallRecord {
     #[inline(always)]
     fn deref_mut(&mut self) -> &mut Record {
-        match self.slot.as_deref_mut() {
-            Some(Some(record)) => record,
-            _ => unreachable!("a call record is read after its drop"),
-        }
+        self.parts().1
     }
 }
 
@@ -87,7 +116,7 @@ impl Drop for CallRecord {
     fn drop(&mut self) {
         if let Some(mut slot) = self.slot.take() {
             // Dropped where it lies (taking it out of the box would copy it first).
-            *slot = None;
+            *slot.as_mut().project().record = None;
             give_back(slot);
         }
     }
@@ -99,13 +128,20 @@ fn take() -> Slot {
     FREE.try_with(|free| free.try_borrow_mut().ok().and_then(|mut f| f.pop()))
         .ok()
         .flatten()
-        .unwrap_or_else(|| Box::new(None))
+        .unwrap_or_else(|| {
+            Box::pin(Held {
+                timer: Timer::new(),
+                record: None,
+            })
+        })
 }
 
 /// Keeps an emptied box for a later call on this thread if the list has room; frees
-/// it otherwise.
+/// it otherwise. Its timer is disarmed first: its registration belongs to the runtime
+/// it was armed under, which may be gone by the next call.
 #[inline]
-fn give_back(slot: Slot) {
+fn give_back(mut slot: Slot) {
+    slot.as_mut().project().timer.clear();
     let refused = FREE
         .try_with(|free| match free.try_borrow_mut() {
             Ok(mut free) if free.len() < KEPT_PER_THREAD => {
@@ -138,15 +174,51 @@ mod tests {
     fn boxes_are_kept_empty_and_bounded() {
         let before = kept_here();
         let slots: Vec<Slot> = (0..KEPT_PER_THREAD + 5).map(|_| take()).collect();
-        assert!(slots.iter().all(|s| s.is_none()));
+        assert!(slots.iter().all(|s| s.record.is_none()));
         for slot in slots {
             give_back(slot);
         }
         assert_eq!(kept_here(), KEPT_PER_THREAD);
         let again = take();
-        assert!(again.is_none());
+        assert!(again.record.is_none());
         assert_eq!(kept_here(), KEPT_PER_THREAD - 1);
         give_back(again);
         assert!(before <= KEPT_PER_THREAD);
+    }
+
+    /// A box's timer armed under one runtime is disarmed when the box is given back:
+    /// the next call on the thread, under another runtime, arms it anew there (a timer
+    /// still registered with a runtime that is gone could never fire).
+    #[test]
+    fn a_box_reused_under_another_runtime_arms_its_timer_there() {
+        use std::time::Duration;
+
+        fn runtime() -> tokio::runtime::Runtime {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .start_paused(true)
+                .build()
+                .unwrap()
+        }
+        let first = runtime();
+        first.block_on(async {
+            let mut slot = take();
+            let at = Instant::now() + Duration::from_secs(60);
+            std::future::poll_fn(|cx| {
+                let timer = slot.as_mut().project().timer;
+                assert!(timer.poll_until(at, cx).is_pending());
+                std::task::Poll::Ready(())
+            })
+            .await;
+            give_back(slot);
+        });
+        drop(first);
+        runtime().block_on(async {
+            let mut slot = take();
+            let at = Instant::now() + Duration::from_millis(5);
+            std::future::poll_fn(|cx| slot.as_mut().project().timer.poll_until(at, cx)).await;
+            assert!(Instant::now() >= at);
+            give_back(slot);
+        });
     }
 }
