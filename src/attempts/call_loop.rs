@@ -16,14 +16,14 @@ use tonic::Status;
 use tower_service::Service;
 
 use super::attempt::Attempt;
-use super::event::{CallEnd, Event, Sink};
+use super::event::{CallEnd, Event, Run, Sink};
 use super::hedge_verdict::poll_hedges;
 use super::hedges::{HedgeContext, HedgePlan, Hedges};
 use super::replay::{Kept, Spare};
 use super::retries::{Resend, Retries};
 use super::retry_verdict::{attempt_timed_out, judge, timed_out, Verdict};
 use super::timer::Timer;
-use crate::policy::deadline::{Due, Phase, Progress};
+use crate::policy::deadline::{Due, Phase};
 use crate::wire::details::DetectedBy;
 use crate::wire::error::BoxError;
 
@@ -163,11 +163,11 @@ where
     pub(crate) fn poll<R: Sink>(
         self: Pin<&mut Self>,
         timer: Pin<&mut Timer>,
-        sink: &mut R,
+        call: &mut Run<'_, R>,
         cx: &mut Context<'_>,
     ) -> Poll<Result<http::Response<B>, BoxError>> {
         let this = self.project();
-        run(this.step, timer, sink, this.retry, cx)
+        run(this.step, timer, call, this.retry, cx)
     }
 }
 
@@ -176,7 +176,7 @@ where
 fn run<S, B, R: Sink>(
     mut step: Pin<&mut Step<S, S::Future>>,
     mut timer: Pin<&mut Timer>,
-    sink: &mut R,
+    call: &mut Run<'_, R>,
     retry: &mut Option<Retries<S>>,
     cx: &mut Context<'_>,
 ) -> Poll<Result<http::Response<B>, BoxError>>
@@ -188,18 +188,18 @@ where
         let polled = match step.as_mut().project() {
             StepProj::Attempting { mut attempt } => attempt.as_mut().poll(cx).map(|ended| {
                 let expired = attempt.expired();
-                judge(ended, expired, sink, retry.as_mut())
+                judge(ended, expired, call, retry.as_mut())
             }),
             StepProj::Backoff { timer, resume, .. } => {
                 match timer.as_mut().poll_until(*resume, cx) {
                     Poll::Ready(()) => {
-                        resend(step.as_mut(), sink);
+                        resend(step.as_mut(), call);
                         continue;
                     }
                     Poll::Pending => Poll::Pending,
                 }
             }
-            StepProj::Hedging { hedges } => match poll_hedges(hedges.as_mut(), sink, cx) {
+            StepProj::Hedging { hedges } => match poll_hedges(hedges.as_mut(), call, cx) {
                 Poll::Ready(answer) => return Poll::Ready(answer),
                 // The call's deadline (the alarm below) still ends every attempt.
                 Poll::Pending => Poll::Pending,
@@ -209,12 +209,12 @@ where
         let verdict = match polled {
             Poll::Ready(Ok(response)) => return Poll::Ready(Ok(response)),
             Poll::Ready(Err(verdict)) => verdict,
-            Poll::Pending => ready!(alarm(step.as_ref(), timer.as_mut(), sink, retry, cx)),
+            Poll::Pending => ready!(alarm(step.as_ref(), timer.as_mut(), call, retry, cx)),
         };
         match verdict {
             Verdict::Fail(err) => return Poll::Ready(Err(err)),
             Verdict::Retry(retry) => {
-                sink.on(Event::Retried {
+                call.on(Event::Retried {
                     attempt: retry.attempt,
                     backoff: retry.backoff,
                     reason: retry.reason,
@@ -231,12 +231,12 @@ where
 }
 
 /// The backoff is over: the next attempt, made when the retry was decided, is sent.
-fn resend<S, F, R: Sink>(mut step: Pin<&mut Step<S, F>>, sink: &mut R) {
+fn resend<S, F, R: Sink>(mut step: Pin<&mut Step<S, F>>, call: &mut Run<'_, R>) {
     if let StepReplace::Backoff { resend, .. } = step.as_mut().project_replace(Step::Attempting {
         attempt: Attempt::none(),
     }) {
         let started = resend.start(Instant::now());
-        sink.on(Event::Attempt {
+        call.on(Event::Attempt {
             attempt: started.attempt,
             cap: started.cap,
         });
@@ -253,7 +253,7 @@ fn resend<S, F, R: Sink>(mut step: Pin<&mut Step<S, F>>, sink: &mut R) {
 fn alarm<S: Clone, F, R: Sink>(
     step: Pin<&Step<S, F>>,
     timer: Pin<&mut Timer>,
-    sink: &mut R,
+    call: &mut Run<'_, R>,
     retry: &mut Option<Retries<S>>,
     cx: &mut Context<'_>,
 ) -> Poll<Verdict<S>> {
@@ -266,18 +266,18 @@ fn alarm<S: Clone, F, R: Sink>(
         StepRef::Backoff { .. } | StepRef::Hedging { .. } | StepRef::Over { .. } => None,
     };
     // The scope's cancel ends every attempt as the deadline does.
-    if let Poll::Ready(reason) = sink.poll_cancel(cx) {
-        return Poll::Ready(Verdict::Fail(sink.end(CallEnd::Cancelled(reason))));
+    if let Poll::Ready(reason) = call.poll_cancel(cx) {
+        return Poll::Ready(Verdict::Fail(call.end(CallEnd::Cancelled(reason))));
     }
-    let due = match (attempt, sink.next_due(Progress::default())) {
-        (Some(attempt), Some(call)) if call.at < attempt.at => call,
+    let due = match (attempt, call.first_due()) {
+        (Some(attempt), Some(first)) if first.at < attempt.at => first,
         (Some(attempt), _) => attempt,
-        (None, Some(call)) => call,
+        (None, Some(first)) => first,
         (None, None) => return Poll::Pending,
     };
     ready!(timer.poll_until(due.at, cx));
     Poll::Ready(match due.phase {
-        Phase::Attempt => attempt_timed_out(sink, retry.as_mut()),
-        phase => Verdict::Fail(timed_out(sink, phase, DetectedBy::Client)),
+        Phase::Attempt => attempt_timed_out(call, retry.as_mut()),
+        phase => Verdict::Fail(timed_out(call, phase, DetectedBy::Client)),
     })
 }

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::retry_budget::RetryBudget;
 use crate::policy::cancel::CancelReason;
-use crate::policy::deadline::{Cap, Due, Phase, Progress};
+use crate::policy::deadline::{Cap, Due, Phase};
 use crate::wire::details::DetectedBy;
 use crate::wire::error::BoxError;
 
@@ -64,7 +64,10 @@ pub(crate) enum CallEnd {
     Cancelled(CancelReason),
 }
 
-/// Where the engine reports, and what it asks of the call it runs.
+/// Where the engine reports what happens to the call. Besides events and the call's
+/// end it is asked two things the engine cannot hold itself: whether the scope the
+/// call was made in was cancelled (a signal the record watches), and the layer's
+/// retry budget (shared by its calls).
 pub(crate) trait Sink {
     /// Something happened to the call's attempts.
     fn on(&mut self, event: Event);
@@ -72,19 +75,89 @@ pub(crate) trait Sink {
     /// The call fails: the error its caller gets.
     fn end(&mut self, end: CallEnd) -> BoxError;
 
-    /// The call's own deadline: its start plus its total timer, if any.
-    fn deadline(&self) -> Option<Instant>;
-
-    /// The call's next timer to fire, placed on the clock.
-    fn next_due(&self, progress: Progress) -> Option<Due<Instant>>;
-
     /// Ready with the reason once the scope the call was made in is cancelled (never,
     /// for a call made outside a scope with a cancel signal).
     fn poll_cancel(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<CancelReason>;
 
-    /// The phase to report when the server said the call's deadline passed.
-    fn server_phase(&self) -> Phase;
-
     /// The layer's retry budget, shared by its calls (`None`: retries without one).
     fn retry_budget(&self) -> Option<&RetryBudget>;
+}
+
+/// The call's deadlines as values: the plan's caps, from the call's start. The engine
+/// is handed them with the sink each time it is polled, and places them on the clock
+/// only when it needs an instant (a call answered at once never does).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Deadlines {
+    /// When the call started.
+    pub(crate) start: Instant,
+    /// The call's own deadline, from its start: its total timer, if any.
+    pub(crate) total: Option<Duration>,
+    /// The call's first timer to fire while it waits for its answer (no message has
+    /// arrived yet), from its start: a stream's initial timer or the call's total.
+    pub(crate) first: Option<Due>,
+    /// The phase to report when the server says the call's deadline passed.
+    pub(crate) server_phase: Phase,
+}
+
+/// The call as the engine runs it: where it reports, and its deadlines.
+pub(crate) struct Run<'a, R> {
+    sink: &'a mut R,
+    deadlines: Deadlines,
+}
+
+impl<'a, R: Sink> Run<'a, R> {
+    /// The call reporting to `sink`, under `deadlines`.
+    #[inline(always)]
+    pub(crate) fn new(sink: &'a mut R, deadlines: Deadlines) -> Self {
+        Run { sink, deadlines }
+    }
+
+    /// Reports `event`.
+    #[inline(always)]
+    pub(crate) fn on(&mut self, event: Event) {
+        self.sink.on(event);
+    }
+
+    /// Ends the call: the error its caller gets.
+    #[inline(always)]
+    pub(crate) fn end(&mut self, end: CallEnd) -> BoxError {
+        self.sink.end(end)
+    }
+
+    /// See [`Sink::poll_cancel`].
+    #[inline(always)]
+    pub(crate) fn poll_cancel(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<CancelReason> {
+        self.sink.poll_cancel(cx)
+    }
+
+    /// See [`Sink::retry_budget`].
+    #[inline(always)]
+    pub(crate) fn retry_budget(&self) -> Option<&RetryBudget> {
+        self.sink.retry_budget()
+    }
+
+    /// The call's own deadline (`None` also when it is too far to be an instant).
+    #[inline]
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        let Deadlines { start, total, .. } = self.deadlines;
+        start.checked_add(total?)
+    }
+
+    /// The call's first timer to fire while it waits for its answer.
+    #[inline]
+    pub(crate) fn first_due(&self) -> Option<Due<Instant>> {
+        let start = self.deadlines.start;
+        self.deadlines
+            .first
+            .map(|due| due.map(|after| start + after))
+    }
+
+    /// The phase to report when the server says the call's deadline passed.
+    #[inline(always)]
+    pub(crate) fn server_phase(&self) -> Phase {
+        self.deadlines.server_phase
+    }
 }

@@ -12,7 +12,7 @@ use tower_service::Service;
 
 use super::attempt::Ended;
 use super::classify::{classify_error, classify_response};
-use super::event::{CallEnd, Event, Sink};
+use super::event::{CallEnd, Event, Run, Sink};
 use super::hedges::{Hedges, Polled};
 use super::retry_verdict::{server_timed_out, transport_timed_out};
 use crate::policy::retry::{Failure, Pushback};
@@ -24,7 +24,7 @@ type Request = http::Request<tonic::body::Body>;
 /// Polls the hedges until the call has its answer or its error, or nothing is ready.
 pub(crate) fn poll_hedges<S, B, R: Sink>(
     mut hedges: Pin<&mut Hedges<S, S::Future>>,
-    sink: &mut R,
+    call: &mut Run<'_, R>,
     cx: &mut Context<'_>,
 ) -> Poll<Result<http::Response<B>, BoxError>>
 where
@@ -32,17 +32,17 @@ where
     S::Error: Into<BoxError>,
 {
     loop {
-        match std::task::ready!(hedges.as_mut().poll(cx, sink.retry_budget())) {
-            Polled::Sent { attempt, delay } => sink.on(Event::Hedged {
+        match std::task::ready!(hedges.as_mut().poll(cx, call.retry_budget())) {
+            Polled::Sent { attempt, delay } => call.on(Event::Hedged {
                 attempt,
                 delay: Some(delay),
             }),
-            Polled::NotSent(why) => sink.on(Event::NotHedged {
+            Polled::NotSent(why) => call.on(Event::NotHedged {
                 attempts: hedges.sent(),
                 reason: why.as_str(),
             }),
             Polled::Ended { attempt, ended } => {
-                if let Some(answer) = ended_attempt(ended, attempt, hedges.as_mut(), sink) {
+                if let Some(answer) = ended_attempt(ended, attempt, hedges.as_mut(), call) {
                     return Poll::Ready(answer);
                 }
             }
@@ -55,11 +55,11 @@ fn ended_attempt<S: Clone, F, B, R: Sink>(
     ended: Ended<http::Response<B>>,
     attempt: u32,
     hedges: Pin<&mut Hedges<S, F>>,
-    sink: &mut R,
+    call: &mut Run<'_, R>,
 ) -> Option<Result<http::Response<B>, BoxError>> {
     match ended {
-        Ended::Answered(response) => answered(response, attempt, hedges, sink),
-        Ended::Failed(err) => failed(err, attempt, hedges, sink),
+        Ended::Answered(response) => answered(response, attempt, hedges, call),
+        Ended::Failed(err) => failed(err, attempt, hedges, call),
     }
 }
 
@@ -67,17 +67,17 @@ fn answered<S: Clone, F, B, R: Sink>(
     mut response: http::Response<B>,
     attempt: u32,
     mut hedges: Pin<&mut Hedges<S, F>>,
-    sink: &mut R,
+    call: &mut Run<'_, R>,
 ) -> Option<Result<http::Response<B>, BoxError>> {
-    if let Some(err) = server_timed_out(response.headers(), sink) {
+    if let Some(err) = server_timed_out(response.headers(), call) {
         // Every attempt runs under the call's one deadline: the server saw it pass.
         return Some(Err(err));
     }
     let failure = classify_response(response.headers(), false);
     if let Some((Failure::Code(code), pushback)) = failure {
         if hedges.policy().is_non_fatal(code) {
-            if non_fatal(pushback, hedges.as_mut(), sink) {
-                sink.on(Event::HedgeEnded {
+            if non_fatal(pushback, hedges.as_mut(), call) {
+                call.on(Event::HedgeEnded {
                     attempt,
                     status: tonic::Code::from(code),
                 });
@@ -89,13 +89,13 @@ fn answered<S: Clone, F, B, R: Sink>(
         }
     }
     if attempt > 1 {
-        sink.on(Event::HedgeWon { attempt });
+        call.on(Event::HedgeWon { attempt });
     }
     hedges.answered(
         &mut response,
         attempt,
         failure.is_none(),
-        sink.retry_budget(),
+        call.retry_budget(),
     );
     Some(Ok(response))
 }
@@ -107,10 +107,10 @@ fn failed<S: Clone, F, B, R: Sink>(
     err: BoxError,
     attempt: u32,
     mut hedges: Pin<&mut Hedges<S, F>>,
-    sink: &mut R,
+    call: &mut Run<'_, R>,
 ) -> Option<Result<http::Response<B>, BoxError>> {
     if is_transport_timeout(&*err) {
-        return Some(Err(transport_timed_out(sink)));
+        return Some(Err(transport_timed_out(call)));
     }
     // The status a non-fatal failure ended its attempt with (one never sent counts as
     // `UNAVAILABLE`, as gRPC reports a failed connection).
@@ -122,12 +122,12 @@ fn failed<S: Clone, F, B, R: Sink>(
         Failure::AttemptTimeout => None,
     };
     if let Some(status) = non_fatal_status {
-        if non_fatal(Pushback::None, hedges.as_mut(), sink) {
-            sink.on(Event::HedgeEnded { attempt, status });
+        if non_fatal(Pushback::None, hedges.as_mut(), call) {
+            call.on(Event::HedgeEnded { attempt, status });
             return None;
         }
     }
-    Some(Err(sink.end(CallEnd::Failed(err))))
+    Some(Err(call.end(CallEnd::Failed(err))))
 }
 
 /// A non-fatal ending: the next hedge goes out at once if allowed. Whether the call
@@ -135,17 +135,17 @@ fn failed<S: Clone, F, B, R: Sink>(
 fn non_fatal<S: Clone, F, R: Sink>(
     pushback: Pushback,
     mut hedges: Pin<&mut Hedges<S, F>>,
-    sink: &mut R,
+    call: &mut Run<'_, R>,
 ) -> bool {
     match hedges
         .as_mut()
-        .after_non_fatal(pushback, sink.retry_budget())
+        .after_non_fatal(pushback, call.retry_budget())
     {
-        Ok(attempt) => sink.on(Event::Hedged {
+        Ok(attempt) => call.on(Event::Hedged {
             attempt,
             delay: None,
         }),
-        Err(why) => sink.on(Event::NotHedged {
+        Err(why) => call.on(Event::NotHedged {
             attempts: hedges.sent(),
             reason: why.as_str(),
         }),

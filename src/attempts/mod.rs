@@ -42,7 +42,7 @@ pub(crate) mod timer;
 
 pub(crate) use call_loop::CallLoop;
 pub(crate) use deadline_header::WireTimeout;
-pub(crate) use event::{CallEnd, Event, Sink};
+pub(crate) use event::{CallEnd, Deadlines, Event, Run, Sink};
 pub(crate) use hedge_delay::RecentLatency;
 pub(crate) use hedge_rate::HedgeRate;
 pub use hedge_rate::{HedgeCap, DEFAULT_HEDGE_BURST};

@@ -7,9 +7,9 @@ use tokio::time::Instant;
 
 use super::attempt::Ended;
 use super::classify::{classify_error, classify_response};
-use super::event::{CallEnd, Event, Sink};
+use super::event::{CallEnd, Event, Run, Sink};
 use super::retries::{Retries, Retry};
-use crate::policy::deadline::{Phase, Progress};
+use crate::policy::deadline::Phase;
 use crate::policy::retry::{Failure, Pushback};
 use crate::wire::details::DetectedBy;
 use crate::wire::error::BoxError;
@@ -34,58 +34,56 @@ pub(crate) type Judged<B, S> = Result<http::Response<B>, Verdict<S>>;
 pub(crate) fn judge<B, S: Clone, R: Sink>(
     ended: Ended<http::Response<B>>,
     expired: bool,
-    sink: &mut R,
+    call: &mut Run<'_, R>,
     retry: Option<&mut Retries<S>>,
 ) -> Judged<B, S> {
     match ended {
-        Ended::Answered(response) => answered(response, expired, sink, retry),
-        Ended::Failed(err) => failed(err, expired, sink, retry),
+        Ended::Answered(response) => answered(response, expired, call, retry),
+        Ended::Failed(err) => failed(err, expired, call, retry),
     }
 }
 
 /// The attempt's own timeout passed (the call loop's timer noticed): a retry, or the
 /// call's timeout in the attempt phase.
 pub(crate) fn attempt_timed_out<S: Clone, R: Sink>(
-    sink: &mut R,
+    call: &mut Run<'_, R>,
     retry: Option<&mut Retries<S>>,
 ) -> Verdict<S> {
-    retry_or(Failure::AttemptTimeout, Pushback::None, sink, retry)
-        .unwrap_or_else(|| Verdict::Fail(timed_out(sink, Phase::Attempt, DetectedBy::Client)))
+    retry_or(Failure::AttemptTimeout, Pushback::None, call, retry)
+        .unwrap_or_else(|| Verdict::Fail(timed_out(call, Phase::Attempt, DetectedBy::Client)))
 }
 
 /// The call's timeout in `phase`, noticed by `detected_by`: the error its caller gets.
 #[inline]
-pub(crate) fn timed_out<R: Sink>(sink: &mut R, phase: Phase, detected_by: DetectedBy) -> BoxError {
-    sink.end(CallEnd::TimedOut { phase, detected_by })
-}
-
-/// The first timer's instant, asked for only where an ending needs it.
-#[inline]
-fn first_due<R: Sink>(sink: &R) -> Option<Instant> {
-    sink.next_due(Progress::default()).map(|due| due.at)
+pub(crate) fn timed_out<R: Sink>(
+    call: &mut Run<'_, R>,
+    phase: Phase,
+    detected_by: DetectedBy,
+) -> BoxError {
+    call.end(CallEnd::TimedOut { phase, detected_by })
 }
 
 /// A trailers-only answer saying the server's deadline (the call's own) fired: the
 /// call's timeout, as the server detected it.
 pub(crate) fn server_timed_out<R: Sink>(
     headers: &http::HeaderMap,
-    sink: &mut R,
+    call: &mut Run<'_, R>,
 ) -> Option<BoxError> {
-    if !is_server_timeout(headers, || first_due(sink)) {
+    if !is_server_timeout(headers, || call.first_due().map(|due| due.at)) {
         return None;
     }
-    let phase = sink.server_phase();
-    Some(timed_out(sink, phase, DetectedBy::Server))
+    let phase = call.server_phase();
+    Some(timed_out(call, phase, DetectedBy::Server))
 }
 
 /// tonic's timer ended the call: its own timer on the call's deadline (the call's
 /// timeout), or a shorter deadline below the layer.
-pub(crate) fn transport_timed_out<R: Sink>(sink: &mut R) -> BoxError {
-    match sink.next_due(Progress::default()) {
+pub(crate) fn transport_timed_out<R: Sink>(call: &mut Run<'_, R>) -> BoxError {
+    match call.first_due() {
         // tonic's own timer on the same deadline won the race.
-        Some(due) if Instant::now() >= due.at => timed_out(sink, due.phase, DetectedBy::Transport),
+        Some(due) if Instant::now() >= due.at => timed_out(call, due.phase, DetectedBy::Transport),
         // A shorter deadline below the layer fired first.
-        _ => sink.end(CallEnd::TransportCapped),
+        _ => call.end(CallEnd::TransportCapped),
     }
 }
 
@@ -95,10 +93,10 @@ pub(crate) fn transport_timed_out<R: Sink>(sink: &mut R) -> BoxError {
 fn answered<B, S: Clone, R: Sink>(
     mut response: http::Response<B>,
     expired: bool,
-    sink: &mut R,
+    call: &mut Run<'_, R>,
     retry: Option<&mut Retries<S>>,
 ) -> Judged<B, S> {
-    if let Some(err) = server_timed_out(response.headers(), sink) {
+    if let Some(err) = server_timed_out(response.headers(), call) {
         return Err(Verdict::Fail(err));
     }
     let Some(retry) = retry else {
@@ -106,15 +104,15 @@ fn answered<B, S: Clone, R: Sink>(
     };
     match classify_response(response.headers(), expired) {
         Some((failure, pushback)) => {
-            match retry.after_failure(failure, pushback, sink.deadline(), sink.retry_budget()) {
+            match retry.after_failure(failure, pushback, call.deadline(), call.retry_budget()) {
                 Ok(next) => return Err(Verdict::Retry(next)),
-                Err(stop) => sink.on(Event::NotRetried {
+                Err(stop) => call.on(Event::NotRetried {
                     attempt: retry.attempt(),
                     reason: stop.as_str(),
                 }),
             }
         }
-        None => retry.answered(sink.retry_budget()),
+        None => retry.answered(call.retry_budget()),
     }
     retry.mark(&mut response);
     Ok(response)
@@ -125,23 +123,23 @@ fn answered<B, S: Clone, R: Sink>(
 fn failed<B, S: Clone, R: Sink>(
     err: BoxError,
     expired: bool,
-    sink: &mut R,
+    call: &mut Run<'_, R>,
     retry: Option<&mut Retries<S>>,
 ) -> Judged<B, S> {
     // tonic's timer on the attempt's own deadline is the attempt's timeout.
     if is_transport_timeout(&*err) {
         if expired {
             return Err(
-                retry_or(Failure::AttemptTimeout, Pushback::None, sink, retry).unwrap_or_else(
-                    || Verdict::Fail(timed_out(sink, Phase::Attempt, DetectedBy::Transport)),
+                retry_or(Failure::AttemptTimeout, Pushback::None, call, retry).unwrap_or_else(
+                    || Verdict::Fail(timed_out(call, Phase::Attempt, DetectedBy::Transport)),
                 ),
             );
         }
-        return Err(Verdict::Fail(transport_timed_out(sink)));
+        return Err(Verdict::Fail(transport_timed_out(call)));
     }
     let failure = classify_error(&err);
-    Err(retry_or(failure, Pushback::None, sink, retry)
-        .unwrap_or_else(|| Verdict::Fail(sink.end(CallEnd::Failed(err)))))
+    Err(retry_or(failure, Pushback::None, call, retry)
+        .unwrap_or_else(|| Verdict::Fail(call.end(CallEnd::Failed(err)))))
 }
 
 /// A retry when the rules decide one; `None` (logged) when the failure is the call's
@@ -149,14 +147,14 @@ fn failed<B, S: Clone, R: Sink>(
 fn retry_or<S: Clone, R: Sink>(
     failure: Failure,
     pushback: Pushback,
-    sink: &mut R,
+    call: &mut Run<'_, R>,
     retry: Option<&mut Retries<S>>,
 ) -> Option<Verdict<S>> {
     let retry = retry?;
-    match retry.after_failure(failure, pushback, sink.deadline(), sink.retry_budget()) {
+    match retry.after_failure(failure, pushback, call.deadline(), call.retry_budget()) {
         Ok(next) => Some(Verdict::Retry(next)),
         Err(stop) => {
-            sink.on(Event::NotRetried {
+            call.on(Event::NotRetried {
                 attempt: retry.attempt(),
                 reason: stop.as_str(),
             });

@@ -13,7 +13,7 @@ use tower_service::Service;
 
 use super::body::TimeoutBody;
 use super::record::CallRecord;
-use crate::attempts::{CallLoop, HedgeContext, HedgePlan, Kept, Retries, Spare};
+use crate::attempts::{CallLoop, HedgeContext, HedgePlan, Kept, Retries, Run, Spare};
 use crate::wire::error::BoxError;
 
 type Request = http::Request<tonic::body::Body>;
@@ -110,7 +110,9 @@ where
         let (mut timer, call) = record.parts();
         let answered = {
             let _span = call.entered();
-            ready!(this.attempts.as_mut().poll(timer.as_mut(), call, cx))
+            let deadlines = call.deadlines();
+            let run = &mut Run::new(call, deadlines);
+            ready!(this.attempts.as_mut().poll(timer.as_mut(), run, cx))
         };
         if let Ok(response) = &answered {
             call.answered(response.headers());

@@ -6,13 +6,24 @@
 use tokio::time::Instant;
 
 use super::Record;
-use crate::attempts::{CallEnd, Event, RetryBudget, Sink};
+use crate::attempts::{CallEnd, Deadlines, Event, RetryBudget, Sink};
 use crate::policy::cancel::CancelReason;
-use crate::policy::deadline::{Due, Phase, Progress};
+use crate::policy::deadline::Progress;
 use crate::policy::streaming::millis;
 use crate::wire::error::BoxError;
 
 impl Record {
+    /// The call's deadlines as values, for the engine.
+    #[inline]
+    pub(crate) fn deadlines(&self) -> Deadlines {
+        Deadlines {
+            start: self.start,
+            total: self.timers.total.as_ref().map(|cap| cap.limit()),
+            first: self.timers.next(Progress::default()),
+            server_phase: self.server_phase(0),
+        }
+    }
+
     /// Counts one retry and logs it.
     fn retried(
         &mut self,
@@ -31,11 +42,9 @@ impl Record {
                 instruments.attempt_ended(took, status, &self.labels().attrs);
             }
         }
-        let labels = self.labels();
-        call_event!(
+        logged!(
+            self,
             info,
-            self.span,
-            (labels.service, labels.method),
             attempt,
             backoff_ms = millis(backoff),
             reason,
@@ -53,11 +62,9 @@ impl Record {
         if let Some(instruments) = &self.shared.settings.instruments {
             instruments.hedged(&self.labels().attrs);
         }
-        let labels = self.labels();
-        call_event!(
+        logged!(
+            self,
             info,
-            self.span,
-            (labels.service, labels.method),
             attempt,
             delay_ms = delay.map(millis),
             reason = if delay.is_some() {
@@ -92,23 +99,14 @@ impl Record {
         if let Some(instruments) = &self.shared.settings.instruments {
             instruments.hedge_won(&self.labels().attrs);
         }
-        let labels = self.labels();
-        call_event!(
-            debug,
-            self.span,
-            (labels.service, labels.method),
-            attempt,
-            "SW4RM hedge answered first"
-        );
+        logged!(self, debug, attempt, "SW4RM hedge answered first");
     }
 
     /// Logs why no further hedge was sent after `attempts`.
     fn not_hedged(&self, attempts: u32, reason: &str) {
-        let labels = self.labels();
-        call_event!(
+        logged!(
+            self,
             debug,
-            self.span,
-            (labels.service, labels.method),
             attempts,
             reason,
             "SW4RM sending no further hedge"
@@ -117,15 +115,7 @@ impl Record {
 
     /// Logs why a failed attempt was not retried.
     fn not_retried(&self, attempt: u32, reason: &str) {
-        let labels = self.labels();
-        call_event!(
-            debug,
-            self.span,
-            (labels.service, labels.method),
-            attempt,
-            reason,
-            "SW4RM not retrying the call"
-        );
+        logged!(self, debug, attempt, reason, "SW4RM not retrying the call");
     }
 }
 
@@ -165,21 +155,6 @@ impl Sink for Record {
     #[inline]
     fn poll_cancel(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<CancelReason> {
         Record::poll_cancel(self, cx)
-    }
-
-    #[inline]
-    fn deadline(&self) -> Option<Instant> {
-        Record::deadline(self)
-    }
-
-    #[inline]
-    fn next_due(&self, progress: Progress) -> Option<Due<Instant>> {
-        Record::next_due(self, progress)
-    }
-
-    #[inline]
-    fn server_phase(&self) -> Phase {
-        Record::server_phase(self, 0)
     }
 
     #[inline]

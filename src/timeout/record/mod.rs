@@ -3,6 +3,15 @@
 //! counter, the `warn!` and the status) exactly once: when the call finishes, times
 //! out, or is dropped by the caller.
 
+/// Logs one of the call's events in its span (`call_event!`), naming the call by the
+/// record's labels.
+macro_rules! logged {
+    ($record:expr, $level:ident, $($rest:tt)+) => {{
+        let labels = $record.labels();
+        call_event!($level, $record.span, (labels.service, labels.method), $($rest)+)
+    }};
+}
+
 mod boxed;
 mod cancel;
 mod events;
@@ -166,12 +175,6 @@ impl Record {
     /// The layer's retry budget, shared by its calls (`None`: retries without one).
     pub(crate) fn retry_budget(&self) -> Option<&RetryBudget> {
         self.shared.settings.retry.budget.as_ref()
-    }
-
-    /// The call's own deadline: its start plus its total timer, if any.
-    pub(crate) fn deadline(&self) -> Option<Instant> {
-        let total = self.timers.total.as_ref()?;
-        self.start.checked_add(total.limit())
     }
 
     /// Enters the call's `sw4rm_rpc` span until the guard drops, so that events of
@@ -353,11 +356,9 @@ impl Record {
     pub(crate) fn transport_capped(&mut self) -> Status {
         let elapsed = self.start.elapsed();
         if !self.shared.transport_warned.swap(true, Ordering::Relaxed) {
-            let labels = self.labels();
-            call_event!(
+            logged!(
+                self,
                 warn,
-                self.span,
-                (labels.service, labels.method),
                 elapsed_ms = millis(elapsed),
                 "SW4RM call ended by a transport timeout shorter than its profile: \
                  tonic's Endpoint::timeout (or a grpc-timeout set below the layer) \
