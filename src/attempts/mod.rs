@@ -40,6 +40,7 @@ mod retry_budget;
 mod retry_verdict;
 pub(crate) mod timer;
 
+pub(crate) use attempt::Attempt;
 pub(crate) use call_loop::CallLoop;
 pub(crate) use deadline_header::WireTimeout;
 pub(crate) use event::{CallEnd, Deadlines, Event, Run, Sink};

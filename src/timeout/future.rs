@@ -13,7 +13,7 @@ use tower_service::Service;
 
 use super::body::TimeoutBody;
 use super::record::CallRecord;
-use crate::attempts::{CallLoop, HedgeContext, HedgePlan, Kept, Retries, Run, Spare};
+use crate::attempts::{Attempt, CallLoop, HedgeContext, HedgePlan, Kept, Retries, Run, Spare};
 use crate::wire::error::BoxError;
 
 type Request = http::Request<tonic::body::Body>;
@@ -35,26 +35,16 @@ pin_project! {
 }
 
 impl<S, F> ResponseFuture<S, F> {
-    /// A call whose first attempt sends `request` through `inner`, the layer's own
-    /// handle on the inner service (see [`CallLoop::start`]); `retry` carries its
-    /// retries, and the spare their handles come from.
+    /// A call whose `first` attempt is under way; `retry` carries its retries, and
+    /// the spare their handles come from.
     #[inline(always)]
     pub(crate) fn start(
-        inner: &mut S,
-        request: Request,
+        first: Attempt<S, F>,
         record: CallRecord,
         retry: Option<Retries<S>>,
-    ) -> Self
-    where
-        S: Service<Request, Future = F> + Clone,
-        S::Error: Into<BoxError>,
-    {
-        let attempts = {
-            let _span = record.entered();
-            CallLoop::start(inner, request, record.start(), retry)
-        };
+    ) -> Self {
         ResponseFuture {
-            attempts,
+            attempts: CallLoop::start(first, retry),
             record: Some(record),
         }
     }

@@ -19,7 +19,8 @@ use super::state::reload::CurrentProfiles;
 use super::state::shared::Shared;
 use super::state::table::{Reader, Table};
 use crate::attempts::{
-    HedgeContext, HedgePlan, Kept, RecentLatency, Retries, RetryPlan, SpareSlot, WireTimeout,
+    CallLoop, HedgeContext, HedgePlan, Kept, RecentLatency, Retries, RetryPlan, Spare, SpareSlot,
+    WireTimeout,
 };
 use crate::policy::deadline::{Phase, Progress};
 use crate::policy::hedge::HedgingDelay;
@@ -169,15 +170,21 @@ where
             deadline: head.deadline,
             start,
         };
-        send(
-            &mut self.inner,
-            &self.spare,
-            shared,
-            req,
-            body,
-            call,
-            attempts,
-        )
+        let handles = (&self.inner, &self.spare);
+        let sending = keep(handles, shared, &req, &mut body, &mut call, attempts);
+        *req.body_mut() = body;
+        match sending {
+            Sending::Hedged(spare, hedging) => {
+                ResponseFuture::hedged(&mut self.inner, spare, req, hedging, call)
+            }
+            Sending::Once(retry) => {
+                let first = {
+                    let _span = call.entered();
+                    CallLoop::first_attempt(&mut self.inner, req, start, retry.as_ref())
+                };
+                ResponseFuture::start(first, call, retry)
+            }
+        }
     }
 }
 
@@ -287,23 +294,30 @@ struct Attempts {
     start: Instant,
 }
 
-/// Sends the call's first attempt: hedged, or with its retries, when the request can
-/// be kept for replay (a body that is not all there yet, client streaming, or too
-/// large is sent once).
+/// How the call's first attempt goes out.
+// Made and matched within `call`'s frame (`keep` is inlined there) and never stored:
+// boxing the hedged variant would cost an allocation per hedged call for nothing.
+#[allow(clippy::large_enum_variant)]
+enum Sending<S> {
+    /// Hedged: the request kept for the hedges, with the spare they are sent through.
+    Hedged(Spare<S>, (Kept, HedgePlan, HedgeContext)),
+    /// One attempt at a time, with its retries when it has any.
+    Once(Option<Retries<S>>),
+}
+
+/// Keeps what the call's attempts after the first need, when the request can be kept
+/// for replay (a body that is not all there yet, client streaming, or too large is
+/// sent once), and marks the first attempt sent. The request is only read: it moves
+/// once, into the first attempt.
 #[inline(always)]
-fn send<S, ResBody>(
-    inner: &mut S,
-    spare: &SpareSlot<S>,
+fn keep<S: Clone>(
+    (inner, spare): (&S, &SpareSlot<S>),
     shared: &Shared,
-    mut req: Request,
-    mut body: tonic::body::Body,
-    mut call: CallRecord,
+    req: &Request,
+    body: &mut tonic::body::Body,
+    call: &mut CallRecord,
     attempts: Attempts,
-) -> ResponseFuture<S, S::Future>
-where
-    S: Service<Request, Response = http::Response<ResBody>> + Clone,
-    S::Error: Into<BoxError>,
-{
+) -> Sending<S> {
     let limit = shared.settings.retry.replay_limit;
     if let Some((plan, recent)) = attempts.hedge {
         let context = HedgeContext {
@@ -313,25 +327,22 @@ where
             rate: shared.settings.hedge_cap.clone(),
         };
         let watch = call.request_watch();
-        if let Some(kept) = take_whole(&mut body, limit, |bytes| Kept::new(&req, bytes), watch) {
+        if let Some(kept) = take_whole(body, limit, |bytes| Kept::new(req, bytes), watch) {
             call.sending();
             call.attempt(1, None);
-            *req.body_mut() = body;
-            let spare = spare.share(inner);
-            return ResponseFuture::hedged(inner, spare, req, (kept, plan, context), call);
+            return Sending::Hedged(spare.share(inner), (kept, plan, context));
         }
     }
     let watch = call.request_watch();
     let retry = attempts.retry.and_then(|plan| {
-        let keep = |bytes: &_| Retries::new(spare.share(inner), plan, &req, bytes);
-        take_whole(&mut body, limit, keep, watch)
+        let keep = |bytes: &_| Retries::new(spare.share(inner), plan, req, bytes);
+        take_whole(body, limit, keep, watch)
     });
     call.sending();
     if let Some(retries) = &retry {
         call.attempt(1, retries.first_cap());
     }
-    *req.body_mut() = body;
-    ResponseFuture::start(inner, req, call, retry)
+    Sending::Once(retry)
 }
 
 /// The route's recent latency, for a learned delay (allocated on first use).
