@@ -260,15 +260,31 @@ fn per_call_value(
     extensions: &http::Extensions,
     headers: &HeaderMap,
 ) -> Result<(Option<Duration>, Option<Duration>), Status> {
-    match (extensions.get::<CallTimeout>(), headers.get(GRPC_TIMEOUT)) {
-        (Some(t), _) => Ok((Some(t.requested()), None)),
-        (None, Some(v)) => {
+    if let Some(t) = extensions.get::<CallTimeout>() {
+        return Ok((Some(t.requested()), None));
+    }
+    match caller_grpc_timeout(headers) {
+        Some(v) => {
             let d = grpc_timeout::parse(v.as_bytes())
                 .map_err(|e| Status::invalid_argument(e.to_string()))?;
             Ok((Some(d), Some(d)))
         }
-        (None, None) => Ok((None, None)),
+        None => Ok((None, None)),
     }
+}
+
+/// The `grpc-timeout` the caller wrote, if any. A generated client's request carries a
+/// handful of headers, and comparing their names (most of them standard names, an
+/// enum) costs less than hashing `grpc-timeout` for a lookup, which every call would
+/// pay; a request with many headers is looked up.
+#[inline]
+fn caller_grpc_timeout(headers: &HeaderMap) -> Option<&http::HeaderValue> {
+    if headers.keys_len() > 8 {
+        return headers.get(GRPC_TIMEOUT);
+    }
+    headers
+        .iter()
+        .find_map(|(name, value)| (*name == GRPC_TIMEOUT).then_some(value))
 }
 
 /// A per-call stream total is a per-call timeout like any other: clamped into the
@@ -895,6 +911,39 @@ mod tests {
         assert_eq!(p.timers.total, None);
         let first = p.timers.next(Default::default()).unwrap();
         assert_eq!((first.at, first.phase), (ms(30_000), Phase::Initial));
+    }
+
+    /// The caller's `grpc-timeout` is found among a few headers (compared by name)
+    /// and among many (looked up), and the first of two values is the one read, as a
+    /// lookup reads it.
+    #[test]
+    fn the_callers_grpc_timeout_is_found_however_many_headers_come_with_it() {
+        fn head(others: usize, timeouts: &[&'static str]) -> HeaderMap {
+            let mut h = HeaderMap::new();
+            h.insert("content-type", HeaderValue::from_static("application/grpc"));
+            for t in timeouts {
+                h.append(GRPC_TIMEOUT, HeaderValue::from_static(t));
+            }
+            for i in 0..others {
+                let name = http::HeaderName::try_from(format!("x-meta-{i}")).unwrap();
+                h.insert(name, HeaderValue::from_static("v"));
+            }
+            h
+        }
+        let table: [(usize, &[&'static str], Option<&str>); 6] = [
+            (0, &[], None),
+            (20, &[], None),
+            (0, &["5S"], Some("5S")),
+            (20, &["5S"], Some("5S")),
+            (0, &["5S", "7S"], Some("5S")),
+            (20, &["5S", "7S"], Some("5S")),
+        ];
+        for (others, timeouts, want) in table {
+            let h = head(others, timeouts);
+            let got = caller_grpc_timeout(&h).map(|v| v.to_str().unwrap());
+            assert_eq!(got, want, "{others} other headers, {timeouts:?}");
+            assert_eq!(got, h.get(GRPC_TIMEOUT).map(|v| v.to_str().unwrap()));
+        }
     }
 
     #[test]
