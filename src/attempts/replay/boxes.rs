@@ -12,6 +12,7 @@
 //! the list is freed with the thread.
 
 use std::cell::RefCell;
+use std::thread::LocalKey;
 use std::time::Duration;
 
 use super::request::Kept;
@@ -68,30 +69,42 @@ thread_local! {
 /// A box from this thread's free list, emptied when it was given back, or a new one
 /// holding a vacant state.
 pub(crate) fn take() -> Box<RetryState> {
-    FREE.try_with(|free| free.try_borrow_mut().ok().and_then(|mut f| f.pop()))
-        .ok()
-        .flatten()
-        .unwrap_or_else(|| Box::new(RetryState::vacant()))
+    pop(&FREE).unwrap_or_else(|| Box::new(RetryState::vacant()))
 }
 
 /// Gives a call's box back when the call has ended: emptied at once, kept for a later
 /// call on this thread if the list has room, freed otherwise.
 pub(crate) fn give_back(mut state: Box<RetryState>) {
     state.clear();
-    let refused = FREE
+    push(&FREE, state, KEPT_PER_THREAD);
+}
+
+/// The last item of a thread's free list (`None`: the list is empty, or the thread is
+/// going away). Shared with the call record's boxes (`timeout/record/boxed.rs`).
+#[inline]
+pub(crate) fn pop<T: 'static>(list: &'static LocalKey<RefCell<Vec<T>>>) -> Option<T> {
+    list.try_with(|free| free.try_borrow_mut().ok().and_then(|mut f| f.pop()))
+        .ok()
+        .flatten()
+}
+
+/// Keeps `item` on a thread's free list if the list holds fewer than `max`; drops it
+/// otherwise (outside the list's borrow), and when the thread is going away.
+#[inline]
+pub(crate) fn push<T: 'static>(list: &'static LocalKey<RefCell<Vec<T>>>, item: T, max: usize) {
+    let refused = list
         .try_with(|free| match free.try_borrow_mut() {
-            Ok(mut free) if free.len() < KEPT_PER_THREAD => {
+            Ok(mut free) if free.len() < max => {
                 if free.capacity() == 0 {
-                    free.reserve_exact(KEPT_PER_THREAD);
+                    free.reserve_exact(max);
                 }
-                free.push(state);
+                free.push(item);
                 None
             }
-            _ => Some(state),
+            _ => Some(item),
         })
         .ok()
         .flatten();
-    // Freed outside the list's borrow.
     drop(refused);
 }
 

@@ -23,6 +23,7 @@ use tokio::time::Instant;
 
 use super::Record;
 use crate::attempts::timer::Timer;
+use crate::attempts::{pop, push};
 use crate::timeout::plan::CallPlan;
 use crate::timeout::routes::LabelsRef;
 use crate::timeout::state::shared::Shared;
@@ -63,8 +64,8 @@ pub(crate) struct CallRecord {
 }
 
 impl CallRecord {
-    /// Opens the record of a planned call that started at `start`, taking the plan's
-    /// timers, in a box from this thread's free list.
+    /// Opens the record of a planned call that started at `start` ([`Record::new`]),
+    /// in a box from this thread's free list.
     #[inline]
     pub(crate) fn open(
         shared: Arc<Shared>,
@@ -125,15 +126,12 @@ impl Drop for CallRecord {
 /// An empty box from this thread's free list, or a new one.
 #[inline]
 fn take() -> Slot {
-    FREE.try_with(|free| free.try_borrow_mut().ok().and_then(|mut f| f.pop()))
-        .ok()
-        .flatten()
-        .unwrap_or_else(|| {
-            Box::pin(Held {
-                timer: Timer::new(),
-                record: None,
-            })
+    pop(&FREE).unwrap_or_else(|| {
+        Box::pin(Held {
+            timer: Timer::new(),
+            record: None,
         })
+    })
 }
 
 /// Keeps an emptied box for a later call on this thread if the list has room; frees
@@ -142,21 +140,7 @@ fn take() -> Slot {
 #[inline]
 fn give_back(mut slot: Slot) {
     slot.as_mut().project().timer.clear();
-    let refused = FREE
-        .try_with(|free| match free.try_borrow_mut() {
-            Ok(mut free) if free.len() < KEPT_PER_THREAD => {
-                if free.capacity() == 0 {
-                    free.reserve_exact(KEPT_PER_THREAD);
-                }
-                free.push(slot);
-                None
-            }
-            _ => Some(slot),
-        })
-        .ok()
-        .flatten();
-    // Freed outside the list's borrow.
-    drop(refused);
+    push(&FREE, slot, KEPT_PER_THREAD);
 }
 
 #[cfg(test)]

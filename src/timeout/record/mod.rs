@@ -100,9 +100,9 @@ impl From<BudgetNow> for BudgetSpent {
 
 impl Record {
     /// The record of a planned call that started at `start`, taking the plan's timers
-    /// (the plan is borrowed, not moved: it is large).
+    /// (the plan is borrowed, not moved: it is large); kept in a [`CallRecord`].
     #[inline(always)]
-    fn new(
+    pub(crate) fn new(
         shared: Arc<Shared>,
         labels: LabelsRef,
         plan: &mut CallPlan<'_>,
