@@ -273,14 +273,13 @@ fn send<S: Clone, F>(
             remaining,
             floor: *this.floor,
         },
+        || {
+            this.context
+                .rate
+                .as_ref()
+                .is_none_or(|rate| rate.try_hedge(now))
+        },
     )?;
-    // The cap counts calls that hedge: a call's first hedge takes from it, the ones
-    // after it (up to the policy's attempts) do not.
-    if let Some(rate) = this.context.rate.as_ref().filter(|_| *this.sent == 1) {
-        if !rate.try_hedge(now) {
-            return Err(NoHedge::Cap);
-        }
-    }
     let attempt = *this.sent + 1;
     let mut request = this.kept.request(attempt);
     WireTimeout::of(remaining).apply(request.headers_mut());

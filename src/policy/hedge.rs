@@ -405,8 +405,15 @@ pub(crate) struct HedgeFacts {
 }
 
 /// Whether one more hedge may be sent now; the first reason not to, in the order
-/// listed in [`NoHedge`].
-pub(crate) fn may_hedge(policy: &HedgingPolicy, f: HedgeFacts) -> Result<(), NoHedge> {
+/// listed in [`NoHedge`]. The layer's cap on the share of calls that hedge is asked
+/// last, and only for a call's first hedge (the cap counts calls that hedge, not
+/// hedges): `take_from_cap` takes the call's share from it, and answers whether there
+/// was one, so a hedge another rule stops never takes from the cap.
+pub(crate) fn may_hedge(
+    policy: &HedgingPolicy,
+    f: HedgeFacts,
+    take_from_cap: impl FnOnce() -> bool,
+) -> Result<(), NoHedge> {
     if f.sent >= policy.max_attempts {
         return Err(NoHedge::Attempts);
     }
@@ -418,6 +425,9 @@ pub(crate) fn may_hedge(policy: &HedgingPolicy, f: HedgeFacts) -> Result<(), NoH
     }
     if f.remaining.is_some_and(|r| r < f.floor || r.is_zero()) {
         return Err(NoHedge::NoTimeLeft);
+    }
+    if f.sent == 1 && !take_from_cap() {
+        return Err(NoHedge::Cap);
     }
     Ok(())
 }
@@ -514,7 +524,59 @@ mod tests {
             ),
         ];
         for (i, (facts, want)) in rows.into_iter().enumerate() {
-            assert_eq!(may_hedge(&policy, facts), want, "row {i}");
+            assert_eq!(may_hedge(&policy, facts, || true), want, "row {i}");
+        }
+    }
+
+    /// The cap is asked last, and only for a call's first hedge: a call stopped by
+    /// another rule never takes from it, and a call's later hedges do not count.
+    #[test]
+    fn the_cap_is_asked_last_and_only_for_a_calls_first_hedge() {
+        let policy = HedgingPolicy::builder().max_attempts(3).build().unwrap();
+        let ok = HedgeFacts {
+            sent: 1,
+            pushed_back: false,
+            budget_allows: true,
+            remaining: Some(ms(900)),
+            floor: ms(100),
+        };
+        // (facts, the cap's answer, the decision, whether the cap was asked)
+        let rows: [(HedgeFacts, bool, Result<(), NoHedge>, bool); 6] = [
+            (ok, true, Ok(()), true),
+            (ok, false, Err(NoHedge::Cap), true),
+            (HedgeFacts { sent: 2, ..ok }, false, Ok(()), false),
+            (
+                HedgeFacts { sent: 3, ..ok },
+                true,
+                Err(NoHedge::Attempts),
+                false,
+            ),
+            (
+                HedgeFacts {
+                    budget_allows: false,
+                    ..ok
+                },
+                true,
+                Err(NoHedge::Budget),
+                false,
+            ),
+            (
+                HedgeFacts {
+                    remaining: Some(ms(10)),
+                    ..ok
+                },
+                false,
+                Err(NoHedge::NoTimeLeft),
+                false,
+            ),
+        ];
+        for (i, (facts, cap, want, asked)) in rows.into_iter().enumerate() {
+            let mut was_asked = false;
+            let got = may_hedge(&policy, facts, || {
+                was_asked = true;
+                cap
+            });
+            assert_eq!((got, was_asked), (want, asked), "row {i}");
         }
     }
 
