@@ -9,6 +9,7 @@ use std::fmt;
 use std::time::Duration;
 
 use super::profile::{ProfileField, ProfileRule, ProfileViolation};
+use super::profile_error::write_violations;
 
 /// gRPC status code `UNAVAILABLE`.
 const UNAVAILABLE: i32 = 14;
@@ -339,12 +340,8 @@ pub struct HedgingPolicyError {
 
 impl fmt::Display for HedgingPolicyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "invalid hedging policy (builder):")?;
-        for (i, v) in self.violations.iter().enumerate() {
-            let sep = if i == 0 { " " } else { "; " };
-            write!(f, "{sep}{} = {}: {}", v.field.key(), v.value, v.rule)?;
-        }
-        Ok(())
+        f.write_str("invalid hedging policy (builder):")?;
+        write_violations(f, " ", &self.violations)
     }
 }
 

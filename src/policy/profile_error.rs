@@ -268,12 +268,23 @@ pub struct ProfileError {
 impl fmt::Display for ProfileError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "invalid timeout profile `{}`", self.profile)?;
-        for (i, v) in self.violations.iter().enumerate() {
-            f.write_str(if i == 0 { ": " } else { "; " })?;
-            v.fmt(f)?;
-        }
-        Ok(())
+        write_violations(f, ": ", &self.violations)
     }
+}
+
+/// Writes each violation (`key = value: rule`), the first after `first`, the others
+/// after "; ": the one way a profile's, a retry policy's and a hedging policy's errors
+/// list what is wrong.
+pub(crate) fn write_violations(
+    f: &mut fmt::Formatter<'_>,
+    first: &str,
+    violations: &[ProfileViolation],
+) -> fmt::Result {
+    for (i, v) in violations.iter().enumerate() {
+        f.write_str(if i == 0 { first } else { "; " })?;
+        fmt::Display::fmt(v, f)?;
+    }
+    Ok(())
 }
 
 impl std::error::Error for ProfileError {}

@@ -5,6 +5,7 @@ use std::fmt;
 use std::time::Duration;
 
 use super::profile::{ProfileField, ProfileRule, ProfileViolation};
+use super::profile_error::write_violations;
 
 /// gRPC status code `UNAVAILABLE`.
 pub(super) const UNAVAILABLE: i32 = 14;
@@ -320,12 +321,8 @@ pub struct RetryPolicyError {
 
 impl fmt::Display for RetryPolicyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "invalid retry policy (builder):")?;
-        for (i, v) in self.violations.iter().enumerate() {
-            let sep = if i == 0 { " " } else { "; " };
-            write!(f, "{sep}{} = {}: {}", v.field.key(), v.value, v.rule)?;
-        }
-        Ok(())
+        f.write_str("invalid retry policy (builder):")?;
+        write_violations(f, " ", &self.violations)
     }
 }
 
