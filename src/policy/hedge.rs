@@ -467,16 +467,21 @@ mod tests {
         }
     }
 
-    #[test]
-    fn may_hedge_row_by_row() {
-        let policy = HedgingPolicy::builder().max_attempts(3).build().unwrap();
-        let ok = HedgeFacts {
+    /// Facts under which a call's first hedge may go out.
+    fn first_hedge_allowed() -> HedgeFacts {
+        HedgeFacts {
             sent: 1,
             pushed_back: false,
             budget_allows: true,
             remaining: Some(ms(900)),
             floor: ms(100),
-        };
+        }
+    }
+
+    #[test]
+    fn may_hedge_row_by_row() {
+        let policy = HedgingPolicy::builder().max_attempts(3).build().unwrap();
+        let ok = first_hedge_allowed();
         let rows: [(HedgeFacts, Result<(), NoHedge>); 8] = [
             (ok, Ok(())),
             (HedgeFacts { sent: 2, ..ok }, Ok(())),
@@ -530,13 +535,7 @@ mod tests {
     #[test]
     fn the_cap_is_asked_last_and_only_for_a_calls_first_hedge() {
         let policy = HedgingPolicy::builder().max_attempts(3).build().unwrap();
-        let ok = HedgeFacts {
-            sent: 1,
-            pushed_back: false,
-            budget_allows: true,
-            remaining: Some(ms(900)),
-            floor: ms(100),
-        };
+        let ok = first_hedge_allowed();
         // (facts, the cap's answer, the decision, whether the cap was asked)
         let rows: [(HedgeFacts, bool, Result<(), NoHedge>, bool); 6] = [
             (ok, true, Ok(()), true),
