@@ -1,7 +1,7 @@
 //! [`TimeoutProfileLayer`]: wraps any gRPC client service (a tonic `Channel`, or
 //! anything under a generated client) in a [`TimeoutProfileService`].
 
-use crate::policy::progress::{ProgressRoutes, ProgressRule};
+use crate::policy::progress::ProgressRule;
 use crate::policy::route::RoutePattern;
 use std::sync::Arc;
 
@@ -11,7 +11,7 @@ use tower_layer::Layer;
 use super::service::TimeoutProfileService;
 use super::state::observations::Observations;
 use super::state::reload::{CurrentProfiles, ReloadHandle};
-use super::state::shared::{RetrySettings, Settings, Shared};
+use super::state::shared::{Settings, Shared};
 use super::state::table::Table;
 use crate::attempts::{HedgeCap, HedgeRate, RetryBudget};
 use crate::config::{ConfigError, ProfileSet};
@@ -49,17 +49,7 @@ impl TimeoutProfileLayer {
                 profiles,
                 Settings {
                     instruments: Some(Instruments::from_global()),
-                    span_level: tracing::Level::DEBUG,
-                    retry: RetrySettings::default(),
-                    propagation: Propagation::default(),
-                    endpoint: None,
-                    heard: None,
-                    envelopes: true,
-                    observe: false,
-                    hedging: true,
-                    progress: ProgressRoutes::default(),
-                    cascade: None,
-                    hedge_cap: Some(Arc::new(HedgeRate::new(HedgeCap::default()))),
+                    ..Settings::standard()
                 },
             ))),
         }

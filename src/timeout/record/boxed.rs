@@ -21,7 +21,7 @@ use std::sync::Arc;
 use pin_project_lite::pin_project;
 use tokio::time::Instant;
 
-use super::Record;
+use super::{BudgetSpent, Record, State};
 use crate::attempts::timer::Timer;
 use crate::attempts::{pop, push};
 use crate::timeout::plan::CallPlan;
@@ -64,8 +64,8 @@ pub(crate) struct CallRecord {
 }
 
 impl CallRecord {
-    /// Opens the record of a planned call that started at `start` ([`Record::new`]),
-    /// in a box from this thread's free list.
+    /// Opens the record of a planned call that started at `start`, in a box from this
+    /// thread's free list.
     #[inline]
     pub(crate) fn open(
         shared: Arc<Shared>,
@@ -75,7 +75,25 @@ impl CallRecord {
         span: tracing::Span,
     ) -> Self {
         let mut slot = take();
-        *slot.as_mut().project().record = Some(Record::new(shared, labels, plan, start, span));
+        // Written where it is kept, taking the plan's timers (the plan is borrowed, not
+        // moved: it is large).
+        *slot.as_mut().project().record = Some(Record {
+            shared,
+            labels,
+            profile: plan.route.profile,
+            start,
+            timers: std::mem::take(&mut plan.timers),
+            streaming: plan.streaming,
+            span,
+            state: State::Open,
+            attempts: None,
+            attempt: None,
+            budget: plan.budget.map(BudgetSpent::from),
+            header_code: None,
+            cancel: None,
+            request: tonic::body::Body::empty(),
+            tally: None,
+        });
         CallRecord { slot: Some(slot) }
     }
 

@@ -25,7 +25,6 @@ use std::sync::Arc;
 use tokio::time::Instant;
 use tonic::{Code, Status};
 
-use super::plan::CallPlan;
 use super::routes::{Labels, LabelsRef};
 use super::state::shared::Shared;
 use crate::attempts::{RetryBudget, ATTEMPTS_HEADER};
@@ -99,35 +98,6 @@ impl From<BudgetNow> for BudgetSpent {
 }
 
 impl Record {
-    /// The record of a planned call that started at `start`, taking the plan's timers
-    /// (the plan is borrowed, not moved: it is large); kept in a [`CallRecord`].
-    #[inline(always)]
-    pub(crate) fn new(
-        shared: Arc<Shared>,
-        labels: LabelsRef,
-        plan: &mut CallPlan<'_>,
-        start: Instant,
-        span: tracing::Span,
-    ) -> Self {
-        Record {
-            shared,
-            labels,
-            profile: plan.route.profile,
-            start,
-            timers: std::mem::take(&mut plan.timers),
-            streaming: plan.streaming,
-            span,
-            state: State::Open,
-            attempts: None,
-            attempt: None,
-            budget: plan.budget.map(BudgetSpent::from),
-            header_code: None,
-            cancel: None,
-            request: tonic::body::Body::empty(),
-            tally: None,
-        }
-    }
-
     /// The call's first attempt is being sent.
     #[inline]
     pub(crate) fn sending(&mut self) {

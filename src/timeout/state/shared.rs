@@ -5,7 +5,7 @@
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use crate::attempts::{HedgeRate, RecentLatency, RetryBudget, DEFAULT_REPLAY_LIMIT};
+use crate::attempts::{HedgeCap, HedgeRate, RecentLatency, RetryBudget, DEFAULT_REPLAY_LIMIT};
 use crate::policy::inherit::Propagation;
 use crate::policy::progress::ProgressRoutes;
 
@@ -62,6 +62,28 @@ pub(crate) struct Settings {
     /// The cap on the share of calls that hedge, counted for the whole layer (its
     /// variants and reloads share the count).
     pub(crate) hedge_cap: Option<Arc<HedgeRate>>,
+}
+
+impl Settings {
+    /// A new layer's settings: no instruments, spans at DEBUG, retries with their
+    /// budget, envelopes stamped, hedging allowed under the default cap, nothing
+    /// observed, no cascade.
+    pub(crate) fn standard() -> Self {
+        Settings {
+            instruments: None,
+            span_level: tracing::Level::DEBUG,
+            retry: RetrySettings::default(),
+            propagation: Propagation::default(),
+            endpoint: None,
+            heard: None,
+            envelopes: true,
+            observe: false,
+            hedging: true,
+            progress: ProgressRoutes::default(),
+            cascade: None,
+            hedge_cap: Some(Arc::new(HedgeRate::new(HedgeCap::default()))),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -155,22 +177,12 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::policy::progress::ProgressRoutes;
 
     fn settings() -> Settings {
         Settings {
-            instruments: None,
-            span_level: tracing::Level::DEBUG,
-            retry: RetrySettings::default(),
-            propagation: Propagation::default(),
-            endpoint: None,
-            heard: None,
-            envelopes: true,
             observe: true,
-            hedging: true,
-            progress: ProgressRoutes::default(),
-            cascade: None,
             hedge_cap: None,
+            ..Settings::standard()
         }
     }
 
