@@ -136,7 +136,7 @@ where
         );
         let span = rpc_span(shared.settings.span_level, &planned);
         planned.log_clamps(&span);
-        let mut head = Head::of(&mut planned, start);
+        let mut head = Head::of(&mut planned);
         let handoff = Handoff::of(shared, &planned, &req, scope, cancel.is_some());
         let retry = planned.retry.take();
         let hedge = planned.hedge.take().map(|plan| {
@@ -167,7 +167,7 @@ where
         let attempts = Attempts {
             retry,
             hedge,
-            deadline: head.deadline,
+            total: head.total,
             start,
         };
         let handles = (&self.inner, &self.spare);
@@ -206,18 +206,19 @@ struct Head {
     wire: WireTimeout,
     /// A stream's quiet limit, told to the server (`sw4rm-stream-idle-ms`).
     quiet: Option<Duration>,
-    /// When the call's deadline passes.
-    deadline: Option<Instant>,
+    /// The call's deadline, from its start (placed on the clock only for a hedged
+    /// call, the one that needs the instant).
+    total: Option<Duration>,
 }
 
 impl Head {
-    /// The head's part of `plan`, for a call that started at `start`.
+    /// The head's part of `plan`.
     #[inline(always)]
-    fn of(plan: &mut CallPlan<'_>, start: Instant) -> Self {
+    fn of(plan: &mut CallPlan<'_>) -> Self {
         Head {
             wire: plan.take_wire(),
             quiet: plan.timers.quiet_limit(),
-            deadline: plan.timers.total.as_ref().map(|c| start + c.limit()),
+            total: plan.timers.total.as_ref().map(|c| c.limit()),
         }
     }
 
@@ -290,7 +291,8 @@ struct Attempts {
     retry: Option<RetryPlan>,
     /// The hedging plan, with the route's recent latency for a learned delay.
     hedge: Option<(HedgePlan, Option<Arc<RecentLatency>>)>,
-    deadline: Option<Instant>,
+    /// The call's deadline, from its start.
+    total: Option<Duration>,
     start: Instant,
 }
 
@@ -321,7 +323,7 @@ fn keep<S: Clone>(
     let limit = shared.settings.retry.replay_limit;
     if let Some((plan, recent)) = attempts.hedge {
         let context = HedgeContext {
-            deadline: attempts.deadline,
+            deadline: attempts.total.and_then(|t| attempts.start.checked_add(t)),
             recent,
             start: attempts.start,
             rate: shared.settings.hedge_cap.clone(),
