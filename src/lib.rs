@@ -137,6 +137,7 @@ mod observe;
 mod policy;
 pub mod proto;
 pub mod scope;
+pub mod swarm;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;

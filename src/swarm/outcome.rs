@@ -1,0 +1,180 @@
+//! What a delegation ended with: the final answer, why, and what the loop did on the
+//! way ([`DelegationOutcome`]); or why it could not run or was stopped
+//! ([`DelegationError`]).
+
+use std::fmt;
+
+use tonic::Status;
+
+use crate::policy::cancel::CancelReason;
+use crate::policy::delegation::{Kept, Made};
+use crate::policy::quote::{cut, QUOTE_LIMIT};
+use crate::proto::sw4rm::handoff::{BudgetEnvelope, HandoffResponse};
+
+/// Why a delegation loop stopped, with its final answer
+/// ([`DelegationOutcome::response`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DelegationEnd {
+    /// A gateway accepted.
+    Accepted,
+    /// A gateway answered a rejection the loop does not act on (returned as is).
+    Rejected,
+    /// `OVERLOADED` after the last retry `max_retries_on_overloaded` allows (returned
+    /// as is).
+    RetriesSpent,
+    /// `REDIRECT` with `allow_spillover_routing` off (returned as is).
+    SpilloverOff,
+    /// `REDIRECT` past `max_redirects` (the last `REDIRECT`, returned as is).
+    RedirectLimit,
+    /// `REDIRECT` without a target: the loop answers `VALIDATION_ERROR` ("non-empty").
+    EmptyRedirect,
+    /// `REDIRECT` to a gateway already sent to: `VALIDATION_ERROR` ("loop").
+    RedirectLoop,
+    /// `REDIRECT` to an id longer than 256 bytes: `VALIDATION_ERROR`.
+    RedirectTooLong,
+    /// The budget ran out before a gateway accepted: `ACK_TIMEOUT`.
+    BudgetExhausted,
+    /// `OVERLOADED` asked for a wait longer than the budget had left; it was not
+    /// waited: `ACK_TIMEOUT`.
+    WaitBeyondBudget,
+}
+
+impl DelegationEnd {
+    /// The name used in logs, the `outcome` metric attribute and the span's
+    /// `sw4rm.redirect_terminal_reason`.
+    ///
+    /// ```
+    /// assert_eq!(sw4rm_timeouts::swarm::DelegationEnd::RedirectLoop.as_str(), "redirect_loop");
+    /// ```
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DelegationEnd::Accepted => "accepted",
+            DelegationEnd::Rejected => "rejected",
+            DelegationEnd::RetriesSpent => "retries_spent",
+            DelegationEnd::SpilloverOff => "spillover_off",
+            DelegationEnd::RedirectLimit => "redirect_limit",
+            DelegationEnd::EmptyRedirect => "empty_redirect",
+            DelegationEnd::RedirectLoop => "redirect_loop",
+            DelegationEnd::RedirectTooLong => "redirect_too_long",
+            DelegationEnd::BudgetExhausted => "budget_exhausted",
+            DelegationEnd::WaitBeyondBudget => "wait_beyond_budget",
+        }
+    }
+
+    /// Whether the budget ended it (`ACK_TIMEOUT`).
+    pub fn is_budget(self) -> bool {
+        matches!(
+            self,
+            DelegationEnd::BudgetExhausted | DelegationEnd::WaitBeyondBudget
+        )
+    }
+
+    pub(crate) fn kept(kept: Kept) -> Self {
+        match kept {
+            Kept::Accepted => DelegationEnd::Accepted,
+            Kept::Rejected => DelegationEnd::Rejected,
+            Kept::RetriesSpent => DelegationEnd::RetriesSpent,
+            Kept::SpilloverOff => DelegationEnd::SpilloverOff,
+            Kept::RedirectLimit => DelegationEnd::RedirectLimit,
+        }
+    }
+
+    pub(crate) fn made(made: &Made) -> Self {
+        match made {
+            Made::EmptyTarget => DelegationEnd::EmptyRedirect,
+            Made::Loop(_) => DelegationEnd::RedirectLoop,
+            Made::TargetTooLong(_) => DelegationEnd::RedirectTooLong,
+            Made::Exhausted => DelegationEnd::BudgetExhausted,
+            Made::WaitBeyondBudget(_) => DelegationEnd::WaitBeyondBudget,
+        }
+    }
+}
+
+impl fmt::Display for DelegationEnd {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How a delegation ended ([`crate::swarm::Delegation::run`]).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct DelegationOutcome {
+    /// The final answer: a gateway's own, or one the loop made (`VALIDATION_ERROR`
+    /// for a redirect it refused, `ACK_TIMEOUT` for a spent budget), in upstream's
+    /// wording.
+    pub response: HandoffResponse,
+    /// Why the loop stopped.
+    pub end: DelegationEnd,
+    /// Every gateway sent a `RequestHandoff`, in order, once per send (a gateway
+    /// retried after `OVERLOADED` appears again).
+    pub sent_to: Vec<String>,
+    /// Sends again after `OVERLOADED`.
+    pub retries: u32,
+    /// Redirects followed.
+    pub redirects: u32,
+    /// The last answer a gateway gave, when the loop made the final one.
+    pub last_gateway_answer: Option<HandoffResponse>,
+    /// What was left of the budget when the loop stopped (both deadline fields agree).
+    pub budget_left: BudgetEnvelope,
+}
+
+impl DelegationOutcome {
+    /// Whether a gateway accepted.
+    pub fn accepted(&self) -> bool {
+        self.end == DelegationEnd::Accepted
+    }
+}
+
+/// Why a delegation did not run to an answer.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum DelegationError {
+    /// The request's `BudgetEnvelope` has no `deadline_epoch_ms` (SW4-005 §8 requires
+    /// it for a delegation to another swarm).
+    NoDeadline,
+    /// The scope the loop ran in was cancelled: nothing was sent after it, a wait was
+    /// cut short.
+    Cancelled {
+        /// Why the scope was cancelled.
+        reason: CancelReason,
+        /// Gateways sent a `RequestHandoff` before the cancel, in order.
+        sent_to: Vec<String>,
+    },
+    /// Sending to a gateway failed (after the layer's own retries, if any).
+    Gateway {
+        /// The gateway.
+        to_agent: String,
+        /// What the send ended with.
+        status: Status,
+    },
+}
+
+impl fmt::Display for DelegationError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DelegationError::NoDeadline => f.write_str(
+                "delegation refused before sending: the HandoffRequest's BudgetEnvelope has \
+                 deadline_epoch_ms 0, and SW4-005 requires an epoch deadline for a \
+                 delegation to another swarm; set budget.deadline_epoch_ms",
+            ),
+            DelegationError::Cancelled { reason, sent_to } => write!(
+                f,
+                "delegation stopped by its scope's cancel ({}) after {} send(s): {}",
+                reason.as_str(),
+                sent_to.len(),
+                reason.describe()
+            ),
+            DelegationError::Gateway { to_agent, status } => write!(
+                f,
+                "delegation to gateway {:?} failed: {:?} {}",
+                cut(to_agent, QUOTE_LIMIT).to_string(),
+                status.code(),
+                cut(status.message(), QUOTE_LIMIT)
+            ),
+        }
+    }
+}
+
+impl std::error::Error for DelegationError {}
