@@ -629,3 +629,71 @@ async fn the_loop_records_the_metrics_the_specs_name() {
     // From the REDIRECT answer to the final answer: gateway-b's 5 ms.
     has(r#"sw4rm_swarm_redirect_latency_ms_sum 5"#);
 }
+
+/// The span's attributes, as a tracing layer sees them recorded.
+#[derive(Clone, Default)]
+struct Recorded(Arc<Mutex<Vec<(String, String)>>>);
+
+impl tracing::field::Visit for Recorded {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0
+            .lock()
+            .unwrap()
+            .push((field.name().to_owned(), format!("{value:?}")));
+    }
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        self.0
+            .lock()
+            .unwrap()
+            .push((field.name().to_owned(), value.to_owned()));
+    }
+}
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Recorded {
+    fn on_record(
+        &self,
+        _: &tracing::span::Id,
+        values: &tracing::span::Record<'_>,
+        _: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        values.record(&mut self.clone());
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_span_names_the_redirect_chain_and_why_it_ended() {
+    use tracing_subscriber::layer::SubscriberExt;
+    let recorded = Recorded::default();
+    let subscriber = tracing_subscriber::registry().with(recorded.clone());
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let redirect = |to: &str| HandoffResponse {
+        rejection_code: ErrorCode::Redirect.into(),
+        redirect_to_agent_id: to.into(),
+        ..HandoffResponse::default()
+    };
+    let log: Log = Arc::default();
+    let mut gateway = scripted(
+        log,
+        vec![redirect("gateway-b"), redirect("gateway-a")],
+        Duration::ZERO,
+    );
+    let policy = SwarmDelegationPolicy {
+        allow_spillover_routing: true,
+        ..Default::default()
+    };
+    let out = delegation(request(5_000, Some(policy)))
+        .run(&mut gateway)
+        .await
+        .unwrap();
+    assert_eq!(out.end, DelegationEnd::RedirectLoop);
+    let seen = recorded.0.lock().unwrap().clone();
+    let get = |name: &str| {
+        seen.iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_else(|| panic!("{name} not recorded: {seen:?}"))
+    };
+    assert_eq!(get("sw4rm.redirect_count"), "1");
+    assert_eq!(get("sw4rm.redirect_chain"), "gateway-a,gateway-b");
+    assert_eq!(get("sw4rm.redirect_terminal_reason"), "redirect_loop");
+}

@@ -231,7 +231,7 @@ impl Sw4rm {
             .channel
             .set_cascade(crate::timeout::CascadeSender::new(move |message| {
                 let mut client = handoff.clone();
-                Box::pin(async move { client.cancel_delegation(message).await.map(drop) })
+                Box::pin(async move { client.cancel_delegation(message).await })
             }));
         sw4rm
     }

@@ -117,6 +117,25 @@ pub fn effective_grace(requested_ms: u64) -> Duration {
     Duration::from_millis(requested_ms).max(MIN_CANCEL_GRACE)
 }
 
+/// The grace a delegation's own children get when it is cancelled (SW4-004 §9.4
+/// item 5, conformance T-016): what the agent asks for, clamped to what is left of
+/// the grace its own delegator gave it (`parent_left`, when a delegator cancelled
+/// it), and never below [`MIN_CANCEL_GRACE`].
+///
+/// ```
+/// use std::time::Duration;
+/// use sw4rm_timeouts::scope::child_grace;
+/// let s = Duration::from_secs;
+/// assert_eq!(child_grace(s(30), Some(s(8))), s(8));
+/// assert_eq!(child_grace(s(30), Some(s(2))), s(5)); // the floor
+/// assert_eq!(child_grace(s(30), None), s(30));
+/// ```
+pub fn child_grace(requested: Duration, parent_left: Option<Duration>) -> Duration {
+    parent_left
+        .map_or(requested, |left| requested.min(left))
+        .max(MIN_CANCEL_GRACE)
+}
+
 /// Whether the grace of a cancel made at `cancelled_at_ms` (any clock) has expired at
 /// `now_ms` (the same clock): from the grace deadline on, work still running is
 /// forced (`FORCED_PREEMPTION`).
@@ -254,6 +273,25 @@ fn remove_one(map: &mut std::collections::HashMap<String, Vec<String>>, key: &st
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn t016_a_childs_grace_is_clamped_to_the_parents_remaining_grace() {
+        let ms = Duration::from_millis;
+        // (requested, parent's grace left, given)
+        let table = [
+            (ms(30_000), None, ms(30_000)),
+            (ms(0), None, ms(5_000)),
+            (ms(30_000), Some(ms(12_000)), ms(12_000)),
+            (ms(8_000), Some(ms(12_000)), ms(8_000)),
+            // The floor holds even when less is left.
+            (ms(30_000), Some(ms(1_000)), ms(5_000)),
+            (ms(30_000), Some(ms(0)), ms(5_000)),
+            (Duration::MAX, Some(Duration::MAX), Duration::MAX),
+        ];
+        for (requested, left, want) in table {
+            assert_eq!(child_grace(requested, left), want, "{requested:?} {left:?}");
+        }
+    }
 
     #[test]
     fn reasons_round_trip_by_name_and_code() {

@@ -16,6 +16,7 @@ use std::task::{Context, Poll};
 
 use tokio::sync::futures::OwnedNotified;
 use tokio::sync::Notify;
+use tokio::time::Instant;
 
 use super::task::with_current_cancel;
 use crate::policy::cancel::CancelReason;
@@ -32,10 +33,14 @@ pub(crate) struct CancelSignal {
     /// What runs once when it is cancelled (SW4-004 cascades to the handoffs made in
     /// the scope); dropped with the signal otherwise.
     hooks: Mutex<Vec<Hook>>,
+    /// When the grace of a cancelled delegation ends (its delegator's
+    /// `CancelDelegation`), passed on to children cancelled with it.
+    grace_until: OnceLock<Instant>,
 }
 
-/// Something to do when a signal is cancelled.
-pub(crate) type Hook = Box<dyn FnOnce(CancelReason) + Send>;
+/// Something to do when a signal is cancelled: given the reason, and the end of the
+/// grace the work was given, when its delegator cancelled it.
+pub(crate) type Hook = Box<dyn FnOnce(CancelReason, Option<Instant>) + Send>;
 
 impl std::fmt::Debug for CancelSignal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -86,12 +91,22 @@ impl CancelSignal {
     /// Cancels the signal and its children with `reason`; `false` when it was
     /// cancelled already (the first reason stays).
     pub(crate) fn cancel(&self, reason: CancelReason) -> bool {
+        self.cancel_within(reason, None)
+    }
+
+    /// Cancels as [`cancel`](Self::cancel) does, with the work's grace ending at
+    /// `grace_until` (a delegation cancelled by its delegator): the signal's hooks and
+    /// children see it.
+    pub(crate) fn cancel_within(&self, reason: CancelReason, grace_until: Option<Instant>) -> bool {
         if self
             .reason
             .compare_exchange(0, reason.code(), Ordering::AcqRel, Ordering::Acquire)
             .is_err()
         {
             return false;
+        }
+        if let Some(until) = grace_until {
+            let _ = self.grace_until.set(until);
         }
         // Pairs with the fence in `Watch::poll`: either the waiter sees the reason, or
         // this sees its `Notify` and wakes it.
@@ -103,17 +118,23 @@ impl CancelSignal {
             let mut list = self.children.lock().unwrap_or_else(|e| e.into_inner());
             std::mem::take(&mut *list)
         };
+        let grace_until = self.grace_until();
         for child in children.iter().filter_map(Weak::upgrade) {
-            child.cancel(reason);
+            child.cancel_within(reason, grace_until);
         }
         let hooks = {
             let mut list = self.hooks.lock().unwrap_or_else(|e| e.into_inner());
             std::mem::take(&mut *list)
         };
         for hook in hooks {
-            hook(reason);
+            hook(reason, grace_until);
         }
         true
+    }
+
+    /// When the grace of a delegation cancelled by its delegator ends, once it was.
+    pub(crate) fn grace_until(&self) -> Option<Instant> {
+        self.grace_until.get().copied()
     }
 
     /// Runs `hook` when the signal is cancelled (now, if it already is).
@@ -129,7 +150,7 @@ impl CancelSignal {
             }
         };
         if let Some((hook, reason)) = now {
-            hook(reason);
+            hook(reason, self.grace_until());
         }
     }
 
@@ -154,6 +175,14 @@ impl CancelSignal {
         let children = self.children.lock().unwrap_or_else(|e| e.into_inner());
         children.iter().filter(|c| c.strong_count() > 0).count()
     }
+}
+
+/// What is left of the grace the current scope was given when its delegator
+/// cancelled it (`None`: not cancelled by a delegator, or outside a scope).
+pub(crate) fn own_grace_left() -> Option<std::time::Duration> {
+    with_current_cancel(|s| s.grace_until())
+        .flatten()
+        .map(|until| until.saturating_duration_since(Instant::now()))
 }
 
 /// Handoffs remembered now, in every scope of the process.
@@ -340,7 +369,7 @@ mod tests {
         let signal = CancelSignal::new();
         let counted = |ran: &Arc<AtomicUsize>| {
             let ran = ran.clone();
-            Box::new(move |r: CancelReason| {
+            Box::new(move |r: CancelReason, _| {
                 assert_eq!(r, CancelReason::DelegationCancelled);
                 ran.fetch_add(1, Ordering::SeqCst);
             }) as Hook

@@ -55,10 +55,11 @@ mod progress;
 mod server;
 mod task;
 
-pub use crate::policy::cancel::{effective_grace, MIN_CANCEL_GRACE};
+pub use crate::policy::cancel::{child_grace, effective_grace, MIN_CANCEL_GRACE};
 pub use cancel::{cancel_reason, cancelled, is_cancelled, remembered_handoffs, Cancelled};
 pub use delegations::{
     CancelAnswer, Delegated, DelegationBook, Delegations, HandoffRefused, PeerText,
+    EARLY_CANCEL_MEMORY, MAX_EARLY_CANCELS,
 };
 pub use long_stream::{Frame, ProgressStream};
 pub use long_work::{LongWork, Output};
@@ -70,7 +71,7 @@ pub use server::{
 };
 pub use task::{carry, current_deadline, detach, with_deadline, Scope, Scoped};
 
-pub(crate) use cancel::{CancelSignal, RememberedHandoff, Watch};
+pub(crate) use cancel::{own_grace_left, CancelSignal, RememberedHandoff, Watch};
 pub(crate) use caps::{BudgetNow, Current, Tightened};
 pub(crate) use operation_budget::epoch_ms_now;
 pub(crate) use task::current;

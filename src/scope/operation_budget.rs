@@ -249,9 +249,10 @@ impl OperationBudget {
         self.signal.reason()
     }
 
-    /// Cancels with `reason` (a delegation cancelled by its delegator).
-    pub(crate) fn cancel_with(&self, reason: CancelReason) -> bool {
-        self.signal.cancel(reason)
+    /// Cancels with `reason` (a delegation cancelled by its delegator), the work's
+    /// grace ending at `grace_until`.
+    pub(crate) fn cancel_within(&self, reason: CancelReason, grace_until: Instant) -> bool {
+        self.signal.cancel_within(reason, Some(grace_until))
     }
 
     pub(crate) fn signal(&self) -> &Arc<CancelSignal> {

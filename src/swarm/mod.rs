@@ -34,17 +34,35 @@
 //! `sw4rm.redirect_count`, `sw4rm.redirect_chain` and
 //! `sw4rm.redirect_terminal_reason`.
 //!
+//! ## Cancelling a delegation
+//!
+//! [`DelegationCancel`] sends `CancelDelegation` and waits as the parent chooses
+//! ([`CancelWait`]: abandon, try once, until acknowledged, until the delegate's work
+//! ended), then reports what is known ([`CancelOutcome`]): acknowledged or not, ended
+//! within the grace or forced (`FORCED_PREEMPTION`), `UNIMPLEMENTED` (the work ends
+//! with its budget, SW4-004 §5.7), or unknown. A delegate's grace is clamped to what is
+//! left of the parent's own (T-016, floor 5000 ms), here and in the layer's cancel
+//! cascade. On the delegate's side, [`crate::scope::Delegations::answer_cancel`]
+//! answers in one line, waiting when asked, and a cancel that arrives before its
+//! handoff is kept and applied when the handoff does.
+//!
 //! Gateways: [`SwarmGateway`] sends through a [`crate::Sw4rm`] client (the `handoff`
 //! profile, the layer's retries, the scope's caps) and takes the gateway's answer
 //! from its `AcceptHandoff`/`RejectHandoff` call to this agent ([`HandoffAnswers`]);
 //! any closure from a `Request<HandoffRequest>` to a `HandoffResponse` is a
 //! [`Gateway`] too.
 
+mod cancel;
 mod delegation;
 mod gateway;
 mod instruments;
 mod outcome;
 
+pub use crate::observe::metrics::SWARM_CANCELLATIONS_TOTAL;
+pub use crate::wire::delegation_cancel::{
+    CancelOutcome, CANCEL_OUTCOME_KEY, CANCEL_WAIT_KEY, ENDED_FORCED, ENDED_IN_GRACE, WAIT_ENDED,
+};
+pub use cancel::{CancelReport, CancelWait, DelegationCancel};
 pub use delegation::{Delegation, IDEMPOTENCY_TOKEN_KEY};
 pub use gateway::{Gateway, HandoffAnswers, SwarmGateway, MAX_WAITING_ANSWERS};
 pub use instruments::{

@@ -279,7 +279,8 @@ impl Handoff {
         }
         if let (Some(grace), Some(signal)) = (self.cascade, cancel) {
             if let Some(id) = request_id.or_else(|| peek_request_id(body)) {
-                remember(signal, id, grace, sender.clone());
+                let instruments = shared.settings.instruments.clone();
+                remember(signal, id, grace, sender.clone(), instruments);
             }
         }
         Ok(())

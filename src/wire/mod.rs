@@ -9,6 +9,7 @@
 //! caller's quiet limit a long-work guard paces its progress messages by.
 
 pub(crate) mod cancel;
+pub(crate) mod delegation_cancel;
 pub(crate) mod details;
 pub(crate) mod envelope;
 pub(crate) mod error;

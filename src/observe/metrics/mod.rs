@@ -60,6 +60,12 @@ pub const CANCELLED_TOTAL: &str = "sw4rm_rpc_cancelled_total";
 /// Name of the counter of reloads (`ReloadHandle`), with `outcome` = `applied` or
 /// `refused` (an invalid table, which left the one in use in place).
 pub const RELOADS_TOTAL: &str = "sw4rm_config_reloads_total";
+/// Name of the counter of `CancelDelegation`s the cancel cascade sent (SW4-004 §8.1),
+/// with `trigger` (`explicit`: a budget, a call or a delegation cancelled on purpose,
+/// or the caller gone; `deadline`: the inbound call's deadline passed) and `outcome`
+/// (`acknowledged`, `not_acknowledged`, `deadline_fallback` for a delegate that
+/// answered `UNIMPLEMENTED`, `failed`, `not_sent`).
+pub const SWARM_CANCELLATIONS_TOTAL: &str = "sw4rm_swarm_cancellations_total";
 /// The instrumentation scope name.
 pub const METER_NAME: &str = "sw4rm-timeouts";
 
@@ -157,6 +163,7 @@ pub(crate) struct Instruments {
     hedge_wins: Counter<u64>,
     cancelled: Counter<u64>,
     reloads: Counter<u64>,
+    delegation_cancels: Counter<u64>,
     sw4_003: Option<Sw4003>,
     rpc_duration: Option<Histogram<f64>>,
     attempts: Option<AttemptInstruments>,
@@ -288,6 +295,18 @@ impl Instruments {
         }
     }
 
+    /// The cancel cascade sent a `CancelDelegation`: `trigger` (`explicit` or
+    /// `deadline`) and `outcome` (what the delegate answered).
+    pub(crate) fn delegation_cancelled(&self, trigger: &'static str, outcome: &'static str) {
+        self.delegation_cancels.add(
+            1,
+            &[
+                KeyValue::new("trigger", trigger),
+                KeyValue::new("outcome", outcome),
+            ],
+        );
+    }
+
     /// Counts one reload: applied, or refused.
     pub(crate) fn reloaded(&self, applied: bool) {
         let outcome = if applied { "applied" } else { "refused" };
@@ -334,6 +353,12 @@ impl Instruments {
             reloads: meter
                 .u64_counter(RELOADS_TOTAL)
                 .with_description("SW4RM timeout tables applied or refused by a reload handle")
+                .build(),
+            delegation_cancels: meter
+                .u64_counter(SWARM_CANCELLATIONS_TOTAL)
+                .with_description(
+                    "CancelDelegation sent by the cancel cascade, by trigger and outcome",
+                )
                 .build(),
             meter,
             sw4_003: None,

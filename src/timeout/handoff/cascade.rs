@@ -11,16 +11,21 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::time::Instant;
 use tonic::Status;
 
-use crate::policy::cancel::CancelReason;
-use crate::proto::sw4rm::handoff::CancelDelegation;
+use crate::observe::metrics::Instruments;
+use crate::policy::cancel::{child_grace, CancelReason};
+use crate::proto::sw4rm::handoff::{CancelDelegation, CancelDelegationResponse};
 use crate::scope::{CancelSignal, RememberedHandoff};
+use crate::wire::delegation_cancel::CancelOutcome;
 
 /// Sends one `CancelDelegation` (made by the client the layer serves).
-type SendFn = dyn Fn(CancelDelegation) -> Pin<Box<dyn Future<Output = Result<(), Status>> + Send>>
-    + Send
-    + Sync;
+type SendFn =
+    dyn Fn(CancelDelegation) -> Pin<Box<dyn Future<Output = Answered> + Send>> + Send + Sync;
+
+/// The answer to a `CancelDelegation`.
+pub(crate) type Answered = Result<tonic::Response<CancelDelegationResponse>, Status>;
 
 /// How a layered service sends `CancelDelegation`: through the client it serves, set
 /// when the client is built (`Sw4rm` over a tonic `Channel` does it).
@@ -29,7 +34,7 @@ pub(crate) struct CascadeSender(Arc<SendFn>);
 
 impl CascadeSender {
     pub(crate) fn new(
-        send: impl Fn(CancelDelegation) -> Pin<Box<dyn Future<Output = Result<(), Status>> + Send>>
+        send: impl Fn(CancelDelegation) -> Pin<Box<dyn Future<Output = Answered> + Send>>
             + Send
             + Sync
             + 'static,
@@ -49,32 +54,54 @@ struct Remembered {
     request_id: String,
     grace: Duration,
     send: Option<CascadeSender>,
+    instruments: Option<Instruments>,
     /// Counted in `scope::remembered_handoffs()` while it lives.
     _counted: RememberedHandoff,
 }
 
 /// Remembers the handoff `request_id` on `signal`, to cancel it with the scope
-/// through `send` (`None`: the client cannot send; the cancel is logged).
+/// through `send` (`None`: the client cannot send; the cancel is logged), counted on
+/// `instruments`.
 pub(crate) fn remember(
     signal: &CancelSignal,
     request_id: String,
     grace: Duration,
     send: Option<CascadeSender>,
+    instruments: Option<Instruments>,
 ) {
     let handoff = Remembered {
         request_id,
         grace,
         send,
+        instruments,
         _counted: RememberedHandoff::new(),
     };
-    signal.on_cancel(Box::new(move |reason| handoff.cancel(reason)));
+    signal.on_cancel(Box::new(move |reason, grace_until| {
+        handoff.cancel(reason, grace_until);
+    }));
+}
+
+/// The `trigger` of `sw4rm_swarm_cancellations_total` for a cancel of `reason`.
+fn trigger(reason: CancelReason) -> &'static str {
+    match reason {
+        CancelReason::InboundDeadline => "deadline",
+        _ => "explicit",
+    }
 }
 
 impl Remembered {
     /// The scope was cancelled: sends `CancelDelegation` in a task of its own, outside
-    /// any scope (the cancel must not be cancelled), under its route's profile.
-    fn cancel(self, reason: CancelReason) {
+    /// any scope (the cancel must not be cancelled), under its route's profile. A
+    /// scope cancelled by its own delegator passes on no more grace than it has left
+    /// (T-016, with the 5000 ms floor).
+    fn cancel(self, reason: CancelReason, grace_until: Option<Instant>) {
+        let count = |outcome: &'static str| {
+            if let Some(instruments) = &self.instruments {
+                instruments.delegation_cancelled(trigger(reason), outcome);
+            }
+        };
         let Some(send) = self.send.clone() else {
+            count("not_sent");
             tracing::warn!(
                 request_id = %self.request_id,
                 "SW4RM cancel cascade is on, but the client under the layer cannot send \
@@ -83,25 +110,45 @@ impl Remembered {
             return;
         };
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            count("not_sent");
             return;
         };
+        let left = grace_until.map(|until| until.saturating_duration_since(Instant::now()));
+        let grace = child_grace(self.grace, left);
         let message = CancelDelegation {
             correlation_id: self.request_id.clone(),
             reason: format!("{}: {}", reason.as_str(), reason.describe()),
-            grace_period_ms: u64::try_from(self.grace.as_millis()).unwrap_or(u64::MAX),
+            grace_period_ms: u64::try_from(grace.as_millis()).unwrap_or(u64::MAX),
         };
-        let request_id = self.request_id.clone();
+        let Remembered {
+            request_id,
+            instruments,
+            ..
+        } = self;
         runtime.spawn(crate::scope::detach(async move {
-            match (send.0)(message).await {
-                Ok(()) => tracing::debug!(%request_id, cause = reason.as_str(), "SW4RM delegation cancelled"),
-                Err(status) => tracing::warn!(
-                    %request_id,
-                    cause = reason.as_str(),
-                    code = ?status.code(),
-                    message = status.message(),
-                    "SW4RM CancelDelegation failed: the delegate may run on"
-                ),
+            let answered = (send.0)(message).await;
+            let outcome = CancelOutcome::of(answered.as_ref().map(|r| (r.metadata(), r.get_ref())));
+            if let Some(instruments) = &instruments {
+                instruments.delegation_cancelled(trigger(reason), outcome.as_str());
             }
+            log(&request_id, reason, &outcome);
         }));
+    }
+}
+
+/// The parent's record of what a cascaded cancel came to.
+fn log(request_id: &str, reason: CancelReason, outcome: &CancelOutcome) {
+    let cause = reason.as_str();
+    match outcome {
+        CancelOutcome::Unknown { .. } => tracing::warn!(
+            %request_id, cause, %outcome,
+            "SW4RM CancelDelegation failed: the delegate may run on until its budget ends"
+        ),
+        CancelOutcome::DeadlineFallback => tracing::info!(
+            %request_id, cause, %outcome,
+            "SW4RM delegate does not implement CancelDelegation: its work ends with its \
+             budget (SW4-004 §5.7)"
+        ),
+        _ => tracing::debug!(%request_id, cause, %outcome, "SW4RM delegation cancelled"),
     }
 }

@@ -14,6 +14,11 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+mod answer;
+mod early;
+
+pub use early::{EARLY_CANCEL_MEMORY, MAX_EARLY_CANCELS};
+
 use super::cancel::Watch;
 use super::operation_budget::{epoch_ms_now, EnvelopeError, OperationBudget};
 use crate::policy::cancel::{CancelBook, CancelReason};
@@ -151,6 +156,19 @@ struct Running {
     /// The run waiting for a grace after its scope was cancelled otherwise (a later
     /// `CancelDelegation` wakes it).
     waiting: Mutex<Option<std::task::Waker>>,
+    /// How the work ended, once it did (for a cancel that waits for it).
+    ended: tokio::sync::watch::Sender<Ended>,
+}
+
+/// Where a delegation's work is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ended {
+    /// Still running.
+    Running,
+    /// It returned (or its run was dropped).
+    Finished,
+    /// Dropped at the end of its grace (`FORCED_PREEMPTION`).
+    Forced,
 }
 
 /// The delegations this agent runs, by correlation id (a handoff's `request_id`).
@@ -189,6 +207,8 @@ pub struct Delegations {
 struct Registry {
     book: DelegationBook,
     running: HashMap<String, Arc<Running>>,
+    /// Cancels that came before their handoff.
+    early: early::EarlyCancels,
 }
 
 impl Delegations {
@@ -204,6 +224,18 @@ impl Delegations {
     /// Delegations running now (for leak checks and dashboards).
     pub fn running(&self) -> usize {
         self.lock().running.len()
+    }
+
+    /// Cancels kept for delegations not (yet) running (at most
+    /// [`MAX_EARLY_CANCELS`]).
+    pub fn kept_cancels(&self) -> usize {
+        self.lock().early.len()
+    }
+
+    /// How the work of delegation `id` is doing, to wait on; `None` when it does not
+    /// run here.
+    fn ended(&self, id: &str) -> Option<tokio::sync::watch::Receiver<Ended>> {
+        self.lock().running.get(id).map(|r| r.ended.subscribe())
     }
 
     /// Registers the work `request` delegated, by its `request_id`, and gives the
@@ -226,8 +258,9 @@ impl Delegations {
             budget: budget.clone(),
             forced_at: Mutex::new(None),
             waiting: Mutex::new(None),
+            ended: tokio::sync::watch::Sender::new(Ended::Running),
         });
-        {
+        let early = {
             let mut registry = self.lock();
             // A retried handoff reuses its id: the first run stays the one a cancel
             // reaches, and no second copy of the work starts.
@@ -237,6 +270,12 @@ impl Delegations {
                 });
             }
             registry.running.insert(id.clone(), running.clone());
+            registry.early.take(&id, Instant::now())
+        };
+        // A cancel that came first applies now: the work starts cancelled, its grace
+        // from now.
+        if let Some(cancel) = early {
+            self.cancel(&cancel);
         }
         let registered = Registered {
             delegations: self.clone(),
@@ -251,6 +290,7 @@ impl Delegations {
             std::future::poll_fn(|cx| {
                 if let Poll::Ready(output) = work.as_mut().poll(cx) {
                     let cancelled = budget.cancel_reason();
+                    running.ended.send_replace(Ended::Finished);
                     return Poll::Ready(Delegated::Finished { output, cancelled });
                 }
                 if watch.poll(cx).is_pending() {
@@ -274,7 +314,10 @@ impl Delegations {
                     armed = true;
                 }
                 match grace.as_mut().poll(cx) {
-                    Poll::Ready(()) => Poll::Ready(Delegated::Forced { grace: grace_given }),
+                    Poll::Ready(()) => {
+                        running.ended.send_replace(Ended::Forced);
+                        Poll::Ready(Delegated::Forced { grace: grace_given })
+                    }
                     Poll::Pending => Poll::Pending,
                 }
             })
@@ -291,15 +334,26 @@ impl Delegations {
     /// Cancels the delegation `request` names (and its direct children linked here):
     /// their scopes are cancelled ([`CancelReason::DelegationCancelled`]) and their
     /// grace starts, the requested one raised to 5000 ms. Not acknowledged when
-    /// nothing by that id runs here.
+    /// nothing by that id runs here; the cancel is then kept for
+    /// [`EARLY_CANCEL_MEMORY`] (at most [`MAX_EARLY_CANCELS`] of them) and applied if
+    /// the handoff arrives in that time (a cancel can overtake its handoff).
     pub fn cancel(&self, request: &CancelDelegation) -> CancelDelegationResponse {
         let now = Instant::now();
         let mut registry = self.lock();
         let id = &request.correlation_id;
         if !registry.running.contains_key(id) {
+            let message = match registry.early.keep(request, now) {
+                true => format!(
+                    "no delegation {} runs here yet: the cancel is kept for {} s and \
+                     applied if its handoff arrives",
+                    quoted(id),
+                    EARLY_CANCEL_MEMORY.as_secs()
+                ),
+                false => format!("no delegation {} runs here", quoted(id)),
+            };
             return CancelDelegationResponse {
                 acknowledged: false,
-                message: format!("no delegation {} runs here", quoted(id)),
+                message,
             };
         }
         let answer = registry.book.cancel(request, epoch_ms_now());
@@ -319,7 +373,7 @@ impl Delegations {
                 drop(forced);
                 running
                     .budget
-                    .cancel_with(CancelReason::DelegationCancelled);
+                    .cancel_within(CancelReason::DelegationCancelled, at);
                 // A run whose scope was cancelled otherwise waits for this.
                 let waiting = running
                     .waiting
@@ -419,7 +473,16 @@ struct Registered {
 impl Drop for Registered {
     fn drop(&mut self) {
         let mut registry = self.delegations.lock();
-        registry.running.remove(&self.id);
+        if let Some(running) = registry.running.remove(&self.id) {
+            // A run dropped before it ended: its work no longer runs.
+            running.ended.send_if_modified(|ended| {
+                let was = *ended == Ended::Running;
+                if was {
+                    *ended = Ended::Finished;
+                }
+                was
+            });
+        }
         registry.book.forget(&self.id);
     }
 }
