@@ -507,6 +507,82 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn ten_thousand_cancels_for_unknown_ids_keep_memory_bounded() {
+        let delegations = Delegations::new();
+        for i in 0..10_000 {
+            let answer = delegations.cancel(&cancel(&format!("unknown-{i}"), 0));
+            assert!(!answer.acknowledged);
+        }
+        assert_eq!(delegations.kept_cancels(), MAX_EARLY_CANCELS);
+        assert_eq!(delegations.running(), 0);
+        // The newest is kept and applies when its handoff comes; the oldest is gone.
+        let late = delegations
+            .run(&handoff("unknown-9999"), async {
+                super::super::cancelled().await
+            })
+            .unwrap();
+        assert_eq!(
+            late.await,
+            Delegated::Finished {
+                output: CancelReason::DelegationCancelled,
+                cancelled: Some(CancelReason::DelegationCancelled)
+            }
+        );
+        let first = delegations.run(&handoff("unknown-0"), async { 7 }).unwrap();
+        assert_eq!(
+            first.await,
+            Delegated::Finished {
+                output: 7,
+                cancelled: None
+            }
+        );
+        // Kept no longer than EARLY_CANCEL_MEMORY.
+        tokio::time::sleep(EARLY_CANCEL_MEMORY).await;
+        let aged = delegations
+            .run(&handoff("unknown-9998"), async { 8 })
+            .unwrap();
+        assert!(matches!(
+            aged.await,
+            Delegated::Finished {
+                output: 8,
+                cancelled: None
+            }
+        ));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn waiting_for_a_forced_end_says_forced() {
+        let delegations = Delegations::new();
+        let run = delegations
+            .run(&handoff("h"), std::future::pending::<()>())
+            .unwrap();
+        tokio::spawn(run);
+        tokio::task::yield_now().await;
+        let mut request = tonic::Request::new(cancel("h", 6_000));
+        request
+            .metadata_mut()
+            .insert("sw4rm-cancel-wait", "ended".parse().unwrap());
+        let start = Instant::now();
+        let answer = delegations.answer_cancel(request).await;
+        assert_eq!(
+            answer.metadata().get("sw4rm-cancel-outcome").unwrap(),
+            "forced"
+        );
+        assert_eq!(start.elapsed(), Duration::from_secs(6));
+        // Without the ask, the answer is at once and says nothing of the end.
+        let run = delegations
+            .run(&handoff("g"), std::future::pending::<()>())
+            .unwrap();
+        tokio::spawn(run);
+        tokio::task::yield_now().await;
+        let answer = delegations
+            .answer_cancel(tonic::Request::new(cancel("g", 0)))
+            .await;
+        assert!(answer.get_ref().acknowledged);
+        assert!(answer.metadata().get("sw4rm-cancel-outcome").is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn work_that_ignores_the_cancel_is_forced_at_the_grace_floor() {
         let delegations = Delegations::new();
         let d = delegations.clone();
