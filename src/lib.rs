@@ -177,6 +177,7 @@ pub use config::{
 pub use metrics::MetricFamily;
 pub use policy::cancel::CancelReason;
 pub use policy::deadline::Phase;
+pub use policy::effect::CallEffect;
 pub use policy::hedge::{HedgingDelay, HedgingPolicy, HedgingPolicyBuilder, HedgingPolicyError};
 pub use policy::idempotency::{idempotency_token, IdempotencyError};
 pub use policy::inherit::Propagation;

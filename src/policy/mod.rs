@@ -17,6 +17,7 @@
 pub(crate) mod cancel;
 pub(crate) mod deadline;
 pub(crate) mod delegation;
+pub(crate) mod effect;
 pub(crate) mod envelope;
 pub(crate) mod hedge;
 pub(crate) mod idempotency;

@@ -200,6 +200,7 @@ impl<R, T> Outcome<R, T> {
                 since_progress_ms: millis(self.since_progress),
                 progress_marker: self.marker,
             }),
+            effect: None,
         };
         Some(details.to_status())
     }

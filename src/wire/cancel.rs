@@ -7,8 +7,9 @@ use std::fmt;
 use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
-use super::details::TIMEOUT_DOMAIN;
+use super::details::{read_effect, write_effect, TIMEOUT_DOMAIN};
 use crate::policy::cancel::CancelReason;
+use crate::policy::effect::CallEffect;
 
 /// `ErrorInfo.reason` of a call cancelled by its scope (domain [`TIMEOUT_DOMAIN`]).
 pub const CANCEL_REASON: &str = "SW4RM_RPC_CANCELLED";
@@ -34,6 +35,7 @@ pub struct CancelDetails {
     pub(crate) method: String,
     pub(crate) elapsed_ms: u64,
     pub(crate) sent: bool,
+    pub(crate) effect: Option<CallEffect>,
 }
 
 impl CancelDetails {
@@ -68,6 +70,11 @@ impl CancelDetails {
         self.sent
     }
 
+    /// What the call left behind (`None` in details from an older peer).
+    pub fn effect(&self) -> Option<CallEffect> {
+        self.effect
+    }
+
     /// A `CANCELLED` status with a one-line message and an `ErrorInfo`.
     pub fn to_status(&self) -> Status {
         let mut metadata = HashMap::with_capacity(6);
@@ -77,6 +84,9 @@ impl CancelDetails {
         metadata.insert("method".to_owned(), self.method.clone());
         metadata.insert("elapsed_ms".to_owned(), self.elapsed_ms.to_string());
         metadata.insert("sent".to_owned(), self.sent.to_string());
+        if let Some(effect) = &self.effect {
+            write_effect(effect, &mut metadata);
+        }
         let details = ErrorDetails::with_error_info(CANCEL_REASON, TIMEOUT_DOMAIN, metadata);
         Status::with_error_details(Code::Cancelled, self.to_string(), details)
     }
@@ -99,6 +109,7 @@ impl CancelDetails {
             method: m.get("method")?.clone(),
             elapsed_ms: m.get("elapsed_ms")?.parse().ok()?,
             sent: m.get("sent").is_none_or(|s| s == "true"),
+            effect: read_effect(m),
         })
     }
 }
@@ -136,6 +147,7 @@ mod tests {
             method: "Call".into(),
             elapsed_ms: 120,
             sent: true,
+            effect: Some(CallEffect::ReadAborted),
         };
         let status = d.to_status();
         assert_eq!(status.code(), Code::Cancelled);
@@ -147,6 +159,7 @@ mod tests {
         assert_eq!(CancelDetails::from_status(&status), Some(d.clone()));
         let unsent = CancelDetails {
             sent: false,
+            effect: Some(CallEffect::NotSent),
             reason: CancelReason::BudgetCancelled,
             ..d
         };

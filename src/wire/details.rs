@@ -9,6 +9,7 @@ use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
 use crate::policy::deadline::Phase;
+use crate::policy::effect::CallEffect;
 use crate::policy::route::split_path;
 use crate::policy::source::Source;
 
@@ -89,6 +90,7 @@ pub struct TimeoutDetails {
     pub(crate) budget_paused_ms: Option<u64>,
     pub(crate) budget_elapsed_ms: Option<u64>,
     pub(crate) long_work: Option<LongWorkDetails>,
+    pub(crate) effect: Option<CallEffect>,
 }
 
 impl TimeoutDetails {
@@ -200,6 +202,12 @@ impl TimeoutDetails {
 }
 
 impl TimeoutDetails {
+    /// What the call left behind (`None` in details from an older peer, or from a
+    /// server's own long work).
+    pub fn effect(&self) -> Option<CallEffect> {
+        self.effect
+    }
+
     /// A `DEADLINE_EXCEEDED` status with a one-line message and an `ErrorInfo`.
     pub fn to_status(&self) -> Status {
         let mut metadata = HashMap::with_capacity(9);
@@ -234,6 +242,9 @@ impl TimeoutDetails {
         }
         if let Some(work) = &self.long_work {
             work.write(&mut metadata);
+        }
+        if let Some(effect) = &self.effect {
+            write_effect(effect, &mut metadata);
         }
         let details = ErrorDetails::with_error_info(TIMEOUT_REASON, TIMEOUT_DOMAIN, metadata);
         Status::with_error_details(Code::DeadlineExceeded, self.to_string(), details)
@@ -273,8 +284,35 @@ impl TimeoutDetails {
             budget_paused_ms: num("budget_paused_ms"),
             budget_elapsed_ms: num("budget_elapsed_ms"),
             long_work: LongWorkDetails::read(m),
+            effect: read_effect(m),
         })
     }
+}
+
+/// Writes `effect` into an `ErrorInfo`'s metadata: `effect`, and for a stream
+/// `effect_messages` and `effect_progress_marker`.
+pub(crate) fn write_effect(effect: &CallEffect, metadata: &mut HashMap<String, String>) {
+    metadata.insert("effect".to_owned(), effect.as_str().to_owned());
+    if let CallEffect::StreamEnded {
+        messages,
+        progress_marker,
+    } = effect
+    {
+        metadata.insert("effect_messages".to_owned(), messages.to_string());
+        if let Some(m) = progress_marker {
+            metadata.insert("effect_progress_marker".to_owned(), m.to_string());
+        }
+    }
+}
+
+/// Reads what [`write_effect`] wrote.
+pub(crate) fn read_effect(metadata: &HashMap<String, String>) -> Option<CallEffect> {
+    let num = |k: &str| metadata.get(k).and_then(|v| v.parse::<u64>().ok());
+    CallEffect::parse(
+        metadata.get("effect")?,
+        num("effect_messages"),
+        num("effect_progress_marker"),
+    )
 }
 
 impl fmt::Display for TimeoutDetails {
@@ -417,6 +455,10 @@ mod tests {
             budget_paused_ms: None,
             budget_elapsed_ms: None,
             long_work: None,
+            effect: Some(CallEffect::StreamEnded {
+                messages: 3,
+                progress_marker: Some(9),
+            }),
         };
         let status = d.to_status();
         assert_eq!(
@@ -492,6 +534,7 @@ mod tests {
                 since_progress_ms: 10_000,
                 progress_marker: Some(11),
             }),
+            effect: None,
         };
         let status = idle.to_status();
         assert_eq!(status.code(), Code::DeadlineExceeded);

@@ -90,6 +90,7 @@ impl CallRecord {
             attempt: None,
             budget: plan.budget.map(BudgetSpent::from),
             header_code: None,
+            sent: false,
             cancel: None,
             request: tonic::body::Body::empty(),
             tally: None,

@@ -111,6 +111,7 @@ impl Record {
             method: labels.method.to_string(),
             elapsed_ms,
             sent,
+            effect: Some(self.effect(seen, sent)),
         };
         let mut status = details.to_status();
         self.mark_attempts(&mut status);

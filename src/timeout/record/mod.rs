@@ -30,6 +30,7 @@ use super::state::shared::Shared;
 use crate::attempts::{RetryBudget, ATTEMPTS_HEADER};
 use crate::observe::metrics::{CallTally, Instruments};
 use crate::policy::deadline::{Cap, Due, Phase, Progress, Timers};
+use crate::policy::effect::{effect_of, CallEffect};
 use crate::policy::route::ProfileId;
 use crate::policy::source::Source;
 use crate::policy::streaming::millis;
@@ -76,6 +77,8 @@ pub(crate) struct Record {
     /// The call's attempts as gRPC's metrics count them, once sent, when a gRPC
     /// family is on (boxed: a call without one pays a null pointer).
     tally: Option<Box<CallTally>>,
+    /// Whether the call was handed to the transport (its first attempt started).
+    sent: bool,
 }
 
 /// What a budget that caps the call had spent at the call's start, as its timeout
@@ -101,6 +104,7 @@ impl Record {
     /// The call's first attempt is being sent.
     #[inline]
     pub(crate) fn sending(&mut self) {
+        self.sent = true;
         let instruments = self.shared.settings.instruments.as_ref();
         if instruments.is_some_and(Instruments::wants_tally) {
             let mut tally = Box::<CallTally>::default();
@@ -131,6 +135,13 @@ impl Record {
         if let Some(tally) = &mut self.tally {
             tally.started(n, Instant::now());
         }
+    }
+
+    /// What the call leaves behind if it ends now, having `sent` it or not
+    /// (SW4-002's timeouts and cancels say it in their details).
+    pub(super) fn effect(&self, seen: &Progress, sent: bool) -> CallEffect {
+        let messages = self.streaming.then_some(seen.messages);
+        effect_of(sent, self.labels().idempotent, messages, seen.marker)
     }
 
     /// What metrics, logs and details say about the call's path.
@@ -384,6 +395,7 @@ impl Record {
             attempt_timeout_ms: self.attempt.as_ref().map(|c| millis(c.limit())),
             budget_paused_ms: self.budget.map(|b| u64::from(b.paused_ms)),
             budget_elapsed_ms: self.budget.map(|b| u64::from(b.elapsed_ms)),
+            effect: Some(self.effect(seen, self.sent)),
         };
         if self.state == State::Open {
             self.state = State::Ended;

@@ -31,6 +31,8 @@ pub(crate) struct Labels {
     pub(crate) method: Arc<str>,
     /// The metric attributes, sharing the strings above.
     pub(crate) attrs: Attributes,
+    /// Whether the route's RPC is idempotent (what a timeout's effect is read from).
+    pub(crate) idempotent: bool,
 }
 
 impl Labels {
@@ -41,6 +43,7 @@ impl Labels {
             attrs: attributes(profile, service.clone(), method.clone()),
             service,
             method,
+            idempotent: route.idempotent,
         }
     }
 }
@@ -231,6 +234,7 @@ fn empty_labels() -> &'static Labels {
         service: "".into(),
         method: "".into(),
         attrs: attributes("", "".into(), "".into()),
+        idempotent: false,
     })
 }
 
