@@ -697,3 +697,54 @@ async fn the_span_names_the_redirect_chain_and_why_it_ended() {
     assert_eq!(get("sw4rm.redirect_chain"), "gateway-a,gateway-b");
     assert_eq!(get("sw4rm.redirect_terminal_reason"), "redirect_loop");
 }
+
+/// Sends that take a fraction of a millisecond never let the envelope grow from hop to
+/// hop: wall time and epoch deadline are measured on one clock.
+#[tokio::test(start_paused = true)]
+async fn the_envelope_never_grows_across_hops_of_a_fraction_of_a_millisecond() {
+    let redirect = |to: &str| HandoffResponse {
+        rejection_code: ErrorCode::Redirect.into(),
+        redirect_to_agent_id: to.into(),
+        ..HandoffResponse::default()
+    };
+    let log: Log = Arc::default();
+    let sent = log.clone();
+    let mut script = vec![redirect("b"), redirect("c"), redirect("d"), redirect("e")].into_iter();
+    // Each send takes 700 µs exactly (the clock moved by hand: a timer would round
+    // it to a whole millisecond).
+    let mut gateway = move |request: Request<HandoffRequest>| {
+        seen(&sent, &request);
+        let answer = script.next().unwrap_or(HandoffResponse {
+            accepted: true,
+            ..HandoffResponse::default()
+        });
+        async move {
+            tokio::time::advance(Duration::from_micros(700)).await;
+            Ok::<_, Status>(answer)
+        }
+    };
+    let policy = SwarmDelegationPolicy {
+        allow_spillover_routing: true,
+        max_redirects: 10,
+        ..Default::default()
+    };
+    let out = delegation(request(20_000, Some(policy)))
+        .run(&mut gateway)
+        .await
+        .unwrap();
+    assert!(out.accepted());
+    let sends = log.lock().unwrap().clone();
+    assert_eq!(sends.len(), 5);
+    for pair in sends.windows(2) {
+        let (a, b) = (pair[0].budget, pair[1].budget);
+        assert!(
+            b.deadline_epoch_ms <= a.deadline_epoch_ms,
+            "{a:?} then {b:?}"
+        );
+        assert!(
+            b.wall_time_remaining_ms <= a.wall_time_remaining_ms,
+            "{a:?} then {b:?}"
+        );
+    }
+    assert_eq!(sends[4].budget.deadline_epoch_ms, 20_000);
+}

@@ -182,7 +182,10 @@ struct Running {
     agent_labels: bool,
     started: Instant,
     epoch_start_ms: u64,
-    /// The envelope's wall time left (`None`: not set).
+    /// The envelope's wall time at the start (`None`: not set). What is left is it
+    /// less the time since the start: the loop only sends and waits, so every send
+    /// and every wait is taken off, measured on one clock with the epoch deadline (so
+    /// the two fields never drift apart).
     wall_ms: Option<u64>,
     deadline_epoch_ms: u64,
     progress: Progress,
@@ -234,14 +237,12 @@ impl Running {
             }
             let request = self.request_to(&target, left);
             self.sent_to.push(target.clone());
-            let sent = Instant::now();
             let answer = tokio::select! {
                 biased;
                 reason = &mut cancel => return Err(self.cancelled(reason)),
                 () = sleep(Duration::from_millis(left)) => None,
                 answer = gateway.request_handoff(request) => Some(answer),
             };
-            self.deduct(sent);
             let answer = match answer {
                 Some(Ok(answer)) => answer,
                 Some(Err(_)) | None if self.left() == 0 => return Ok(self.made(Made::Exhausted)),
@@ -261,13 +262,11 @@ impl Running {
                 }
                 Step::Retry(wait_ms) => {
                     self.progress.retries += 1;
-                    let waiting = Instant::now();
                     tokio::select! {
                         biased;
                         reason = &mut cancel => return Err(self.cancelled(reason)),
                         () = sleep(Duration::from_millis(wait_ms)) => {}
                     }
-                    self.deduct(waiting);
                     self.count_retry("overloaded", &target);
                 }
                 Step::Redirect(next) => {
@@ -303,9 +302,13 @@ impl Running {
         self.instruments.retry(reason, agents);
     }
 
+    /// Whole milliseconds since the loop started.
+    fn ran_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
     fn now_epoch_ms(&self) -> u64 {
-        let ran = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.epoch_start_ms.saturating_add(ran)
+        self.epoch_start_ms.saturating_add(self.ran_ms())
     }
 
     /// What is left now, in ms: the envelope's wall time and epoch deadline, and the
@@ -315,20 +318,13 @@ impl Running {
             .0
             .and_then(|current| current.left(&Propagation::default()))
             .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let wall = self.wall_ms.map(|w| w.saturating_sub(self.ran_ms()));
         left_ms(
-            self.wall_ms.unwrap_or(u64::MAX),
+            wall.unwrap_or(u64::MAX),
             self.deadline_epoch_ms,
             self.now_epoch_ms(),
             scope,
         )
-    }
-
-    /// Takes the time since `since` off the wall time.
-    fn deduct(&mut self, since: Instant) {
-        let spent = u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX);
-        if let Some(wall) = &mut self.wall_ms {
-            *wall = wall.saturating_sub(spent);
-        }
     }
 
     /// The envelope now: both deadline fields say `left`.
