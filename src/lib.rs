@@ -190,6 +190,7 @@ pub use policy::progress::{Heard, ProgressMessage, ProgressRule};
 pub use policy::retry::{RetryPolicy, RetryPolicyBuilder, RetryPolicyError};
 pub use policy::source::Source;
 pub use policy::streaming::StreamingTimeoutPolicy;
+pub use policy::wrap_up::WrapUp;
 pub use scope::{EnvelopeError, OperationBudget};
 pub use timeout::{
     BoxError, CallBudgetEnvelope, CallHedging, CallProgress, CallRetry, CallStreamingPolicy,
@@ -199,6 +200,7 @@ pub use timeout::{
 pub use wire::cancel::{CancelDetails, CANCEL_REASON};
 pub use wire::details::{DetectedBy, TimeoutDetails, TIMEOUT_DOMAIN, TIMEOUT_REASON};
 pub use wire::long_work::LongWorkDetails;
+pub use wire::partial::{Partial, PARTIAL_KEY};
 
 /// The closest of `candidates` to `word` when it is close enough to be a typo: the
 /// "did you mean" of configuration errors, for the crate's own `sw4rm-timeouts`

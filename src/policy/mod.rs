@@ -34,3 +34,4 @@ pub(crate) mod route;
 pub(crate) mod source;
 mod standard_routes;
 pub(crate) mod streaming;
+pub(crate) mod wrap_up;

@@ -17,6 +17,7 @@ use super::progress::WorkState;
 use super::task::{current_deadline, current_inbound, with_work};
 use crate::policy::cancel::CancelReason;
 use crate::policy::streaming::{millis, StreamingTimeoutPolicy};
+use crate::policy::wrap_up::WrapUp;
 
 /// A guard for long work inside a handler: an idle limit (reset by
 /// [`super::progress`] or by [`Output::push`]) and a hard cap, 0 turning either off.
@@ -50,6 +51,7 @@ pub struct LongWork {
     cap: Option<Duration>,
     heartbeat: Option<Duration>,
     rpc: &'static str,
+    wrap_up: Option<WrapUp>,
 }
 
 /// The work's side of the guard: what it produced so far, and progress reports.
@@ -128,6 +130,22 @@ impl<T> Output<T> {
     pub fn progress_at(&self, marker: u64) {
         self.state.report(Some(marker));
     }
+
+    /// Whether the work has been told to wrap up ([`LongWork::wrap_up`]): one atomic
+    /// load and a clock read.
+    pub fn should_wrap_up(&self) -> bool {
+        self.state.wrapping_up()
+    }
+
+    /// Ready once the work is told to wrap up (never without
+    /// [`LongWork::wrap_up`] and a cap): select on it beside the work, and return
+    /// what there is.
+    pub fn wrap_up_notice(&self) -> super::WrapUpNotice {
+        match self.state.notice() {
+            Some(at) => super::WrapUpNotice::at(at),
+            None => super::WrapUpNotice::never(),
+        }
+    }
 }
 
 type OnAbandon<T> = Box<dyn FnOnce(Outcome<(), T>) + Send>;
@@ -181,6 +199,39 @@ impl LongWork {
     /// outcome gives, and the SW4-002 profile of a standard route.
     pub fn for_rpc(mut self, path: &'static str) -> Self {
         self.rpc = path;
+        self
+    }
+
+    /// Tells the work, `wrap_up` before its cap (the smaller of [`LongWork::cap`] and
+    /// the inbound deadline), that time is nearly up ([`Output::should_wrap_up`],
+    /// [`Output::wrap_up_notice`], [`super::should_wrap_up`]), so it returns what it
+    /// has: the outcome then says [`Outcome::partial`], and the handler marks its
+    /// answer ([`crate::Partial::mark`]). Work that ignores the notice is stopped at
+    /// the cap as without it. Off by default; no effect without a cap.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// use std::time::Duration;
+    /// use sw4rm_timeouts::scope::LongWork;
+    /// use sw4rm_timeouts::{Partial, WrapUp};
+    /// let outcome = LongWork::new()
+    ///     .cap(Duration::from_secs(60))
+    ///     .wrap_up(WrapUp::before_end(Duration::from_secs(10)))
+    ///     .run(|out| async move {
+    ///         let notice = out.wrap_up_notice();
+    ///         tokio::select! {
+    ///             _ = notice => "summary of what was found",      // at 50 s
+    ///             _ = std::future::pending::<()>() => "the full answer",
+    ///         }
+    ///     })
+    ///     .await;
+    /// assert_eq!(outcome.partial(), Some(Partial::TimeBudget));
+    /// assert!(outcome.status().is_none()); // a normal answer, marked partial
+    /// # let _: &[()] = outcome.produced();
+    /// # }
+    /// ```
+    pub fn wrap_up(mut self, wrap_up: WrapUp) -> Self {
+        self.wrap_up = Some(wrap_up);
         self
     }
 
@@ -262,6 +313,9 @@ impl LongWork {
     {
         let start = state.start();
         let limits = self.limits(start);
+        if let (Some(wrap_up), Some((cap, _))) = (self.wrap_up, limits.cap) {
+            state.set_notice(wrap_up.notice_after(cap));
+        }
         let inbound = current_inbound();
         let rpc = self.rpc;
         let mut watch = Abandon {
@@ -308,7 +362,10 @@ impl LongWork {
             .await
         };
         watch.tell = None;
-        outcome(ending, &state, produced.take(), limits, rpc).with_sent(produced.sent())
+        let wrapped_up = matches!(ending, Ending::Finished(_)) && state.wrapping_up();
+        outcome(ending, &state, produced.take(), limits, rpc)
+            .with_sent(produced.sent())
+            .with_wrapped_up(wrapped_up)
     }
 }
 

@@ -54,6 +54,7 @@ mod outcome;
 mod progress;
 mod server;
 mod task;
+mod wrap_up;
 
 pub use crate::policy::cancel::{child_grace, effective_grace, MIN_CANCEL_GRACE};
 pub use cancel::{cancel_reason, cancelled, is_cancelled, remembered_handoffs, Cancelled};
@@ -70,6 +71,7 @@ pub use server::{
     InboundDeadline, InboundDeadlineFuture, InboundDeadlineLayer, InboundDeadlineService,
 };
 pub use task::{carry, current_deadline, detach, with_deadline, Scope, Scoped};
+pub use wrap_up::{remaining, should_wrap_up, wrap_up_notice, WrapUpNotice};
 
 pub(crate) use cancel::{own_grace_left, CancelSignal, RememberedHandoff, Watch};
 pub(crate) use caps::{BudgetNow, Current, Tightened};

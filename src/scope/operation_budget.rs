@@ -13,6 +13,7 @@ use super::task::{with_budget, Scoped};
 use crate::policy::cancel::CancelReason;
 use crate::policy::envelope::{incoming, Basis, Envelope};
 use crate::policy::inherit::budget_remaining;
+use crate::policy::wrap_up::WrapUp;
 use crate::proto::sw4rm::handoff::BudgetEnvelope;
 
 /// A time budget for an operation that spans many calls. Calls made inside
@@ -61,6 +62,8 @@ struct State {
     /// Guards alive, and since when the first of them.
     depth: u32,
     since: Option<Instant>,
+    /// When the work under the budget is told to wrap up.
+    wrap_up: Option<WrapUp>,
 }
 
 impl State {
@@ -93,6 +96,7 @@ impl OperationBudget {
                 paused: Duration::ZERO,
                 depth: 0,
                 since: None,
+                wrap_up: None,
             })),
             delegation,
             signal: CancelSignal::new(),
@@ -177,6 +181,47 @@ impl OperationBudget {
     pub fn with_max_pause(self, max: Duration) -> Self {
         self.lock().max_pause = Some(max);
         self
+    }
+
+    /// Tells the work under the budget when `wrap_up` of its total is left
+    /// ([`should_wrap_up`](Self::should_wrap_up), [`wrap_up_notice`](Self::wrap_up_notice),
+    /// and [`super::should_wrap_up`] inside [`run`](Self::run)): time to stop starting
+    /// new sub-calls and summarize. Off by default.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// use std::time::Duration;
+    /// use sw4rm_timeouts::{OperationBudget, WrapUp};
+    /// let budget = OperationBudget::new(Duration::from_secs(10)).with_wrap_up(WrapUp::share(20));
+    /// assert!(!budget.should_wrap_up());
+    /// budget.wrap_up_notice().await; // 8 s in
+    /// assert!(budget.should_wrap_up());
+    /// assert_eq!(budget.remaining(), Duration::from_secs(2));
+    /// # }
+    /// ```
+    pub fn with_wrap_up(self, wrap_up: WrapUp) -> Self {
+        self.lock().wrap_up = Some(wrap_up);
+        self
+    }
+
+    /// Time until the work under the budget is told to wrap up (zero once it has
+    /// been); `None` without a wrap-up or a time limit. A pause holds it.
+    pub(crate) fn until_wrap_up(&self) -> Option<Duration> {
+        let state = self.lock();
+        let (wrap_up, total) = (state.wrap_up?, state.total?);
+        let remaining = state.remaining_at(Instant::now())?;
+        Some(remaining.saturating_sub(wrap_up.reserve(total)))
+    }
+
+    /// Whether the work under the budget has been told to wrap up.
+    pub fn should_wrap_up(&self) -> bool {
+        self.until_wrap_up().is_some_and(|d| d.is_zero())
+    }
+
+    /// Ready once the work under the budget is told to wrap up (never without
+    /// [`with_wrap_up`](Self::with_wrap_up)); a pause moves it later.
+    pub fn wrap_up_notice(&self) -> super::WrapUpNotice {
+        super::WrapUpNotice::budget(self.clone())
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {

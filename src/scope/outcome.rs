@@ -50,6 +50,8 @@ pub struct Outcome<R, T> {
     /// Items sent on as they came (under `LongWork::stream`), not kept.
     sent: u64,
     rpc: &'static str,
+    /// It finished after its wrap-up notice.
+    wrapped_up: bool,
 }
 
 /// The limits the work ran under, with where the cap came from.
@@ -86,6 +88,7 @@ pub(super) fn outcome<R, T>(
         messages: None,
         sent: 0,
         rpc,
+        wrapped_up: false,
     }
 }
 
@@ -117,6 +120,19 @@ impl<R, T> Outcome<R, T> {
     /// ```
     pub fn produced_count(&self) -> u64 {
         (self.produced.len() as u64).saturating_add(self.sent)
+    }
+
+    /// [`Partial::TimeBudget`](crate::Partial::TimeBudget) when the work finished after
+    /// it was told to wrap up ([`LongWork::wrap_up`](super::LongWork::wrap_up)): its
+    /// answer is what it had then; mark it with [`crate::Partial::mark`] so the caller
+    /// can tell.
+    pub fn partial(&self) -> Option<crate::Partial> {
+        self.wrapped_up.then_some(crate::Partial::TimeBudget)
+    }
+
+    pub(crate) fn with_wrapped_up(mut self, wrapped_up: bool) -> Self {
+        self.wrapped_up = wrapped_up;
+        self
     }
 
     pub(crate) fn with_sent(mut self, sent: u64) -> Self {

@@ -22,6 +22,8 @@ pub(crate) struct WorkState {
     count: AtomicU64,
     /// The last marker reported ([`NO_MARKER`]: none).
     marker: AtomicU64,
+    /// When the work is told to wrap up, in ns from the start (`u64::MAX`: never).
+    notice_ns: AtomicU64,
 }
 
 impl WorkState {
@@ -31,7 +33,27 @@ impl WorkState {
             last_ns: AtomicU64::new(0),
             count: AtomicU64::new(0),
             marker: AtomicU64::new(NO_MARKER),
+            notice_ns: AtomicU64::new(u64::MAX),
         }
+    }
+
+    /// The work is told to wrap up `after` its start.
+    pub(crate) fn set_notice(&self, after: std::time::Duration) {
+        let ns = u64::try_from(after.as_nanos()).unwrap_or(u64::MAX);
+        self.notice_ns.store(ns, Ordering::Relaxed);
+    }
+
+    /// When the work is told to wrap up, if it is.
+    pub(crate) fn notice(&self) -> Option<Instant> {
+        match self.notice_ns.load(Ordering::Relaxed) {
+            u64::MAX => None,
+            ns => self.start.checked_add(std::time::Duration::from_nanos(ns)),
+        }
+    }
+
+    /// Whether the work has been told to wrap up (one atomic load and a clock read).
+    pub(crate) fn wrapping_up(&self) -> bool {
+        self.notice().is_some_and(|at| Instant::now() >= at)
     }
 
     /// One report, now.

@@ -174,6 +174,11 @@ pub(crate) fn with_current_cancel<R>(f: impl FnOnce(&Arc<CancelSignal>) -> R) ->
     SCOPE.try_with(|s| s.cancel.as_ref().map(f)).ok().flatten()
 }
 
+/// Calls `f` with the current task's scope, if it runs in one (no clone).
+pub(crate) fn with_current_scope<R>(f: impl FnOnce(&Scope) -> R) -> Option<R> {
+    SCOPE.try_with(f).ok()
+}
+
 /// Calls `f` with the long work the current task reports to, if any (no clone).
 pub(crate) fn with_current_work<R>(f: impl FnOnce(&WorkState) -> R) -> Option<R> {
     SCOPE.try_with(|s| s.work.as_deref().map(f)).ok().flatten()

@@ -18,6 +18,7 @@ pub(crate) mod framing;
 pub mod grpc_timeout;
 pub(crate) mod long_work;
 pub(crate) mod message_field;
+pub(crate) mod partial;
 pub(crate) mod reassembled;
 pub(crate) mod status;
 pub mod stream_idle;

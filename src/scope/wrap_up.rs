@@ -1,0 +1,165 @@
+//! The wrap-up notice where work asks for it: [`should_wrap_up`] (a flag, cheap as
+//! [`super::progress`]), [`wrap_up_notice`] (a future to select on), and
+//! [`remaining`] (the time the scope has left), for long work under a
+//! [`super::LongWork`] with a wrap-up and for work under an
+//! [`super::OperationBudget`] with one.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::time::{Instant, Sleep};
+
+use super::operation_budget::OperationBudget;
+use super::task::{with_current_scope, with_current_work};
+
+/// Whether the current task's work has been told to wrap up: its
+/// [`super::LongWork`]'s notice has come (`cap − reserve`), or its
+/// [`OperationBudget`] has only its reserve left. `false` outside such a scope.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// use std::time::Duration;
+/// use sw4rm_timeouts::{scope, OperationBudget, WrapUp};
+/// let budget = OperationBudget::new(Duration::from_secs(10)).with_wrap_up(WrapUp::share(30));
+/// let calls = budget.run(async {
+///     let mut calls = 0;
+///     while !scope::should_wrap_up() {
+///         tokio::time::sleep(Duration::from_secs(1)).await; // one sub-call
+///         calls += 1;
+///     }
+///     calls // then summarize what the calls found
+/// }).await;
+/// assert_eq!(calls, 7);
+/// # }
+/// ```
+pub fn should_wrap_up() -> bool {
+    if with_current_work(|w| w.wrapping_up()) == Some(true) {
+        return true;
+    }
+    with_current_scope(|s| {
+        s.budget
+            .as_ref()
+            .is_some_and(OperationBudget::should_wrap_up)
+    })
+    .unwrap_or(false)
+}
+
+/// A future ready once the current task's work is told to wrap up (see
+/// [`should_wrap_up`]); never outside a scope with a wrap-up. Take it in the work's
+/// task.
+pub fn wrap_up_notice() -> WrapUpNotice {
+    if let Some(Some(at)) = with_current_work(|w| w.notice()) {
+        return WrapUpNotice::at(at);
+    }
+    with_current_scope(|s| s.budget.clone())
+        .flatten()
+        .map_or(WrapUpNotice::never(), WrapUpNotice::budget)
+}
+
+/// What the current task's scope has left: the smaller of its inherited deadline and
+/// its operation budget (frozen while the budget is paused); `None` outside a scope
+/// with either.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// use std::time::Duration;
+/// use sw4rm_timeouts::{scope, OperationBudget};
+/// assert_eq!(scope::remaining(), None);
+/// let left = OperationBudget::new(Duration::from_secs(30)).run(async {
+///     tokio::time::sleep(Duration::from_secs(5)).await;
+///     scope::remaining()
+/// }).await;
+/// assert_eq!(left, Some(Duration::from_secs(25)));
+/// # }
+/// ```
+pub fn remaining() -> Option<Duration> {
+    let now = Instant::now();
+    with_current_scope(|s| {
+        let inherited = s.deadline.map(|d| d.saturating_duration_since(now));
+        let budget = s
+            .budget
+            .as_ref()
+            .map(OperationBudget::remaining)
+            .filter(|d| *d != Duration::MAX);
+        match (inherited, budget) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    })
+    .flatten()
+}
+
+/// Ready once work is told to wrap up ([`wrap_up_notice`],
+/// [`super::Output::wrap_up_notice`], [`OperationBudget::wrap_up_notice`]).
+#[must_use = "futures do nothing unless polled"]
+pub struct WrapUpNotice {
+    kind: Kind,
+}
+
+enum Kind {
+    Never,
+    At(Pin<Box<Sleep>>),
+    /// A budget's notice moves with its pauses: asked again each time it wakes.
+    Budget(OperationBudget, Option<Pin<Box<Sleep>>>),
+}
+
+impl std::fmt::Debug for WrapUpNotice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match &self.kind {
+            Kind::Never => "never",
+            Kind::At(_) => "at",
+            Kind::Budget(..) => "budget",
+        };
+        f.debug_struct("WrapUpNotice").field("kind", &kind).finish()
+    }
+}
+
+impl WrapUpNotice {
+    pub(crate) fn never() -> Self {
+        WrapUpNotice { kind: Kind::Never }
+    }
+
+    pub(crate) fn at(at: Instant) -> Self {
+        WrapUpNotice {
+            kind: Kind::At(Box::pin(tokio::time::sleep_until(at))),
+        }
+    }
+
+    pub(crate) fn budget(budget: OperationBudget) -> Self {
+        WrapUpNotice {
+            kind: Kind::Budget(budget, None),
+        }
+    }
+}
+
+impl Future for WrapUpNotice {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        match &mut self.get_mut().kind {
+            Kind::Never => Poll::Pending,
+            Kind::At(sleep) => sleep.as_mut().poll(cx),
+            Kind::Budget(budget, sleep) => loop {
+                let Some(wait) = budget.until_wrap_up() else {
+                    return Poll::Pending;
+                };
+                if wait.is_zero() {
+                    return Poll::Ready(());
+                }
+                // A wait too long to add to an instant is no notice.
+                let Some(at) = Instant::now().checked_add(wait) else {
+                    return Poll::Pending;
+                };
+                let timer = sleep.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(at)));
+                if timer.deadline() != at {
+                    timer.as_mut().reset(at);
+                }
+                if timer.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+            },
+        }
+    }
+}
