@@ -133,6 +133,7 @@
 mod attempts;
 mod clients;
 mod config;
+pub mod follow;
 mod observe;
 mod policy;
 pub mod proto;

@@ -18,6 +18,7 @@ use crate::policy::delegation::{
     left_ms, next_step, Answer, DelegationRules, Kept, Made, PolicyFields, Progress, Step,
 };
 use crate::policy::idempotency::idempotency_token;
+use crate::policy::ids::{random_id, random_u64, unit_draw};
 use crate::policy::inherit::Propagation;
 use crate::policy::quote::{cut, QUOTE_LIMIT};
 use crate::proto::sw4rm::handoff::{
@@ -291,7 +292,7 @@ impl Running {
             retry_after_ms: answer.retry_after_ms,
             redirect_to: &answer.redirect_to_agent_id,
         };
-        let unit = self.draw();
+        let unit = unit_draw(&mut self.draws);
         next_step(read, &self.progress, &self.rules, self.left(), unit)
     }
 
@@ -404,16 +405,6 @@ impl Running {
             "SW4RM delegation ended"
         );
     }
-
-    /// A draw in `[0, 1)` (splitmix64).
-    fn draw(&mut self) -> f64 {
-        self.draws = self.draws.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.draws;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        (z >> 11) as f64 / (1u64 << 53) as f64
-    }
 }
 
 fn fields(p: &SwarmDelegationPolicy) -> PolicyFields {
@@ -441,16 +432,4 @@ fn insert_token(metadata: &mut MetadataMap, request: &HandoffRequest) {
     if let Some(value) = token.ok().and_then(|t| MetadataValue::try_from(t).ok()) {
         metadata.insert(IDEMPOTENCY_TOKEN_KEY, value);
     }
-}
-
-fn random_u64() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(epoch_ms_now());
-    h.finish()
-}
-
-/// A random `request_id`: 32 hex digits.
-fn random_id() -> String {
-    format!("{:016x}{:016x}", random_u64(), random_u64())
 }
