@@ -6,6 +6,13 @@
 //! the room runs again with the overlay applied.
 //! Run with `cargo run --example advise`; `cargo run --example advise -- --report
 //! advice.html` also writes the first advice as a page of charts.
+//!
+//! To run it in a project of your own, make it `src/main.rs` with these dependencies:
+//!
+//! ```toml
+//! sw4rm-timeouts = { version = "0.1", features = ["testing", "prometheus"] }
+//! tokio = { version = "1", features = ["macros", "rt-multi-thread"] }
+//! ```
 
 use std::time::Duration;
 

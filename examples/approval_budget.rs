@@ -3,6 +3,13 @@
 //! takes 1 s. Without the pause the call would find the budget spent and fail; with
 //! it, the human's time is not charged.
 //! Run with `cargo run --example approval_budget`.
+//!
+//! To run it in a project of your own, make it `src/main.rs` with these dependencies:
+//!
+//! ```toml
+//! sw4rm-timeouts = { version = "0.1", features = ["testing"] }
+//! tokio = { version = "1", features = ["macros", "rt-multi-thread", "time"] }
+//! ```
 
 use std::time::Duration;
 

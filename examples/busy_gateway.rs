@@ -6,6 +6,13 @@
 //! planner's own `HandoffService`, handed to the loop through `HandoffAnswers`.
 //! Then the planner cancels the delegation and waits to learn how the work ended.
 //! Run with `cargo run --example busy_gateway`.
+//!
+//! To run it in a project of your own, make it `src/main.rs` with these dependencies:
+//!
+//! ```toml
+//! sw4rm-timeouts = { version = "0.1", features = ["testing"] }
+//! tokio = { version = "1", features = ["macros", "net", "rt-multi-thread", "time"] }
+//! ```
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -22,9 +29,9 @@ use sw4rm_timeouts::scope::{self, Delegations};
 use sw4rm_timeouts::swarm::{
     CancelWait, Delegation, DelegationCancel, HandoffAnswers, SwarmGateway,
 };
+use sw4rm_timeouts::tonic::transport::server::TcpIncoming;
+use sw4rm_timeouts::tonic::{Request, Response, Status};
 use sw4rm_timeouts::{Sw4rm, TimeoutProfileLayer};
-use tonic::transport::server::TcpIncoming;
-use tonic::{Request, Response, Status};
 
 /// The other swarm's gateway: busy twice, then redirects to its peer, which takes the
 /// work (and runs it until it is cancelled).
@@ -39,7 +46,7 @@ struct Planner {
     answers: HandoffAnswers,
 }
 
-#[tonic::async_trait]
+#[sw4rm_timeouts::tonic::async_trait]
 impl HandoffService for Gateway {
     async fn request_handoff(&self, r: Request<HandoffRequest>) -> Result<Response<Empty>, Status> {
         let request = r.into_inner();
@@ -101,7 +108,7 @@ impl HandoffService for Gateway {
     }
 }
 
-#[tonic::async_trait]
+#[sw4rm_timeouts::tonic::async_trait]
 impl HandoffService for Planner {
     async fn accept_handoff(&self, r: Request<HandoffResponse>) -> Result<Response<Empty>, Status> {
         self.answers.deliver(r.into_inner());
@@ -138,7 +145,7 @@ async fn serve(service: impl HandoffService) -> Result<String, Box<dyn std::erro
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}", listener.local_addr()?);
     tokio::spawn(
-        tonic::transport::Server::builder()
+        sw4rm_timeouts::tonic::transport::Server::builder()
             .add_service(HandoffServiceServer::new(service))
             .serve_with_incoming(TcpIncoming::from(listener)),
     );

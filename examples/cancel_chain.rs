@@ -4,6 +4,13 @@
 //! embedded SW4RM server (scripted to take a minute) ends at once with `CANCELLED`,
 //! naming why, and the server sees its handler dropped. A detached audit call made at
 //! the same time is not cancelled. Run with `cargo run --example cancel_chain`.
+//!
+//! To run it in a project of your own, make it `src/main.rs` with these dependencies:
+//!
+//! ```toml
+//! sw4rm-timeouts = { version = "0.1", features = ["testing"] }
+//! tokio = { version = "1", features = ["macros", "net", "rt-multi-thread", "sync", "time"] }
+//! ```
 
 use std::time::Duration;
 
@@ -16,10 +23,10 @@ use sw4rm_timeouts::proto::sw4rm::scheduler::GetTaskStatusRequest;
 use sw4rm_timeouts::proto::sw4rm::tool::ToolCall;
 use sw4rm_timeouts::scope::{self, InboundDeadlineLayer};
 use sw4rm_timeouts::testing::{Outcome, Script, TestServer};
+use sw4rm_timeouts::tonic::transport::server::TcpIncoming;
+use sw4rm_timeouts::tonic::{Request, Response, Status};
 use sw4rm_timeouts::{CancelDetails, Sw4rm, TimeoutProfileLayer};
 use tokio::sync::mpsc;
-use tonic::transport::server::TcpIncoming;
-use tonic::{Request, Response, Status};
 
 /// The agent: its Heartbeat hands the work to another task and waits.
 struct Agent {
@@ -27,7 +34,7 @@ struct Agent {
     told: mpsc::UnboundedSender<String>,
 }
 
-#[tonic::async_trait]
+#[sw4rm_timeouts::tonic::async_trait]
 impl RegistryService for Agent {
     async fn register_agent(
         &self,
@@ -99,7 +106,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}", listener.local_addr()?);
     tokio::spawn(
-        tonic::transport::Server::builder()
+        sw4rm_timeouts::tonic::transport::Server::builder()
             .layer(InboundDeadlineLayer::new())
             .add_service(RegistryServiceServer::new(Agent { downstream, told }))
             .serve_with_incoming(TcpIncoming::from(listener)),

@@ -3,6 +3,13 @@
 //! layer) works 300 ms, then asks the Scheduler (the embedded SW4RM server), whose
 //! own profile would give 10 s. Each hop prints the deadline it received.
 //! Run with `cargo run --example deadline_chain`.
+//!
+//! To run it in a project of your own, make it `src/main.rs` with these dependencies:
+//!
+//! ```toml
+//! sw4rm-timeouts = { version = "0.1", features = ["testing"] }
+//! tokio = { version = "1", features = ["macros", "net", "rt-multi-thread", "time"] }
+//! ```
 
 use std::time::Duration;
 
@@ -13,16 +20,16 @@ use sw4rm_timeouts::proto::sw4rm::registry::{self, HeartbeatRequest, HeartbeatRe
 use sw4rm_timeouts::proto::sw4rm::scheduler::GetTaskStatusRequest;
 use sw4rm_timeouts::scope::{InboundDeadline, InboundDeadlineLayer};
 use sw4rm_timeouts::testing::TestServer;
+use sw4rm_timeouts::tonic::transport::server::TcpIncoming;
+use sw4rm_timeouts::tonic::{Request, Response, Status};
 use sw4rm_timeouts::{CallTimeout, ProfileSet, Sw4rm, TimeoutProfileLayer};
-use tonic::transport::server::TcpIncoming;
-use tonic::{Request, Response, Status};
 
 /// The middle agent.
 struct Agent {
     scheduler: Sw4rm,
 }
 
-#[tonic::async_trait]
+#[sw4rm_timeouts::tonic::async_trait]
 impl RegistryService for Agent {
     async fn register_agent(
         &self,
@@ -71,7 +78,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let agent_url = format!("http://{}", listener.local_addr()?);
     tokio::spawn(
-        tonic::transport::Server::builder()
+        sw4rm_timeouts::tonic::transport::Server::builder()
             .layer(InboundDeadlineLayer::new())
             .add_service(RegistryServiceServer::new(Agent { scheduler }))
             .serve_with_incoming(TcpIncoming::from(listener).with_nodelay(Some(true))),

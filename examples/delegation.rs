@@ -4,6 +4,13 @@
 //! budget it was handed — hands part of it to a worker (the embedded SW4RM server).
 //! Each hop prints the envelope it received and the budget it runs under.
 //! Run with `cargo run --example delegation`.
+//!
+//! To run it in a project of your own, make it `src/main.rs` with these dependencies:
+//!
+//! ```toml
+//! sw4rm-timeouts = { version = "0.1", features = ["testing"] }
+//! tokio = { version = "1", features = ["macros", "net", "rt-multi-thread", "sync", "time"] }
+//! ```
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,9 +23,9 @@ use sw4rm_timeouts::proto::sw4rm::handoff::{
     self, BudgetEnvelope, HandoffRequest, HandoffResponse,
 };
 use sw4rm_timeouts::testing::TestServer;
+use sw4rm_timeouts::tonic::transport::server::TcpIncoming;
+use sw4rm_timeouts::tonic::{Request, Response, Status};
 use sw4rm_timeouts::{OperationBudget, Sw4rm, TimeoutProfileLayer};
-use tonic::transport::server::TcpIncoming;
-use tonic::{Request, Response, Status};
 
 fn show(hop: &str, what: &str, envelope: &BudgetEnvelope) {
     println!(
@@ -37,7 +44,7 @@ struct Coordinator {
     done: Arc<tokio::sync::Notify>,
 }
 
-#[tonic::async_trait]
+#[sw4rm_timeouts::tonic::async_trait]
 impl HandoffService for Coordinator {
     async fn request_handoff(
         &self,
@@ -118,7 +125,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         done: done.clone(),
     });
     tokio::spawn(
-        tonic::transport::Server::builder()
+        sw4rm_timeouts::tonic::transport::Server::builder()
             .add_service(service)
             .serve_with_incoming(TcpIncoming::from(listener).with_nodelay(Some(true))),
     );

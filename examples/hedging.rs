@@ -4,6 +4,13 @@
 //! profile (one hedge, after the route's own p95), and prints both latency
 //! distributions and how many extra requests hedging sent.
 //! Run with `cargo run --example hedging`.
+//!
+//! To run it in a project of your own, make it `src/main.rs` with these dependencies:
+//!
+//! ```toml
+//! sw4rm-timeouts = { version = "0.1", features = ["testing"] }
+//! tokio = { version = "1", features = ["macros", "rt-multi-thread"] }
+//! ```
 
 use std::time::{Duration, Instant};
 
@@ -15,7 +22,7 @@ const READS: usize = 600;
 
 /// `READS` status reads, one after another: their latencies (sorted) and the
 /// attempts they sent.
-async fn reads(sw4rm: &Sw4rm) -> Result<(Vec<Duration>, u64), tonic::Status> {
+async fn reads(sw4rm: &Sw4rm) -> Result<(Vec<Duration>, u64), sw4rm_timeouts::tonic::Status> {
     let mut latencies = Vec::with_capacity(READS);
     let mut attempts = 0;
     for _ in 0..READS {

@@ -3,6 +3,13 @@
 //! stops starting new ones when its budget's wrap-up notice comes; and a timeout that
 //! says what it left behind.
 //! Run with `cargo run --example long_operation`.
+//!
+//! To run it in a project of your own, make it `src/main.rs` with these dependencies:
+//!
+//! ```toml
+//! sw4rm-timeouts = { version = "0.1", features = ["testing"] }
+//! tokio = { version = "1", features = ["macros", "rt-multi-thread"] }
+//! ```
 
 use std::time::Duration;
 
@@ -73,7 +80,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 "wrap-up notice after {calls} calls: {} ms left to summarize",
                 left.as_millis()
             );
-            Ok::<_, tonic::Status>(calls)
+            Ok::<_, sw4rm_timeouts::tonic::Status>(calls)
         })
         .await?;
     assert!(calls > 0);

@@ -11,6 +11,13 @@
 //! `listening on ADDR`, then one `server:` line for each guarded call that ends without
 //! an answer being sent (stuck, capped, or the caller gone). `CallStream` and
 //! `InvokeTool` take the tool names `steady` and `stuck`.
+//!
+//! To run it in a project of your own, make it `src/main.rs` with these dependencies:
+//!
+//! ```toml
+//! sw4rm-timeouts = { version = "0.1", features = ["testing"] }
+//! tokio = { version = "1", features = ["macros", "net", "rt-multi-thread", "time"] }
+//! ```
 
 use std::pin::Pin;
 use std::time::Duration;
@@ -22,11 +29,11 @@ use sw4rm_timeouts::proto::sw4rm::tool::{
 };
 use sw4rm_timeouts::route::RoutePattern;
 use sw4rm_timeouts::scope::{self, Frame, InboundDeadlineLayer, LongWork};
+use sw4rm_timeouts::tonic::codegen::tokio_stream::Stream;
+use sw4rm_timeouts::tonic::{Request, Response, Status};
 use sw4rm_timeouts::{
     CallStreamingPolicy, ProgressRule, Sw4rm, TimeoutDetails, TimeoutProfileLayer,
 };
-use tonic::codegen::tokio_stream::Stream;
-use tonic::{Request, Response, Status};
 
 const CALL_STREAM: &str = "/sw4rm.tool.ToolService/CallStream";
 const INVOKE_TOOL: &str = "/sw4rm.tool.ToolService/InvokeTool";
@@ -67,7 +74,7 @@ fn told<R: std::fmt::Debug>(rpc: &str, tool: &str, outcome: &scope::Outcome<R, S
     );
 }
 
-#[tonic::async_trait]
+#[sw4rm_timeouts::tonic::async_trait]
 impl ToolService for Tool {
     type CallStreamStream = Pin<Box<dyn Stream<Item = Result<ToolFrame, Status>> + Send>>;
 
@@ -143,7 +150,7 @@ impl ToolService for Tool {
 }
 
 /// Prints a stream's frames as they come, and how it ended.
-async fn print_frames(mut frames: tonic::Streaming<ToolFrame>) {
+async fn print_frames(mut frames: sw4rm_timeouts::tonic::Streaming<ToolFrame>) {
     loop {
         match frames.message().await {
             Ok(Some(f)) if !f.data.is_empty() => {
@@ -184,11 +191,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let listener =
         tokio::net::TcpListener::bind(serve_only.unwrap_or(([127, 0, 0, 1], 0).into())).await?;
     let addr = listener.local_addr()?;
-    let server = tonic::transport::Server::builder()
+    let server = sw4rm_timeouts::tonic::transport::Server::builder()
         .layer(InboundDeadlineLayer::new())
         .add_service(ToolServiceServer::new(Tool))
         .serve_with_incoming(
-            tonic::codegen::tokio_stream::wrappers::TcpListenerStream::new(listener),
+            sw4rm_timeouts::tonic::codegen::tokio_stream::wrappers::TcpListenerStream::new(
+                listener,
+            ),
         );
     if serve_only.is_some() {
         println!("listening on {addr}");

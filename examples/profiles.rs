@@ -6,6 +6,13 @@
 //! SW4RM_CONFIG=sw4rm.example.toml SW4RM_PROFILES__HEARTBEAT__MAX_TIMEOUT_MS=25000 \
 //!     cargo run --example profiles
 //! ```
+//!
+//! To run it in a project of your own, make it `src/main.rs` with these dependencies:
+//!
+//! ```toml
+//! sw4rm-timeouts = { version = "0.1", features = ["testing"] }
+//! tokio = { version = "1", features = ["macros", "rt-multi-thread"] }
+//! ```
 
 use std::process::ExitCode;
 

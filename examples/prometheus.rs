@@ -5,6 +5,13 @@
 //! cargo run --example prometheus            # serves until Ctrl-C
 //! cargo run --example prometheus -- --scrapes 1   # exits after one scrape
 //! ```
+//!
+//! To run it in a project of your own, make it `src/main.rs` with these dependencies:
+//!
+//! ```toml
+//! sw4rm-timeouts = { version = "0.1", features = ["testing", "prometheus"] }
+//! tokio = { version = "1", features = ["io-util", "macros", "net", "rt-multi-thread"] }
+//! ```
 
 use std::time::Duration;
 
@@ -37,7 +44,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     server.script("Call", Script::latency(Duration::from_secs(5)))?;
     for _ in 0..2 {
-        let mut req = tonic::Request::new(ToolCall::default());
+        let mut req = sw4rm_timeouts::tonic::Request::new(ToolCall::default());
         CallTimeout::After(Duration::from_secs(1)).apply(&mut req);
         let status = sw4rm
             .tool()

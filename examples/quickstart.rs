@@ -1,5 +1,13 @@
 //! Quickstart: an embedded SW4RM server on loopback and the four things the SDK does
 //! for every call. Run with `cargo run --example quickstart`.
+//!
+//! To run it in a project of your own, make it `src/main.rs` with these dependencies:
+//!
+//! ```toml
+//! sw4rm-timeouts = { version = "0.1", features = ["testing"] }
+//! tokio = { version = "1", features = ["macros", "rt-multi-thread"] }
+//! tracing-subscriber = "0.3"
+//! ```
 
 use std::time::Duration;
 
@@ -46,7 +54,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("   server received deadline: {}\n", last_deadline(&server));
 
     println!("2. Heartbeat with a 200 ms override: below heartbeat's 1 s minimum, so clamped.");
-    let mut req = tonic::Request::new(HeartbeatRequest::default());
+    let mut req = sw4rm_timeouts::tonic::Request::new(HeartbeatRequest::default());
     req.set_timeout(Duration::from_millis(200));
     sw4rm.registry().heartbeat(req).await?;
     println!("   server received deadline: {}\n", last_deadline(&server));
@@ -56,7 +64,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "WaitForDecision",
         Script::latency(Duration::from_millis(1_500)),
     )?;
-    let mut req = tonic::Request::new(WaitForDecisionRequest::default());
+    let mut req = sw4rm_timeouts::tonic::Request::new(WaitForDecisionRequest::default());
     CallTimeout::Infinite.apply(&mut req);
     sw4rm.negotiation_room().wait_for_decision(req).await?;
     println!(
@@ -66,7 +74,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     println!("4. A tool call to a slow tool (5 s) with a 1 s timeout: DEADLINE_EXCEEDED.");
     server.script("Call", Script::latency(Duration::from_secs(5)))?;
-    let mut req = tonic::Request::new(ToolCall {
+    let mut req = sw4rm_timeouts::tonic::Request::new(ToolCall {
         tool_name: "slow-tool".into(),
         ..Default::default()
     });

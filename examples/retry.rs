@@ -2,6 +2,14 @@
 //! two heartbeats with `UNAVAILABLE`, then answers. Each attempt is printed as the
 //! server saw it (the deadline it received), with the backoff before it.
 //! Run with `cargo run --example retry`.
+//!
+//! To run it in a project of your own, make it `src/main.rs` with these dependencies:
+//!
+//! ```toml
+//! sw4rm-timeouts = { version = "0.1", features = ["testing"] }
+//! tokio = { version = "1", features = ["macros", "rt-multi-thread"] }
+//! tracing-subscriber = "0.3"
+//! ```
 
 use std::time::Duration;
 
@@ -20,10 +28,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .init();
 
     let server = TestServer::start().await?;
-    server.script("Heartbeat", Script::fail_first(2, tonic::Code::Unavailable))?;
+    server.script(
+        "Heartbeat",
+        Script::fail_first(2, sw4rm_timeouts::tonic::Code::Unavailable),
+    )?;
     server.script(
         "SubmitTask",
-        Script::fail_first(1, tonic::Code::Unavailable),
+        Script::fail_first(1, sw4rm_timeouts::tonic::Code::Unavailable),
     )?;
 
     // Heartbeats: 3 attempts, backoff from 100 ms, each attempt at most 2 s.

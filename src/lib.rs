@@ -158,7 +158,42 @@ pub mod advise {
 }
 
 #[doc = include_str!("../docs/guide.md")]
-pub mod guide {}
+pub mod guide {
+    #[doc = include_str!("../docs/guide/tonic.md")]
+    pub mod tonic {}
+    #[doc = include_str!("../docs/guide/profiles.md")]
+    pub mod profiles {}
+    #[doc = include_str!("../docs/guide/rules.md")]
+    pub mod rules {}
+    #[doc = include_str!("../docs/guide/long_work.md")]
+    pub mod long_work {}
+    #[doc = include_str!("../docs/guide/retries.md")]
+    pub mod retries {}
+    #[doc = include_str!("../docs/guide/hedging.md")]
+    pub mod hedging {}
+    #[doc = include_str!("../docs/guide/deadlines.md")]
+    pub mod deadlines {}
+    #[doc = include_str!("../docs/guide/delegation.md")]
+    pub mod delegation {}
+    #[doc = include_str!("../docs/guide/cancellation.md")]
+    pub mod cancellation {}
+    #[doc = include_str!("../docs/guide/connections.md")]
+    pub mod connections {}
+    #[doc = include_str!("../docs/guide/tls.md")]
+    pub mod tls {}
+    #[doc = include_str!("../docs/guide/configuration.md")]
+    pub mod configuration {}
+    #[doc = include_str!("../docs/guide/metrics.md")]
+    pub mod metrics {}
+    #[doc = include_str!("../docs/guide/operating.md")]
+    pub mod operating {}
+    #[doc = include_str!("../docs/guide/advisor.md")]
+    pub mod advisor {}
+    #[doc = include_str!("../docs/guide/interop.md")]
+    pub mod interop {}
+    #[doc = include_str!("../docs/guide/building.md")]
+    pub mod building {}
+}
 
 /// The routing table: the standard routes of the SW4RM services, and route patterns.
 pub mod route {

@@ -205,11 +205,25 @@ fn a_mistyped_command_says_what_was_meant_in_a_few_lines() {
     );
 }
 
-/// The README's command lines run as written.
+/// The README and the guide's chapters, one after the other.
+fn docs() -> String {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let mut text = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    let mut chapters: Vec<_> = std::fs::read_dir(format!("{root}/docs/guide"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    chapters.sort();
+    for chapter in chapters {
+        text.push_str(&std::fs::read_to_string(chapter).unwrap());
+    }
+    text
+}
+
+/// The command lines of the README and the guide run as written.
 #[test]
 fn the_readme_examples_run() {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let readme = docs();
     let prefix = "cargo run --features cli --bin sw4rm-timeouts -- ";
     let lines: Vec<&str> = readme
         .lines()
@@ -252,10 +266,10 @@ fn mistakes_are_named_as_written() {
     assert!(!err.contains("min_timeout_ms"), "{err}");
     std::fs::remove_dir_all(dir).ok();
 
-    // The example file and the README give a profile timeout's range alike.
+    // The example file and the guide give a profile timeout's range alike.
     let root = env!("CARGO_MANIFEST_DIR");
-    for file in ["README.md", "sw4rm.example.toml"] {
-        let text = std::fs::read_to_string(format!("{root}/{file}")).unwrap();
+    let example = std::fs::read_to_string(format!("{root}/sw4rm.example.toml")).unwrap();
+    for (file, text) in [("the docs", docs()), ("sw4rm.example.toml", example)] {
         assert!(text.contains("1 to 4294967295"), "{file}");
         assert!(!text.contains("0 to 4294967295"), "{file}");
     }
