@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# A new user's first try, from the packaged crate: a fresh `cargo new` project that
+# follows only the README's "Add it" (its [dependencies] block, the crate taken from
+# the .crate file `cargo package` wrote) and "A first call" (its code, as src/main.rs),
+# built and run against the embedded server.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+crate="target/package/sw4rm-timeouts-$version.crate"
+test -f "$crate" || { echo "no $crate: run cargo package first"; exit 1; }
+
+# Outside the repository: a package unpacked under it would join its workspace.
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+tar -xzf "$crate" -C "$work"
+cargo new --quiet --bin "$work/first-try"
+app="$work/first-try"
+
+# The README's blocks, by their headings.
+block() { # heading, fence language
+  awk -v h="$1" -v lang="$2" '
+    $0 == h { inside = 1; next }
+    inside && /^## / { exit }
+    inside && $0 ~ "^```" lang { grab = 1; next }
+    grab && /^```/ { exit }
+    grab { print }
+  ' README.md
+}
+deps=$(block "## Add it" "toml" | grep -v '^\[dependencies\]')
+test -n "$deps" || { echo "README: no [dependencies] under 'Add it'"; exit 1; }
+block "## A first call" "rust" > "$app/src/main.rs"
+test -s "$app/src/main.rs" || { echo "README: no code under 'A first call'"; exit 1; }
+
+# The crate from the package, not the registry; the project is a workspace of its own.
+deps=$(printf '%s\n' "$deps" | sed "s|sw4rm-timeouts = { version = \"[^\"]*\"|sw4rm-timeouts = { path = \"$work/sw4rm-timeouts-$version\"|")
+printf '%s\n' "$deps" >> "$app/Cargo.toml"
+printf '\n[workspace]\n' >> "$app/Cargo.toml"
+# The versions this repository tested with.
+cp Cargo.lock "$app/Cargo.lock"
+
+echo "-- $app/Cargo.toml"
+cat "$app/Cargo.toml"
+out=$(CARGO_TARGET_DIR="$root/target" cargo run --quiet --manifest-path "$app/Cargo.toml")
+echo "$out"
+echo "$out" | grep -q "the server saw /sw4rm.registry.RegistryService/Heartbeat with grpc-timeout Some(\"5000000u\")"
+echo "$out" | grep -q "the server saw /sw4rm.registry.RegistryService/Heartbeat with grpc-timeout Some(\"1000000u\")"
+echo "first try: built and ran from the packaged crate"
