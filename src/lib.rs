@@ -16,8 +16,10 @@
 //! and beyond one call: retries inside the call's one deadline (SW4-002 §5.2,
 //! [`RetryPolicy`]), hedged reads with a delay learned from the route's own latency
 //! ([`HedgingPolicy`]), deadlines inherited from the inbound call an agent serves and
-//! operation budgets that pause while a human decides ([`scope`]). [`guide`] shows
-//! how it fits ordinary tonic code (interceptors, TLS, `Endpoint::timeout`).
+//! operation budgets that pause while a human decides ([`scope`]), the caller's
+//! delegation loop to a busy swarm and cancels that report what they came to
+//! ([`swarm`]), operations submitted once and followed by status ([`follow`]). The
+//! [`guide`] has a chapter for each, and for how it fits ordinary tonic code.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -128,8 +130,10 @@
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-// Dependencies point one way: `timeout` (tower parts) and `clients` use `config`,
-// `wire` and `policy`; `config` and `wire` use `policy`; `policy` uses nothing.
+// Dependencies point one way: `swarm` and `follow` (loops over many calls) use
+// `clients`, `scope`, `wire` and `policy`; `timeout` (tower parts) and `clients` use
+// `config`, `wire` and `policy`; `config` and `wire` use `policy`; `policy` uses
+// nothing.
 mod attempts;
 mod clients;
 mod config;

@@ -12,8 +12,8 @@ use crate::policy::effect::CallEffect;
 use crate::policy::ids::{random_u64, unit_draw};
 use crate::policy::poll::{poll_wait, PollRule};
 use crate::scope::{cancelled, detach, remaining, with_deadline, Cancelled};
+use crate::wire::cancel::CancelDetails;
 use crate::wire::details::TimeoutDetails;
-use crate::CancelDetails;
 
 /// How a long operation is followed: polled at an interval that starts at
 /// `poll_every` and grows by `backoff` up to `max_interval` (each wait half fixed,

@@ -6,7 +6,7 @@
 use std::fmt;
 
 /// What a `DEADLINE_EXCEEDED` or `CANCELLED` from the layer left behind
-/// ([`crate::TimeoutDetails::effect`], [`crate::CancelDetails::effect`]); a caller's
+/// (`TimeoutDetails::effect`, `CancelDetails::effect`); a caller's
 /// `match` on it decides what to do next.
 ///
 /// ```

@@ -206,7 +206,7 @@ impl LongWork {
     /// the inbound deadline), that time is nearly up ([`Output::should_wrap_up`],
     /// [`Output::wrap_up_notice`], [`super::should_wrap_up`]), so it returns what it
     /// has: the outcome then says [`Outcome::partial`], and the handler marks its
-    /// answer ([`crate::Partial::mark`]). Work that ignores the notice is stopped at
+    /// answer ([`Partial::mark`](crate::wire::partial::Partial::mark)). Work that ignores the notice is stopped at
     /// the cap as without it. Off by default; no effect without a cap.
     ///
     /// ```

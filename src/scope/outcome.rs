@@ -122,12 +122,13 @@ impl<R, T> Outcome<R, T> {
         (self.produced.len() as u64).saturating_add(self.sent)
     }
 
-    /// [`Partial::TimeBudget`](crate::Partial::TimeBudget) when the work finished after
+    /// [`Partial::TimeBudget`](crate::wire::partial::Partial::TimeBudget) when the work finished after
     /// it was told to wrap up ([`LongWork::wrap_up`](super::LongWork::wrap_up)): its
-    /// answer is what it had then; mark it with [`crate::Partial::mark`] so the caller
+    /// answer is what it had then; mark it with [`Partial::mark`](crate::wire::partial::Partial::mark) so the caller
     /// can tell.
-    pub fn partial(&self) -> Option<crate::Partial> {
-        self.wrapped_up.then_some(crate::Partial::TimeBudget)
+    pub fn partial(&self) -> Option<crate::wire::partial::Partial> {
+        self.wrapped_up
+            .then_some(crate::wire::partial::Partial::TimeBudget)
     }
 
     pub(crate) fn with_wrapped_up(mut self, wrapped_up: bool) -> Self {

@@ -30,7 +30,7 @@ pub const ENDED_FORCED: &str = "forced";
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum CancelOutcome {
-    /// Sent without waiting for the answer ([`crate::swarm::CancelWait::Abandon`]).
+    /// Sent without waiting for the answer (`CancelWait::Abandon` of the parent's cancel).
     Abandoned,
     /// The delegate answered that it runs no such delegation (it may not have
     /// arrived yet: a delegate built on [`crate::scope::Delegations`] remembers the

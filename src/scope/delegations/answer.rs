@@ -21,7 +21,7 @@ const END_MARGIN: Duration = Duration::from_secs(1);
 impl Delegations {
     /// Answers a `CancelDelegation` RPC: [`cancel`](Delegations::cancel), and, when
     /// the parent asked to wait until the work ended (request metadata
-    /// `sw4rm-cancel-wait: ended`, sent by [`crate::swarm::CancelWait::UntilEnded`]),
+    /// `sw4rm-cancel-wait: ended`, sent by the parent's `CancelWait::UntilEnded`),
     /// answers once it has, with `sw4rm-cancel-outcome: ended` (within its grace) or
     /// `forced` (dropped at the grace's end). The work must be running
     /// ([`run`](Delegations::run)'s future polled, e.g. in a task of its own); at most
