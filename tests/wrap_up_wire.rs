@@ -36,11 +36,30 @@ impl ToolService for Tool {
         &self,
         request: Request<InvokeToolRequest>,
     ) -> Result<Response<InvokeToolResponse>, Status> {
-        let listens = request
+        let name = request
             .get_ref()
             .call
             .as_ref()
-            .is_some_and(|c| c.tool_name == "wraps-up");
+            .map(|c| c.tool_name.clone())
+            .unwrap_or_default();
+        if name == "inbound" {
+            // No guard: the inbound call's own notice, for work of many steps.
+            let mut steps = 0;
+            while !scope::should_wrap_up() {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                steps += 1;
+            }
+            let mut response = Response::new(InvokeToolResponse {
+                result: Some(ToolFrame {
+                    frame_no: steps,
+                    ..ToolFrame::default()
+                }),
+                ..InvokeToolResponse::default()
+            });
+            Partial::TimeBudget.mark(response.metadata_mut());
+            return Ok(response);
+        }
+        let listens = name == "wraps-up";
         let outcome = LongWork::new()
             .cap(CAP)
             .wrap_up(WrapUp::share(25))
@@ -101,11 +120,15 @@ impl ToolService for Tool {
 }
 
 async fn tool() -> Sw4rm {
+    tool_under(InboundDeadlineLayer::new()).await
+}
+
+async fn tool_under(layer: InboundDeadlineLayer) -> Sw4rm {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(
         tonic::transport::Server::builder()
-            .layer(InboundDeadlineLayer::new())
+            .layer(layer)
             .add_service(ToolServiceServer::new(Tool))
             .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
     );
@@ -181,4 +204,17 @@ async fn a_budgets_notice_stops_new_sub_calls_before_it_runs_out() {
     // Stopped with its reserve (1.5 s) not spent: time to summarize.
     assert!(left > Duration::ZERO && left <= Duration::from_millis(1_500));
     assert!(budget.should_wrap_up());
+}
+
+#[tokio::test]
+async fn a_handler_is_told_by_its_inbound_calls_notice() {
+    let client = tool_under(InboundDeadlineLayer::new().with_wrap_up(WrapUp::share(25))).await;
+    let mut request = Request::new(invoke("inbound"));
+    request.set_timeout(Duration::from_secs(2));
+    let start = Instant::now();
+    let answer = client.tool().invoke_tool(request).await.unwrap();
+    // Told at 1.5 s of the caller's 2 s: answered in time, marked partial.
+    assert!(start.elapsed() >= NOTICE);
+    assert_eq!(Partial::of(answer.metadata()), Some(Partial::TimeBudget));
+    assert!(answer.get_ref().result.as_ref().unwrap().frame_no >= 1);
 }

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use super::cancel::CancelSignal;
 use super::task::{inbound_signal, serving_quiet, Scoped};
 use crate::policy::cancel::CancelReason;
+use crate::policy::wrap_up::WrapUp;
 use crate::wire::grpc_timeout::{self, GRPC_TIMEOUT};
 use crate::wire::stream_idle;
 
@@ -72,7 +73,7 @@ impl InboundDeadline {
 /// ```
 #[derive(Clone, Copy, Debug, Default)]
 pub struct InboundDeadlineLayer {
-    _private: (),
+    wrap_up: Option<WrapUp>,
 }
 
 impl InboundDeadlineLayer {
@@ -80,13 +81,32 @@ impl InboundDeadlineLayer {
     pub fn new() -> Self {
         InboundDeadlineLayer::default()
     }
+
+    /// Tells each handler whose call has a deadline, `wrap_up` before it, that time
+    /// is nearly up ([`super::should_wrap_up`], [`super::wrap_up_notice`]): the
+    /// inbound scope's notice, for work of many calls that should stop starting new
+    /// ones and answer with what it has. Off by default.
+    ///
+    /// ```
+    /// use sw4rm_timeouts::scope::InboundDeadlineLayer;
+    /// use sw4rm_timeouts::WrapUp;
+    /// let layer = InboundDeadlineLayer::new().with_wrap_up(WrapUp::share(20));
+    /// # drop(layer);
+    /// ```
+    pub fn with_wrap_up(mut self, wrap_up: WrapUp) -> Self {
+        self.wrap_up = Some(wrap_up);
+        self
+    }
 }
 
 impl<S> Layer<S> for InboundDeadlineLayer {
     type Service = InboundDeadlineService<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        InboundDeadlineService { inner }
+        InboundDeadlineService {
+            inner,
+            wrap_up: self.wrap_up,
+        }
     }
 }
 
@@ -94,6 +114,7 @@ impl<S> Layer<S> for InboundDeadlineLayer {
 #[derive(Clone, Debug)]
 pub struct InboundDeadlineService<S> {
     inner: S,
+    wrap_up: Option<WrapUp>,
 }
 
 impl<S, ReqBody, ResBody> Service<http::Request<ReqBody>> for InboundDeadlineService<S>
@@ -132,7 +153,7 @@ where
         let Some((at, received)) = at else {
             return InboundDeadlineFuture {
                 state: State::Unbounded {
-                    inner: serving_quiet(None, quiet, call.clone(), self.inner.call(req)),
+                    inner: serving_quiet(None, quiet, None, call.clone(), self.inner.call(req)),
                 },
                 call: Some(call),
                 answered: false,
@@ -140,9 +161,12 @@ where
         };
         req.extensions_mut()
             .insert(InboundDeadline { at, received });
+        let notice = self
+            .wrap_up
+            .and_then(|w| at.checked_sub(w.reserve(received)));
         InboundDeadlineFuture {
             state: State::Bounded {
-                inner: serving_quiet(Some(at), quiet, call.clone(), self.inner.call(req)),
+                inner: serving_quiet(Some(at), quiet, notice, call.clone(), self.inner.call(req)),
                 sleep: tokio::time::sleep_until(at),
                 at,
             },

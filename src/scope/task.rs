@@ -30,6 +30,9 @@ pub struct Scope {
     /// How long the inbound call's caller accepts a stream going quiet
     /// (`sw4rm-stream-idle-ms`), when it said.
     pub(crate) caller_quiet: Option<std::time::Duration>,
+    /// When the inbound call's handler is told to wrap up
+    /// ([`super::InboundDeadlineLayer::with_wrap_up`]).
+    pub(crate) wrap_up_at: Option<Instant>,
 }
 
 tokio::task_local! {
@@ -133,18 +136,23 @@ pub(crate) fn serving<F: Future>(
     call: Arc<CancelSignal>,
     future: F,
 ) -> Scoped<F> {
-    serving_quiet(deadline, None, call, future)
+    serving_quiet(deadline, None, None, call, future)
 }
 
-/// [`serving`], with how long the caller accepts a stream going quiet, if it said.
+/// [`serving`], with how long the caller accepts a stream going quiet, if it said,
+/// and when its handler is told to wrap up, if the layer says.
 pub(crate) fn serving_quiet<F: Future>(
     deadline: Option<Instant>,
     caller_quiet: Option<std::time::Duration>,
+    wrap_up_at: Option<Instant>,
     call: Arc<CancelSignal>,
     future: F,
 ) -> Scoped<F> {
     let mut scope = scope_now();
     scope.caller_quiet = caller_quiet.or(scope.caller_quiet);
+    if let Some(at) = wrap_up_at {
+        scope.wrap_up_at = Some(scope.wrap_up_at.map_or(at, |w| w.min(at)));
+    }
     if let Some(at) = deadline {
         scope.deadline = Some(scope.deadline.map_or(at, |d| d.min(at)));
     }

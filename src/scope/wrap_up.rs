@@ -15,8 +15,9 @@ use super::operation_budget::OperationBudget;
 use super::task::{with_current_scope, with_current_work};
 
 /// Whether the current task's work has been told to wrap up: its
-/// [`super::LongWork`]'s notice has come (`cap − reserve`), or its
-/// [`OperationBudget`] has only its reserve left. `false` outside such a scope.
+/// [`super::LongWork`]'s notice has come (`cap − reserve`), the inbound call it serves
+/// has only its reserve left ([`super::InboundDeadlineLayer::with_wrap_up`]), or its
+/// [`OperationBudget`] has. `false` outside such a scope.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
@@ -39,9 +40,10 @@ pub fn should_wrap_up() -> bool {
         return true;
     }
     with_current_scope(|s| {
-        s.budget
-            .as_ref()
-            .is_some_and(OperationBudget::should_wrap_up)
+        s.wrap_up_at.is_some_and(|at| Instant::now() >= at)
+            || s.budget
+                .as_ref()
+                .is_some_and(OperationBudget::should_wrap_up)
     })
     .unwrap_or(false)
 }
@@ -50,7 +52,11 @@ pub fn should_wrap_up() -> bool {
 /// [`should_wrap_up`]); never outside a scope with a wrap-up. Take it in the work's
 /// task.
 pub fn wrap_up_notice() -> WrapUpNotice {
-    if let Some(Some(at)) = with_current_work(|w| w.notice()) {
+    let work = with_current_work(|w| w.notice()).flatten();
+    let inbound = with_current_scope(|s| s.wrap_up_at).flatten();
+    // A fixed notice (the long work's, the inbound call's), the earlier of the two;
+    // else the budget's, which moves with its pauses.
+    if let Some(at) = [work, inbound].into_iter().flatten().min() {
         return WrapUpNotice::at(at);
     }
     with_current_scope(|s| s.budget.clone())
@@ -161,5 +167,26 @@ impl Future for WrapUpNotice {
                 }
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scope::cancel::CancelSignal;
+    use crate::scope::task::serving_quiet;
+
+    #[tokio::test(start_paused = true)]
+    async fn an_inbound_calls_notice_is_seen_in_its_handler() {
+        let start = Instant::now();
+        let at = start + Duration::from_secs(2);
+        let notice = start + Duration::from_millis(1_500);
+        let seen = serving_quiet(Some(at), None, Some(notice), CancelSignal::new(), async {
+            let before = should_wrap_up();
+            wrap_up_notice().await;
+            (before, should_wrap_up(), Instant::now())
+        })
+        .await;
+        assert_eq!(seen, (false, true, notice));
     }
 }
