@@ -200,7 +200,7 @@ mod tests {
 
     /// Every HTTP/2 reset reason: only `REFUSED_STREAM` says the request never
     /// reached the application; every other reason is the status gRPC's HTTP/2
-    /// mapping gives it (the table the README prints).
+    /// mapping gives it (the table the guide's `retries` chapter prints).
     #[test]
     fn reset_reasons() {
         use h2::Reason;

@@ -150,7 +150,7 @@ where
         /// decide, abort).
         negotiation => NegotiationServiceClient,
         /// `sw4rm.router.RouterService`. `StreamIncoming` is a long-lived stream: it is
-        /// not ended for being idle (see the README's routes section); `AckDelivery`
+        /// not ended for being idle (see the guide's `rules` chapter); `AckDelivery`
         /// acknowledges each of its items by `seq`.
         router => RouterServiceClient,
         /// `sw4rm.hitl.HitlService` (`Decide` waits for a human: profile `hitl_escalate`).

@@ -177,7 +177,7 @@ pub(crate) fn tls_hint(cause: &str, endpoint: &str) -> Option<String> {
             "the server presents a CA certificate (basicConstraints CA:TRUE) as its own, \
              as `openssl req -x509` makes by default: a certificate that is its own CA \
              cannot serve TLS; make a CA, sign a server certificate with it, give the \
-             server that certificate and the client the CA (the README's TLS section \
+             server that certificate and the client the CA (the guide's TLS chapter, `sw4rm_timeouts::guide::tls`, \
              shows how)"
                 .to_owned(),
         );

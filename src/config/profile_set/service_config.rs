@@ -4,7 +4,7 @@
 //! A service config's `timeout` is a cap as well as a default (gRPC uses the smaller
 //! of it and the call's own deadline); it has no minimum, no "infinite" and no stream
 //! timers, and gRPC retries (A6) have no attempt timeout. [`ServiceConfigMode`] picks
-//! what the `timeout` stands for; the rest is lost in every mode (see the README).
+//! what the `timeout` stands for; the rest is lost in every mode (see the guide's `interop` chapter).
 
 use std::fmt::Write;
 use std::time::Duration;
