@@ -72,7 +72,15 @@ pub const MAX_WAITING_ANSWERS: usize = 4_096;
 /// [`deliver`]: HandoffAnswers::deliver
 #[derive(Clone, Default)]
 pub struct HandoffAnswers {
-    waiting: Arc<Mutex<HashMap<String, oneshot::Sender<HandoffResponse>>>>,
+    waiting: Arc<Mutex<Waiters>>,
+}
+
+/// The sends waiting, by `request_id`, each numbered so that a send that stops
+/// waiting takes out its own entry and not a later send's.
+#[derive(Default)]
+struct Waiters {
+    by_id: HashMap<String, (u64, oneshot::Sender<HandoffResponse>)>,
+    next: u64,
 }
 
 impl fmt::Debug for HandoffAnswers {
@@ -93,9 +101,9 @@ impl HandoffAnswers {
     /// answer dropped) when none waits: an answer after the loop stopped waiting, or
     /// for a request this agent did not send.
     pub fn deliver(&self, response: HandoffResponse) -> bool {
-        let waiter = self.lock().remove(&response.request_id);
+        let waiter = self.lock().by_id.remove(&response.request_id);
         match waiter {
-            Some(tx) => tx.send(response).is_ok(),
+            Some((_, tx)) => tx.send(response).is_ok(),
             None => {
                 tracing::debug!(
                     request_id = %cut(&response.request_id, QUOTE_LIMIT),
@@ -108,10 +116,10 @@ impl HandoffAnswers {
 
     /// Sends waiting for an answer now.
     pub fn waiting(&self) -> usize {
-        self.lock().len()
+        self.lock().by_id.len()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<HandoffResponse>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Waiters> {
         self.waiting.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -119,16 +127,19 @@ impl HandoffAnswers {
     fn expect(&self, request_id: &str) -> Result<Waiting, Status> {
         let (tx, rx) = oneshot::channel();
         let mut waiting = self.lock();
-        if waiting.len() >= MAX_WAITING_ANSWERS && !waiting.contains_key(request_id) {
+        if waiting.by_id.len() >= MAX_WAITING_ANSWERS && !waiting.by_id.contains_key(request_id) {
             return Err(Status::resource_exhausted(format!(
                 "RequestHandoff not sent: {MAX_WAITING_ANSWERS} handoffs already wait for \
                  their answer on this HandoffAnswers"
             )));
         }
-        waiting.insert(request_id.to_owned(), tx);
+        waiting.next += 1;
+        let number = waiting.next;
+        waiting.by_id.insert(request_id.to_owned(), (number, tx));
         Ok(Waiting {
             answers: self.clone(),
             request_id: request_id.to_owned(),
+            number,
             rx,
         })
     }
@@ -138,6 +149,7 @@ impl HandoffAnswers {
 struct Waiting {
     answers: HandoffAnswers,
     request_id: String,
+    number: u64,
     rx: oneshot::Receiver<HandoffResponse>,
 }
 
@@ -146,10 +158,11 @@ impl Drop for Waiting {
         let mut waiting = self.answers.lock();
         // Only this send's entry (a later send of the same request may wait now).
         if waiting
+            .by_id
             .get(&self.request_id)
-            .is_some_and(oneshot::Sender::is_closed)
+            .is_some_and(|(number, _)| *number == self.number)
         {
-            waiting.remove(&self.request_id);
+            waiting.by_id.remove(&self.request_id);
         }
     }
 }
@@ -197,5 +210,45 @@ impl Gateway for SwarmGateway {
                 )
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waiting_answers_are_bounded_and_a_send_that_stops_waiting_leaves_nothing() {
+        let answers = HandoffAnswers::new();
+        let waiting: Vec<_> = (0..MAX_WAITING_ANSWERS)
+            .map(|i| answers.expect(&format!("r-{i}")).unwrap())
+            .collect();
+        assert_eq!(answers.waiting(), MAX_WAITING_ANSWERS);
+        let refused = answers.expect("one-too-many").err().unwrap();
+        assert_eq!(refused.code(), tonic::Code::ResourceExhausted);
+        // The same id waits again in its place (a later send of the same request).
+        assert!(answers.expect("r-0").is_ok());
+        drop(waiting);
+        assert_eq!(answers.waiting(), 0, "every send that stopped waiting left");
+    }
+
+    #[tokio::test]
+    async fn an_answer_reaches_the_send_waiting_on_its_request_id() {
+        let answers = HandoffAnswers::new();
+        let mut waiting = answers.expect("r-1").unwrap();
+        let other = HandoffResponse {
+            request_id: "r-2".into(),
+            ..HandoffResponse::default()
+        };
+        assert!(!answers.deliver(other), "nobody waits on r-2");
+        let answer = HandoffResponse {
+            request_id: "r-1".into(),
+            accepted: true,
+            ..HandoffResponse::default()
+        };
+        assert!(answers.deliver(answer.clone()));
+        assert_eq!((&mut waiting.rx).await.unwrap(), answer);
+        drop(waiting);
+        assert_eq!(answers.waiting(), 0);
     }
 }
