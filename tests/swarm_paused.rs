@@ -477,6 +477,12 @@ async fn without_a_hint_the_waits_are_full_jitter_under_the_growing_bound() {
             "wait {i}"
         );
     }
+    // Jittered, not skipped: together the four waits take time.
+    assert!(
+        at[4] - at[0] >= Duration::from_millis(100),
+        "{:?}",
+        at[4] - at[0]
+    );
 }
 
 #[tokio::test(start_paused = true)]
