@@ -5,6 +5,8 @@
 //! budget spent by sends and waits, the scope's cap and cancel, metadata kept across
 //! hops, and the metrics.
 
+mod common;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -636,42 +638,9 @@ async fn the_loop_records_the_metrics_the_specs_name() {
     has(r#"sw4rm_swarm_redirect_latency_ms_sum 5"#);
 }
 
-/// The span's attributes, as a tracing layer sees them recorded.
-#[derive(Clone, Default)]
-struct Recorded(Arc<Mutex<Vec<(String, String)>>>);
-
-impl tracing::field::Visit for Recorded {
-    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-        self.0
-            .lock()
-            .unwrap()
-            .push((field.name().to_owned(), format!("{value:?}")));
-    }
-    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
-        self.0
-            .lock()
-            .unwrap()
-            .push((field.name().to_owned(), value.to_owned()));
-    }
-}
-
-impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Recorded {
-    fn on_record(
-        &self,
-        _: &tracing::span::Id,
-        values: &tracing::span::Record<'_>,
-        _: tracing_subscriber::layer::Context<'_, S>,
-    ) {
-        values.record(&mut self.clone());
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn the_span_names_the_redirect_chain_and_why_it_ended() {
-    use tracing_subscriber::layer::SubscriberExt;
-    let recorded = Recorded::default();
-    let subscriber = tracing_subscriber::registry().with(recorded.clone());
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let (events, _guard) = common::capture_events();
     let redirect = |to: &str| HandoffResponse {
         rejection_code: ErrorCode::Redirect.into(),
         redirect_to_agent_id: to.into(),
@@ -692,16 +661,13 @@ async fn the_span_names_the_redirect_chain_and_why_it_ended() {
         .await
         .unwrap();
     assert_eq!(out.end, DelegationEnd::RedirectLoop);
-    let seen = recorded.0.lock().unwrap().clone();
-    let get = |name: &str| {
-        seen.iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.clone())
-            .unwrap_or_else(|| panic!("{name} not recorded: {seen:?}"))
-    };
-    assert_eq!(get("sw4rm.redirect_count"), "1");
-    assert_eq!(get("sw4rm.redirect_chain"), "gateway-a,gateway-b");
-    assert_eq!(get("sw4rm.redirect_terminal_reason"), "redirect_loop");
+    // The loop's last event, in its span, carries the span's attributes.
+    let ended = events.with_message("SW4RM delegation ended");
+    let span = &ended.last().expect("the loop's end is logged");
+    assert_eq!(span["span"], "sw4rm.delegate");
+    assert_eq!(span["span.sw4rm.redirect_count"], "1");
+    assert_eq!(span["span.sw4rm.redirect_chain"], "gateway-a,gateway-b");
+    assert_eq!(span["span.sw4rm.redirect_terminal_reason"], "redirect_loop");
 }
 
 /// Sends that take a fraction of a millisecond never let the envelope grow from hop to
