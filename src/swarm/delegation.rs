@@ -274,6 +274,7 @@ impl Running {
                     self.progress.redirects += 1;
                     self.first_redirect.get_or_insert_with(Instant::now);
                     self.progress.visited.push(next.clone());
+                    self.instruments.redirected();
                     self.count_retry("redirect", &next);
                     target = next;
                 }

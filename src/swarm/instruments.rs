@@ -90,9 +90,11 @@ impl SwarmInstruments {
             ),
             None => self.retries.add(1, &[KeyValue::new("reason", reason)]),
         }
-        if reason == "redirect" {
-            self.redirects.add(1, &[]);
-        }
+    }
+
+    /// A redirect followed.
+    pub(crate) fn redirected(&self) {
+        self.redirects.add(1, &[]);
     }
 
     /// The loop ended with `end`; `redirect_ms` the time since the first redirect.
