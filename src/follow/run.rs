@@ -14,6 +14,7 @@ use crate::policy::poll::{poll_wait, PollRule};
 use crate::scope::{cancelled, detach, remaining, with_deadline, Cancelled};
 use crate::wire::cancel::CancelDetails;
 use crate::wire::details::TimeoutDetails;
+use crate::wire::status::passes;
 
 /// How a long operation is followed: polled at an interval that starts at
 /// `poll_every` and grows by `backoff` up to `max_interval` (each wait half fixed,
@@ -158,14 +159,6 @@ impl<S> std::fmt::Display for FollowError<S> {
 }
 
 impl<S: std::fmt::Debug> std::error::Error for FollowError<S> {}
-
-/// Poll failures that pass: sent again within the budget.
-fn passes(code: Code) -> bool {
-    matches!(
-        code,
-        Code::Unavailable | Code::DeadlineExceeded | Code::ResourceExhausted | Code::Aborted
-    )
-}
 
 /// The wait a failed poll's server asked for (`grpc-retry-pushback-ms`).
 fn pushback(status: &Status) -> Option<Duration> {

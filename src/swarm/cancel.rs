@@ -6,13 +6,13 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 use tonic::metadata::MetadataValue;
-use tonic::Code;
 
 use crate::clients::Sw4rm;
 use crate::policy::cancel::{child_grace, effective_grace};
 use crate::proto::sw4rm::handoff::CancelDelegation;
 use crate::scope::detach;
 use crate::wire::delegation_cancel::{CancelOutcome, CANCEL_WAIT_KEY, WAIT_ENDED};
+use crate::wire::status::passes;
 
 /// How the parent waits on a cancel.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -175,10 +175,7 @@ async fn until_answered(
         let outcome = once(client.clone(), request.clone(), None).await;
         let passing = matches!(
             &outcome,
-            CancelOutcome::Unknown { code, .. } if matches!(
-                code,
-                Code::Unavailable | Code::DeadlineExceeded | Code::ResourceExhausted | Code::Aborted
-            )
+            CancelOutcome::Unknown { code, .. } if passes(*code)
         );
         if !passing || Instant::now() + backoff >= until {
             return (outcome, sends);

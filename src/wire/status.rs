@@ -37,6 +37,17 @@ pub(crate) fn code_name(code: Code) -> &'static str {
     CODE_NAMES.get(code as usize).copied().unwrap_or("UNKNOWN")
 }
 
+/// Whether a request that failed with `code` is worth sending again later, by a loop
+/// over many calls (a follow's poll, a cancel sent until acknowledged): the failures
+/// that pass on their own (`UNAVAILABLE`, `DEADLINE_EXCEEDED`, `RESOURCE_EXHAUSTED`,
+/// `ABORTED`).
+pub(crate) fn passes(code: Code) -> bool {
+    matches!(
+        code,
+        Code::Unavailable | Code::DeadlineExceeded | Code::ResourceExhausted | Code::Aborted
+    )
+}
+
 /// The number a `grpc-status` value says (`None` when it is not a number).
 pub(crate) fn status_number(value: &http::HeaderValue) -> Option<i32> {
     std::str::from_utf8(value.as_bytes()).ok()?.parse().ok()
