@@ -270,3 +270,65 @@ impl CallBudgetEnvelope {
         request.extensions_mut().insert(self);
     }
 }
+
+/// The per-call overrides a request may carry, read from its extensions. A request
+/// whose extensions hold nothing or only tonic's `GrpcMethod` (what a generated client
+/// sets) carries none: every question about it is answered without a lookup, where
+/// each lookup of an extension hashes its type and probes a table.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CallOptions<'a>(Option<&'a http::Extensions>);
+
+impl<'a> CallOptions<'a> {
+    /// The overrides in `extensions`.
+    #[inline]
+    pub(crate) fn of(extensions: &'a http::Extensions) -> Self {
+        let none = match extensions.len() {
+            0 => true,
+            1 => extensions.get::<tonic::GrpcMethod<'static>>().is_some(),
+            _ => false,
+        };
+        CallOptions((!none).then_some(extensions))
+    }
+
+    /// The override of type `T`, when the request carries one.
+    #[inline]
+    pub(crate) fn get<T: Clone + Send + Sync + 'static>(self) -> Option<&'a T> {
+        self.0.and_then(http::Extensions::get::<T>)
+    }
+}
+
+#[cfg(test)]
+mod options_tests {
+    use super::*;
+
+    /// Every override is found whatever else the request carries, and a request with
+    /// only a generated client's `GrpcMethod` (or nothing) has none.
+    #[test]
+    fn overrides_are_found_beside_anything_else() {
+        type Add = fn(&mut http::Extensions);
+        let rows: [(&str, Add); 4] = [
+            ("nothing", |_| {}),
+            ("a generated client's method", |e| {
+                e.insert(tonic::GrpcMethod::new("s", "m"));
+            }),
+            ("something of the caller's", |e| {
+                e.insert(7u8);
+            }),
+            ("the method and something else", |e| {
+                e.insert(tonic::GrpcMethod::new("s", "m"));
+                e.insert(7u8);
+            }),
+        ];
+        for (name, add) in rows {
+            let mut extensions = http::Extensions::new();
+            add(&mut extensions);
+            assert!(
+                CallOptions::of(&extensions).get::<CallTimeout>().is_none(),
+                "{name}"
+            );
+            extensions.insert(CallTimeout::Infinite);
+            let got = CallOptions::of(&extensions).get::<CallTimeout>().copied();
+            assert_eq!(got, Some(CallTimeout::Infinite), "{name}");
+        }
+    }
+}

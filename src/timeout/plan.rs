@@ -7,7 +7,9 @@ use std::time::Duration;
 use http::HeaderMap;
 use tonic::Status;
 
-use super::per_call::{CallHedging, CallProgress, CallRetry, CallStreamingPolicy, CallTimeout};
+use super::per_call::{
+    CallHedging, CallOptions, CallProgress, CallRetry, CallStreamingPolicy, CallTimeout,
+};
 use crate::attempts::{HedgePlan, RetryPlan, WireTimeout};
 use crate::config::{ProfileSet, ResolvedProfile};
 use crate::policy::deadline::{Cap, Timers};
@@ -98,12 +100,12 @@ pub(crate) struct Asked {
     from_header: Option<Duration>,
 }
 
-/// Reads what the caller asked of the call from its `extensions` and `headers`. A
+/// Reads what the caller asked of the call from its per-call `options` and `headers`. A
 /// malformed `grpc-timeout` is an `INVALID_ARGUMENT` (read before the call is planned,
 /// so that planning cannot fail).
 #[inline]
-pub(crate) fn asked(extensions: &http::Extensions, headers: &HeaderMap) -> Result<Asked, Status> {
-    let (per_call, from_header) = per_call_value(extensions, headers)?;
+pub(crate) fn asked(options: CallOptions<'_>, headers: &HeaderMap) -> Result<Asked, Status> {
+    let (per_call, from_header) = per_call_value(options, headers)?;
     Ok(Asked {
         per_call,
         from_header,
@@ -118,7 +120,7 @@ pub(crate) fn asked(extensions: &http::Extensions, headers: &HeaderMap) -> Resul
 pub(crate) fn plan<'a>(
     profiles: &'a ProfileSet,
     route: Lookup<'a>,
-    extensions: &http::Extensions,
+    options: CallOptions<'_>,
     asked: Asked,
     outer: &Outer<'_>,
     message: impl FnOnce(MessageField) -> Option<Duration>,
@@ -140,7 +142,7 @@ pub(crate) fn plan<'a>(
         from_message,
     );
 
-    let mut timers = call_timers(profile, &route, extensions, resolved.deadline, outer);
+    let mut timers = call_timers(profile, &route, options, resolved.deadline, outer);
     let streaming = timers.streaming;
     let clamp = resolved.clamp.or(timers.clamp.take());
     // The one rule for every cap: the smallest wins and names itself. An inherited
@@ -161,11 +163,11 @@ pub(crate) fn plan<'a>(
     // attempt timeout below it is one more cap, on the first attempt only.
     let floor = || retry_floor(profile, &timers, &outer.propagation);
     let hedge = match outer.hedging && !streaming {
-        true => hedge_plan(profile, extensions, route.idempotent, floor),
+        true => hedge_plan(profile, options, route.idempotent, floor),
         false => None,
     };
     let retry = match outer.retries && hedge.is_none() {
-        true => retry_plan(profile, extensions, route.idempotent, &timers, floor()),
+        true => retry_plan(profile, options, route.idempotent, &timers, floor()),
         false => None,
     };
     let attempt = retry.as_ref().and_then(|r| r.first);
@@ -204,11 +206,11 @@ struct Streamed {
 fn call_timers(
     profile: &ResolvedProfile,
     route: &Lookup<'_>,
-    extensions: &http::Extensions,
+    options: CallOptions<'_>,
     deadline: Option<Cap>,
     outer: &Outer<'_>,
 ) -> Streamed {
-    let call_policy = extensions.get::<CallStreamingPolicy>().map(|p| p.0);
+    let call_policy = options.get::<CallStreamingPolicy>().map(|p| p.0);
     let streaming = route.streaming || call_policy.is_some();
     if !streaming {
         return Streamed {
@@ -225,7 +227,7 @@ fn call_timers(
         call_policy,
         route.long_lived,
     );
-    let rule = match extensions.get::<CallProgress>() {
+    let rule = match options.get::<CallProgress>() {
         Some(call) => Some(call.0.clone()),
         None => outer.progress.find(route.service, route.method).cloned(),
     };
@@ -257,10 +259,10 @@ fn call_timers(
 /// and the header's value when it says the deadline (so that it is kept as written).
 #[inline]
 fn per_call_value(
-    extensions: &http::Extensions,
+    options: CallOptions<'_>,
     headers: &HeaderMap,
 ) -> Result<(Option<Duration>, Option<Duration>), Status> {
-    if let Some(t) = extensions.get::<CallTimeout>() {
+    if let Some(t) = options.get::<CallTimeout>() {
         return Ok((Some(t.requested()), None));
     }
     match caller_grpc_timeout(headers) {
@@ -351,12 +353,12 @@ fn retry_floor(profile: &ResolvedProfile, timers: &Timers, propagation: &Propaga
 /// runs under less than `floor`.
 fn retry_plan(
     profile: &ResolvedProfile,
-    extensions: &http::Extensions,
+    options: CallOptions<'_>,
     route_idempotent: bool,
     timers: &Timers,
     floor: Duration,
 ) -> Option<RetryPlan> {
-    let per_call = extensions.get::<CallRetry>();
+    let per_call = options.get::<CallRetry>();
     let call_policy = per_call.and_then(CallRetry::retry_policy);
     let policy = call_policy.unwrap_or(profile.retry);
     if !policy.is_on() {
@@ -388,17 +390,17 @@ fn retry_plan(
 /// be sent twice (the per-call idempotency or the route's); `None` otherwise.
 fn hedge_plan(
     profile: &ResolvedProfile,
-    extensions: &http::Extensions,
+    options: CallOptions<'_>,
     route_idempotent: bool,
     floor: impl FnOnce() -> Duration,
 ) -> Option<HedgePlan> {
-    let policy = extensions
+    let policy = options
         .get::<CallHedging>()
         .map_or(profile.hedging, CallHedging::hedging_policy);
     if !policy.is_on() {
         return None;
     }
-    let idempotent = extensions
+    let idempotent = options
         .get::<CallRetry>()
         .and_then(CallRetry::is_idempotent)
         .unwrap_or(route_idempotent);
@@ -501,8 +503,8 @@ mod tests {
         plan(
             set,
             route(set, path),
-            ext,
-            asked(ext, &HeaderMap::new()).unwrap(),
+            CallOptions::of(ext),
+            asked(CallOptions::of(ext), &HeaderMap::new()).unwrap(),
             &Outer::default(),
             |_| None,
         )
@@ -684,8 +686,8 @@ mod tests {
         plan(
             set,
             route(set, HEARTBEAT),
-            &Default::default(),
-            asked(&Default::default(), &HeaderMap::new()).unwrap(),
+            CallOptions::of(&Default::default()),
+            asked(CallOptions::of(&Default::default()), &HeaderMap::new()).unwrap(),
             outer,
             |_| None,
         )
@@ -863,8 +865,8 @@ mod tests {
             let p = plan(
                 &set,
                 route(&set, row.path),
-                &ext,
-                asked(&ext, &headers).unwrap(),
+                CallOptions::of(&ext),
+                asked(CallOptions::of(&ext), &headers).unwrap(),
                 &Outer::default(),
                 |_| row.message,
             );
@@ -896,8 +898,8 @@ mod tests {
         let p = plan(
             &set,
             route(&set, STREAM),
-            &Default::default(),
-            asked(&Default::default(), &HeaderMap::new()).unwrap(),
+            CallOptions::of(&Default::default()),
+            asked(CallOptions::of(&Default::default()), &HeaderMap::new()).unwrap(),
             &Outer::default(),
             |_| None,
         );
@@ -950,7 +952,7 @@ mod tests {
     fn bad_input_is_invalid_argument_before_any_plan() {
         let mut headers = HeaderMap::new();
         headers.insert(GRPC_TIMEOUT, HeaderValue::from_static("5x"));
-        let err = asked(&Default::default(), &headers).unwrap_err();
+        let err = asked(CallOptions::of(&Default::default()), &headers).unwrap_err();
         assert_eq!(err.code(), tonic::Code::InvalidArgument);
         assert!(
             err.message()

@@ -11,7 +11,7 @@ use tower_service::Service;
 use super::future::ResponseFuture;
 use super::handoff::cascade::{remember, CascadeSender};
 use super::handoff::stamp::{refused, stamp_handoff};
-use super::per_call::CallBudgetEnvelope;
+use super::per_call::{CallBudgetEnvelope, CallOptions};
 use super::plan::{asked, not_a_grpc_path, plan, CallPlan, Outer};
 use super::record::CallRecord;
 use super::routes::LabelsRef;
@@ -121,7 +121,8 @@ where
         let Some(found) = shared.paths.find(&shared.profiles, path, instruments) else {
             return ResponseFuture::failed(not_a_grpc_path(path));
         };
-        let asked = match asked(req.extensions(), req.headers()) {
+        let options = CallOptions::of(req.extensions());
+        let asked = match asked(options, req.headers()) {
             Ok(asked) => asked,
             Err(status) => return ResponseFuture::failed(status),
         };
@@ -129,7 +130,7 @@ where
         let mut planned = plan(
             &shared.profiles,
             found.route,
-            req.extensions(),
+            options,
             asked,
             &outer(shared, scope),
             |field| message_field::peek(&mut body, field),
@@ -156,7 +157,7 @@ where
             return ResponseFuture::failed(call.not_sent(reason));
         }
         // The plan (which borrows the path) is done with: the head can change.
-        head.write(req.headers_mut());
+        head.write_quiet(req.headers_mut());
         let cascade = (&cancel, &self.cascade);
         if let Err(status) = handoff.stamp(shared, &mut body, &mut call, cascade) {
             return ResponseFuture::failed(status);
@@ -173,6 +174,9 @@ where
         let handles = (&self.inner, &self.spare);
         let sending = keep(handles, shared, &req, &mut body, &mut call, attempts);
         *req.body_mut() = body;
+        // Written once the request is kept: a kept head leaves it out anyway (each
+        // attempt writes its own), and keeping then finds one header fewer to skip.
+        head.write_wire(req.headers_mut());
         match sending {
             Sending::Hedged(spare, hedging) => {
                 ResponseFuture::hedged(&mut self.inner, spare, req, hedging, call)
@@ -222,13 +226,18 @@ impl Head {
         }
     }
 
-    /// Writes the call's deadline headers (the wire header moves out).
+    /// Writes the stream's quiet limit, a header every attempt sends as it is.
     #[inline(always)]
-    fn write(&mut self, headers: &mut http::HeaderMap) {
-        std::mem::replace(&mut self.wire, WireTimeout::Keep).apply(headers);
+    fn write_quiet(&self, headers: &mut http::HeaderMap) {
         if let Some(limit) = self.quiet {
             stream_idle::write(headers, limit);
         }
+    }
+
+    /// Writes the first attempt's `grpc-timeout` (the header value moves out).
+    #[inline(always)]
+    fn write_wire(&mut self, headers: &mut http::HeaderMap) {
+        std::mem::replace(&mut self.wire, WireTimeout::Keep).apply(headers);
     }
 }
 
@@ -319,7 +328,7 @@ fn keep<S: Clone>(
     req: &Request,
     body: &mut tonic::body::Body,
     call: &mut CallRecord,
-    attempts: Attempts,
+    mut attempts: Attempts,
 ) -> Sending<S> {
     let limit = shared.settings.retry.replay_limit;
     if let Some((plan, recent)) = attempts.hedge {
@@ -337,7 +346,7 @@ fn keep<S: Clone>(
         }
     }
     let watch = call.request_watch();
-    let retry = attempts.retry.and_then(|plan| {
+    let retry = attempts.retry.as_mut().and_then(|plan| {
         let keep = |bytes: &_| Retries::new(spare.share(inner), plan, req, bytes);
         take_whole(body, limit, keep, watch)
     });
