@@ -1,6 +1,6 @@
 //! [`Attempt`]: one attempt of a call, as a future: wait for the inner service to be
 //! ready (tonic's channel buffer may be full), call it, and wait for the response
-//! headers.
+//! headers; and [`WireTimeout`], the one writer of an attempt's `grpc-timeout`.
 //!
 //! A call's first attempt is started by [`Attempt::start`] through the layer's own
 //! handle on the inner service, when that is ready at once, as a plain tonic call goes
@@ -15,12 +15,15 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 
+use http::{HeaderMap, HeaderValue};
 use pin_project_lite::pin_project;
 use tokio::time::Instant;
 use tower_service::Service;
 
 use crate::wire::error::BoxError;
+use crate::wire::grpc_timeout::{self, GRPC_TIMEOUT};
 
 type Request = http::Request<tonic::body::Body>;
 
@@ -168,6 +171,44 @@ impl<S, F> Attempt<S, F> {
     }
 }
 
+// The one writer of an attempt's `grpc-timeout`: the first attempt's as the call plan
+// decided it, and each later attempt's (a retry's, a hedge's) as what remains for it,
+// once, when it is sent.
+/// What to do with a request's `grpc-timeout` header.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum WireTimeout {
+    /// The caller's header already says the deadline: leave it.
+    Keep,
+    /// Send this value.
+    Set(HeaderValue),
+    /// No deadline on the wire (infinite calls, unlimited streams).
+    Remove,
+}
+
+impl WireTimeout {
+    /// The header for an attempt under `timeout` (`None`: no deadline on the wire).
+    pub(crate) fn of(timeout: Option<Duration>) -> Self {
+        match timeout {
+            Some(t) => WireTimeout::Set(grpc_timeout::encode_unique(t)),
+            None => WireTimeout::Remove,
+        }
+    }
+
+    /// Writes it into an attempt's headers.
+    #[inline]
+    pub(crate) fn apply(self, headers: &mut HeaderMap) {
+        match self {
+            WireTimeout::Keep => {}
+            WireTimeout::Set(v) => {
+                headers.insert(GRPC_TIMEOUT, v);
+            }
+            WireTimeout::Remove => {
+                headers.remove(GRPC_TIMEOUT);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -260,5 +301,26 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(svc.called.lock().unwrap().is_empty());
+    }
+}
+
+#[cfg(test)]
+mod wire_timeout_tests {
+    use super::*;
+
+    #[test]
+    fn each_choice_writes_what_it_says() {
+        let mut headers = HeaderMap::new();
+        headers.insert(GRPC_TIMEOUT, HeaderValue::from_static("9S"));
+        WireTimeout::Keep.apply(&mut headers);
+        assert_eq!(headers[GRPC_TIMEOUT], "9S");
+        WireTimeout::of(Some(Duration::from_millis(1_500))).apply(&mut headers);
+        assert_eq!(headers[GRPC_TIMEOUT], "1500000u");
+        assert!(
+            headers[GRPC_TIMEOUT].is_sensitive(),
+            "unique to the call: never indexed"
+        );
+        WireTimeout::of(None).apply(&mut headers);
+        assert!(headers.get(GRPC_TIMEOUT).is_none());
     }
 }

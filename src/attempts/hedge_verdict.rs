@@ -11,10 +11,9 @@ use std::task::{Context, Poll};
 use tower_service::Service;
 
 use super::attempt::Ended;
-use super::classify::{classify_error, classify_response};
 use super::event::{CallEnd, Event, Run, Sink};
 use super::hedges::{Hedges, Polled};
-use super::retry_verdict::{server_timed_out, transport_timed_out};
+use super::verdict::{classify_error, classify_response, server_timed_out, transport_timed_out};
 use crate::policy::retry::{Failure, Pushback};
 use crate::wire::error::BoxError;
 use crate::wire::status::is_transport_timeout;

@@ -7,18 +7,17 @@
 //! never imports the glue.
 //!
 //! Reading order for one call: `call_loop.rs` (the loop: attempts one after another
-//! under the call's one timer, `timer.rs`) → `attempt.rs` (one attempt: wait for the
-//! inner service, call it, wait for the response headers) → `retry_verdict.rs` (what
-//! an attempt's end means: the answer, a retry, or the call's failure) →
-//! `classify.rs` (what a status or a transport error is to the rules) → `retries.rs`
-//! (one call's retry state and the next attempt after a backoff) →
-//! `deadline_header.rs` (the one writer of an attempt's `grpc-timeout`) →
-//! `event.rs` (what is reported, and to whom). A hedged call: `hedges.rs` (its
-//! concurrent attempts) and `hedge_verdict.rs` (what each one's end means).
-//! `retry_budget.rs` is the layer's retry budget; `hedge_rate.rs` its cap on the share of
-//! calls that hedge; `hedge_delay.rs` the recent latency a learned hedging delay is read
-//! from; `replay/` what a call keeps so that it can
-//! send its request again, and why that costs one allocation.
+//! under the call's one timer) → `attempt.rs` (one attempt: wait for the inner
+//! service, call it, wait for the response headers; and the one writer of an
+//! attempt's `grpc-timeout`) → `verdict.rs` (what an attempt's end means: the answer,
+//! a retry, or the call's failure; and what a status or a transport error is to the
+//! rules) → `retries.rs` (one call's retry state and the next attempt after a
+//! backoff) → `event.rs` (what is reported, and to whom). A hedged call: `hedges.rs`
+//! (its concurrent attempts) and `hedge_verdict.rs` (what each one's end means).
+//! `retry_budget.rs` is the layer's retry budget; `hedge_rate.rs` its cap on the share
+//! of calls that hedge; `hedge_delay.rs` the recent latency a learned hedging delay is
+//! read from; `replay/` what a call keeps so that it can send its request again, and
+//! why that costs one allocation.
 //!
 //! Only what happens before the response headers reach the caller is retried: a
 //! trailers-only answer (a gRPC error status), a transport error, or an attempt
@@ -27,8 +26,6 @@
 
 mod attempt;
 mod call_loop;
-mod classify;
-mod deadline_header;
 mod event;
 mod hedge_delay;
 mod hedge_rate;
@@ -37,12 +34,10 @@ mod hedges;
 mod replay;
 mod retries;
 mod retry_budget;
-mod retry_verdict;
-pub(crate) mod timer;
+mod verdict;
 
-pub(crate) use attempt::Attempt;
-pub(crate) use call_loop::CallLoop;
-pub(crate) use deadline_header::WireTimeout;
+pub(crate) use attempt::{Attempt, WireTimeout};
+pub(crate) use call_loop::{CallLoop, Timer};
 pub(crate) use event::{CallEnd, Deadlines, Event, Run, Sink};
 pub(crate) use hedge_delay::RecentLatency;
 pub(crate) use hedge_rate::HedgeRate;

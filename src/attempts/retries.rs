@@ -7,10 +7,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::time::Instant;
 
-use super::classify::{failure_status, reason};
-use super::deadline_header::WireTimeout;
+use super::attempt::WireTimeout;
 use super::replay::{boxes, RetryState, Spare};
 use super::retry_budget::RetryBudget;
+use super::verdict::{failure_status, reason};
 use super::ATTEMPTS_HEADER;
 use crate::policy::deadline::Cap;
 use crate::policy::retry::{decide, Decision, Failed, Failure, Pushback, RetryPolicy, Stop};

@@ -17,7 +17,7 @@ use super::record::CallRecord;
 use super::routes::LabelsRef;
 use super::state::reload::CurrentProfiles;
 use super::state::shared::Shared;
-use super::state::table::{Reader, Table};
+use super::state::shared::{Reader, Table};
 use crate::attempts::{
     CallLoop, HedgeContext, HedgePlan, Kept, RecentLatency, Retries, RetryPlan, Spare, SpareSlot,
     WireTimeout,

@@ -11,9 +11,9 @@
 //! 2026-11-26; 270–281 ns on the host of the earlier timings; `benches/README.md`):
 //!
 //! * `request.rs` ([`Kept`]): the request kept for replay, and each later attempt's
-//!   request made from it; a message of at most 88 bytes is kept inline.
-//! * `head.rs`: its head without copying the header and extension maps (five
-//!   allocations a usual request would cost), built again only for a later attempt.
+//!   request made from it; a message of at most 88 bytes is kept inline, and its head
+//!   without copying the header and extension maps (five allocations a usual request
+//!   would cost), built again only for a later attempt.
 //! * `handle.rs` ([`Spare`]): the handle later attempts go through, shared by the
 //!   layered service's calls and cloned only when a later attempt comes (over tonic's
 //!   channel, a clone allocates).
@@ -23,7 +23,6 @@
 
 pub(crate) mod boxes;
 mod handle;
-mod head;
 mod request;
 
 pub(crate) use boxes::RetryState;

@@ -22,7 +22,7 @@ use pin_project_lite::pin_project;
 use tokio::time::Instant;
 
 use super::{BudgetSpent, Record, State};
-use crate::attempts::timer::Timer;
+use crate::attempts::Timer;
 use crate::attempts::{pop, push};
 use crate::timeout::plan::CallPlan;
 use crate::timeout::routes::LabelsRef;

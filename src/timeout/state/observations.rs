@@ -6,7 +6,7 @@
 //! [`TimeoutProfileLayer::with_observations`]: crate::timeout::TimeoutProfileLayer::with_observations
 
 use super::shared::Shared;
-use super::table::Table;
+use super::shared::Table;
 use crate::observe::advise::{Advice, RouteLatency};
 
 /// What a layer built with

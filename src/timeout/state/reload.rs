@@ -10,7 +10,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use super::shared::Shared;
-use super::table::{Cell, Family};
+use super::shared::{Cell, Family};
 use crate::config::file_look::{FileLook, Look, MAX_CONFIG_BYTES};
 use crate::config::{ConfigError, ProfileSet, ProfileSetBuilder};
 
