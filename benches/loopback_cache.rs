@@ -11,6 +11,10 @@
 //! cg_annotate --show=Ir,I1mr,D1mr,D1mw,Bcm,Bim --sort=I1mr cg.layer
 //! ```
 //!
+//! With `p50` after the count (`EXECUTABLE layer 5000 p50`), it also times each call
+//! and prints the median round trip: one client kind per process, for comparing
+//! processes run alternately (the in-process rotation of `unary` inflates the ratio).
+//!
 //! A variant's counts minus `plain-deadline`'s, divided by the number of calls, are
 //! what the layer adds to a call that plain tonic sends with the same deadline by hand.
 //! `unary` times the same calls; this says where the time goes when the instruction
@@ -32,9 +36,14 @@ mod loopback;
 /// The deadline the layer puts on a heartbeat, set by hand on the plain calls.
 const HEARTBEAT: Duration = Duration::from_secs(5);
 
-/// `calls` heartbeats, one after another; `by_hand` sets the deadline on each.
-async fn calls<T>(client: RegistryServiceClient<T>, calls: usize, by_hand: bool)
-where
+/// `calls` heartbeats, one after another; `by_hand` sets the deadline on each. With
+/// `times`, each call's round trip is pushed there.
+async fn calls<T>(
+    client: RegistryServiceClient<T>,
+    calls: usize,
+    by_hand: bool,
+    mut times: Option<&mut Vec<Duration>>,
+) where
     T: GrpcService<tonic::body::Body> + Clone,
     T::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     T::ResponseBody: http_body::Body<Data = bytes::Bytes> + Send + 'static,
@@ -42,6 +51,7 @@ where
         Into<Box<dyn std::error::Error + Send + Sync>> + Send,
 {
     for _ in 0..calls {
+        let start = std::time::Instant::now();
         let mut request = tonic::Request::new(HeartbeatRequest::default());
         if by_hand {
             request.set_timeout(HEARTBEAT);
@@ -51,6 +61,9 @@ where
             .heartbeat(request)
             .await
             .expect("heartbeat over loopback");
+        if let Some(times) = times.as_deref_mut() {
+            times.push(start.elapsed());
+        }
     }
 }
 
@@ -58,6 +71,8 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let variant = args.next().unwrap_or_default();
     let n = args.next().and_then(|n| n.parse().ok()).unwrap_or(5_000);
+    // `p50` after the count: time each call and print the median round trip (ns).
+    let mut times = (args.next().as_deref() == Some("p50")).then(|| Vec::with_capacity(n));
     let (rt, server, channel) = loopback::setup();
     let layer = TimeoutProfileLayer::new(ProfileSet::standard()).without_metrics();
     let plain = RegistryServiceClient::new(channel.clone());
@@ -68,19 +83,27 @@ fn main() {
             .map_request(|r: http::Request<tonic::body::Body>| r)
             .service(channel),
     );
+    let timed = times.as_mut();
+    let kind = variant.clone();
     rt.block_on(async move {
         match variant.as_str() {
-            "plain-deadline" => calls(plain, n, true).await,
-            "layer" => calls(layered, n, false).await,
-            "layer-retries-off" => calls(once, n, false).await,
-            "pass-through" => calls(pass_through, n, true).await,
+            "plain-deadline" => calls(plain, n, true, timed).await,
+            "layer" => calls(layered, n, false, timed).await,
+            "layer-retries-off" => calls(once, n, false, timed).await,
+            "pass-through" => calls(pass_through, n, true, timed).await,
             _ => {
-                calls(plain, 10, true).await;
-                calls(layered, 10, false).await;
-                calls(once, 10, false).await;
-                calls(pass_through, 10, true).await;
+                calls(plain, 10, true, None).await;
+                calls(layered, 10, false, None).await;
+                calls(once, 10, false, None).await;
+                calls(pass_through, 10, true, None).await;
             }
         }
     });
     drop(server);
+    if let Some(mut times) = times {
+        times.sort_unstable();
+        if let Some(p50) = times.get(times.len() / 2) {
+            println!("{kind} p50_ns {}", p50.as_nanos());
+        }
+    }
 }
