@@ -25,7 +25,7 @@ use super::hedges::{HedgeContext, HedgePlan, Hedges};
 use super::replay::{Kept, Spare};
 use super::retries::{Resend, Retries};
 use super::verdict::{attempt_timed_out, judge, timed_out, Verdict};
-use crate::policy::deadline::{Due, Phase};
+use crate::policy::deadline::{Due, Phase, Progress};
 use crate::wire::details::DetectedBy;
 use crate::wire::error::BoxError;
 
@@ -274,7 +274,8 @@ fn alarm<S: Clone, F, R: Sink>(
     };
     // The scope's cancel ends every attempt as the deadline does.
     if let Poll::Ready(reason) = call.poll_cancel(cx) {
-        return Poll::Ready(Verdict::Fail(call.end(CallEnd::Cancelled(reason))));
+        let seen = Progress::default();
+        return Poll::Ready(Verdict::Fail(call.end(CallEnd::Cancelled { reason, seen })));
     }
     let due = match (attempt, call.first_due()) {
         (Some(attempt), Some(first)) if first.at < attempt.at => first,

@@ -1,6 +1,6 @@
-//! What the attempt engine reports, and to whom: one [`Event`] type for what happens
-//! to a call's attempts, one [`CallEnd`] for how the call fails, and the [`Sink`] that
-//! receives both. The engine decides; the sink (the layer's call record,
+//! What the attempt engine and the response body report, and to whom: one [`Event`]
+//! type for what happens to a call's attempts and for its end with an answer, one
+//! [`CallEnd`] for how the call fails, and the [`Sink`] that receives both. The engine decides; the sink (the layer's call record,
 //! `timeout/record/`) turns what it is told into metrics, logs and the timeout
 //! details, the way tower-http's `on_*` callbacks keep tracing out of its services.
 //! The engine never imports the layer: it knows the sink only by this trait.
@@ -11,11 +11,11 @@ use tokio::time::Instant;
 
 use super::retry_budget::RetryBudget;
 use crate::policy::cancel::CancelReason;
-use crate::policy::deadline::{Cap, Due, Phase};
+use crate::policy::deadline::{Cap, Due, Phase, Progress};
 use crate::wire::details::DetectedBy;
 use crate::wire::error::BoxError;
 
-/// What happened to a call's attempts.
+/// What happened to a call's attempts, and how its answer ended.
 #[derive(Debug)]
 pub(crate) enum Event {
     /// Attempt `attempt` (from 1) is sent under `cap` (`None`: no attempt timeout
@@ -44,24 +44,34 @@ pub(crate) enum Event {
     /// Attempt `attempt` of a hedged call ended with `status`, a non-fatal one, and
     /// the call goes on with the others.
     HedgeEnded { attempt: u32, status: tonic::Code },
+    /// The response body ended with the call's answer (reported by the body, after
+    /// the engine is done): its trailers' status or the transport's error, `code`, or
+    /// (`None`) no trailers, the status being in the response headers if anywhere.
+    Finished { code: Option<tonic::Code> },
 }
 
 /// How a call fails; the sink ends the call's record and gives the error the caller
 /// sees.
 #[derive(Debug)]
 pub(crate) enum CallEnd {
-    /// A deadline of the call passed in `phase`, noticed by `detected_by`.
+    /// A deadline of the call passed in `phase`, noticed by `detected_by`, after the
+    /// call had received `seen` (nothing, before its response headers).
     TimedOut {
         phase: Phase,
         detected_by: DetectedBy,
+        seen: Progress,
     },
     /// tonic's transport timer fired before any deadline of the call's: a shorter
     /// deadline below the layer.
     TransportCapped,
     /// The inner service failed with this error.
     Failed(BoxError),
-    /// The scope the call was made in was cancelled while it waited.
-    Cancelled(CancelReason),
+    /// The scope the call was made in was cancelled while it waited, after the call
+    /// had received `seen`.
+    Cancelled {
+        reason: CancelReason,
+        seen: Progress,
+    },
 }
 
 /// Where the engine reports what happens to the call. Besides events and the call's

@@ -11,7 +11,7 @@ use tonic::Code;
 use super::attempt::Ended;
 use super::event::{CallEnd, Event, Run, Sink};
 use super::retries::{Retries, Retry};
-use crate::policy::deadline::Phase;
+use crate::policy::deadline::{Phase, Progress};
 use crate::policy::retry::{Failure, Pushback};
 use crate::wire::details::DetectedBy;
 use crate::wire::error::BoxError;
@@ -63,7 +63,11 @@ pub(crate) fn timed_out<R: Sink>(
     phase: Phase,
     detected_by: DetectedBy,
 ) -> BoxError {
-    call.end(CallEnd::TimedOut { phase, detected_by })
+    call.end(CallEnd::TimedOut {
+        phase,
+        detected_by,
+        seen: Progress::default(),
+    })
 }
 
 /// A trailers-only answer saying the server's deadline (the call's own) fired: the

@@ -8,7 +8,9 @@
 //! message, unless the call has a [`crate::ProgressRule`], read once per message).
 //! When one fires, the inner body is dropped (hyper resets the HTTP/2 stream), the
 //! caller receives `DEADLINE_EXCEEDED`, and then the end. Frames that arrived before
-//! are delivered first. The end event fires exactly once (in the call record).
+//! are delivered first. The body reports how it ended to the call record as the
+//! engine reports its attempts, through the [`Sink`]'s events; the end event fires
+//! exactly once (in the call record).
 
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
@@ -18,6 +20,7 @@ use pin_project_lite::pin_project;
 use tokio::time::Instant;
 
 use super::record::{CallRecord, Record};
+use crate::attempts::{CallEnd, Event, Sink};
 use crate::policy::deadline::Progress;
 use crate::policy::progress::Heard;
 use crate::wire::details::DetectedBy;
@@ -210,20 +213,28 @@ where
                     && is_server_timeout_code(code, || call.next_due(now).map(|d| d.at))
                 {
                     let phase = call.server_phase(now.messages);
-                    Some(Err(call.timed_out(phase, &now, DetectedBy::Server).into()))
+                    let detected_by = DetectedBy::Server;
+                    let seen = now;
+                    Some(Err(call.end(CallEnd::TimedOut {
+                        phase,
+                        detected_by,
+                        seen,
+                    })))
                 } else {
-                    call.finish(|| code.unwrap_or(tonic::Code::Unknown));
+                    let code = Some(code.unwrap_or(tonic::Code::Unknown));
+                    call.on(Event::Finished { code });
                     timer.as_mut().clear();
                     return Poll::Ready(Some(Ok(frame)));
                 }
             }
             Poll::Ready(Some(Err(e))) => {
                 let e = lost_connection(e.into());
-                call.finish(|| code_of_error(&*e));
+                let code = Some(code_of_error(&*e));
+                call.on(Event::Finished { code });
                 Some(Err(e))
             }
             Poll::Ready(None) => {
-                call.finish_without_trailers();
+                call.on(Event::Finished { code: None });
                 None
             }
             Poll::Pending if !call.is_open() => return Poll::Pending,
@@ -231,16 +242,21 @@ where
                 let now = progress(call, stream.as_deref());
                 match call.poll_cancel(cx) {
                     // The scope was cancelled: the stream is reset like a timeout's.
-                    Poll::Ready(reason) => Some(Err(call.cancelled(reason, &now).into())),
+                    Poll::Ready(reason) => {
+                        let seen = now;
+                        Some(Err(call.end(CallEnd::Cancelled { reason, seen })))
+                    }
                     Poll::Pending => {
                         let Some(due) = call.next_due(now) else {
                             return Poll::Pending;
                         };
                         // Progress only moves the instant later: the timer re-arms lazily.
                         ready!(timer.poll_until(due.at, cx));
-                        Some(Err(call
-                            .timed_out(due.phase, &now, DetectedBy::Client)
-                            .into()))
+                        Some(Err(call.end(CallEnd::TimedOut {
+                            phase: due.phase,
+                            detected_by: DetectedBy::Client,
+                            seen: now,
+                        })))
                     }
                 }
             }

@@ -67,7 +67,7 @@ impl Record {
 
     /// The call was cancelled by its scope after it was sent: ends the record and
     /// gives the status (the caller drops the call, and hyper resets the stream).
-    pub(crate) fn cancelled(&mut self, reason: CancelReason, seen: &Progress) -> Status {
+    pub(super) fn cancelled(&mut self, reason: CancelReason, seen: &Progress) -> Status {
         self.end_cancelled(reason, seen, true)
     }
 

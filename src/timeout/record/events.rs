@@ -1,7 +1,7 @@
-//! What the call record does with what the attempt engine reports: each [`Event`]
-//! counted (where a metric family counts it) and logged in the call's span, each
-//! [`CallEnd`] turned into the error the caller gets (`super` builds the timeout status
-//! and ends the record once).
+//! What the call record does with what the attempt engine and the response body
+//! report: each [`Event`] counted (where a metric family counts it) and logged in the
+//! call's span, the answer's end recorded, each [`CallEnd`] turned into the error the
+//! caller gets (`super` builds the timeout status and ends the record once).
 
 use tokio::time::Instant;
 
@@ -119,8 +119,8 @@ impl Record {
     }
 }
 
-/// The engine reports to the record: each event counted and logged, each ending
-/// turned into the error the caller gets.
+/// The engine and the body report to the record: each event counted and logged, each
+/// ending turned into the error the caller gets.
 impl Sink for Record {
     #[inline]
     fn on(&mut self, event: Event) {
@@ -137,18 +137,22 @@ impl Sink for Record {
             Event::HedgeWon { attempt } => self.hedge_won(attempt),
             Event::NotHedged { attempts, reason } => self.not_hedged(attempts, reason),
             Event::HedgeEnded { attempt, status } => self.hedge_ended(attempt, status),
+            Event::Finished { code: Some(code) } => self.finish(|| code),
+            Event::Finished { code: None } => self.finish_without_trailers(),
         }
     }
 
     #[inline]
     fn end(&mut self, end: CallEnd) -> BoxError {
         match end {
-            CallEnd::TimedOut { phase, detected_by } => self
-                .timed_out(phase, &Progress::default(), detected_by)
-                .into(),
+            CallEnd::TimedOut {
+                phase,
+                detected_by,
+                seen,
+            } => self.timed_out(phase, &seen, detected_by).into(),
             CallEnd::TransportCapped => self.transport_capped().into(),
             CallEnd::Failed(err) => self.failed(err),
-            CallEnd::Cancelled(reason) => self.cancelled(reason, &Progress::default()).into(),
+            CallEnd::Cancelled { reason, seen } => self.cancelled(reason, &seen).into(),
         }
     }
 

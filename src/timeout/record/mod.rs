@@ -234,7 +234,7 @@ impl Record {
     }
 
     /// The body ended without trailers: the status was in the headers, or missing.
-    pub(crate) fn finish_without_trailers(&mut self) {
+    fn finish_without_trailers(&mut self) {
         let code = self.header_code.unwrap_or(Code::Unknown);
         self.finish(|| code);
     }
