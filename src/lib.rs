@@ -59,7 +59,7 @@
 //! engine (`src/attempts/`), which reports what happens to the call's record. Counted
 //! honestly — every file of the glue and the engine whose code one unary call with
 //! retries on runs (the rules in `policy/` and the codecs in `wire/` are read through
-//! them) — that is twenty files (`tests/reading_order.rs` holds this list to the
+//! them) — that is twenty-one files (`tests/reading_order.rs` holds this list to the
 //! tree):
 //!
 //! 1. `timeout/service.rs` — `TimeoutProfileService::call`: route, plan, write the
@@ -82,23 +82,24 @@
 //! 12. `timeout/record/cancel.rs` — watching the caller's cancels.
 //! 13. `timeout/future.rs` — the call's future: the engine's call loop and the record.
 //! 14. `attempts/call_loop.rs` — attempts one after another under the call's one
-//!     timer, armed lazily and re-armed without allocating,
-//! 15. `attempts/attempt.rs` — one attempt: wait for the inner service, call it, wait
+//!     timer,
+//! 15. `attempts/timer.rs` — armed lazily, re-armed without allocating.
+//! 16. `attempts/attempt.rs` — one attempt: wait for the inner service, call it, wait
 //!     for the response headers; and the one writer of an attempt's `grpc-timeout`.
-//! 16. `attempts/verdict.rs` — what an attempt's end means (the answer, a retry, or
+//! 17. `attempts/verdict.rs` — what an attempt's end means (the answer, a retry, or
 //!     the call's failure), reading a status or a transport error as the rules do.
-//! 17. `attempts/retry_budget.rs` — the layer's retry budget, paid into by every answer.
-//! 18. `attempts/event.rs` — what the engine reports, and to whom (the `Sink`),
-//! 19. `timeout/record/events.rs` — and what the record makes of it: metrics, logs,
+//! 18. `attempts/retry_budget.rs` — the layer's retry budget, paid into by every answer.
+//! 19. `attempts/event.rs` — what the engine reports, and to whom (the `Sink`),
+//! 20. `timeout/record/events.rs` — and what the record makes of it: metrics, logs,
 //!     the timeout status.
-//! 20. `timeout/body.rs` — the response body under the remaining timers, and the
+//! 21. `timeout/body.rs` — the response body under the remaining timers, and the
 //!     record's end event.
 //!
 //! A hedged call reads `attempts/hedges.rs` (its concurrent attempts),
 //! `attempts/hedge_verdict.rs` and `attempts/hedge_rate.rs` (the layer's cap on
-//! hedges) instead of `retries.rs` and `replay/boxes.rs`: twenty-one files; a learned
+//! hedges) instead of `retries.rs` and `replay/boxes.rs`: twenty-two files; a learned
 //! delay adds `timeout/routes/per_path.rs` (the route's window) and
-//! `attempts/hedge_delay.rs` (the percentile read from it): twenty-three.
+//! `attempts/hedge_delay.rs` (the percentile read from it): twenty-four.
 //!
 //! Off a plain call's path: `timeout/layer.rs` (building the layer),
 //! `timeout/state/reload.rs` (live reload), `timeout/state/observations.rs` (the

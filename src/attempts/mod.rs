@@ -7,7 +7,7 @@
 //! never imports the glue.
 //!
 //! Reading order for one call: `call_loop.rs` (the loop: attempts one after another
-//! under the call's one timer) → `attempt.rs` (one attempt: wait for the inner
+//! under the call's one timer, `timer.rs`) → `attempt.rs` (one attempt: wait for the inner
 //! service, call it, wait for the response headers; and the one writer of an
 //! attempt's `grpc-timeout`) → `verdict.rs` (what an attempt's end means: the answer,
 //! a retry, or the call's failure; and what a status or a transport error is to the
@@ -34,10 +34,11 @@ mod hedges;
 mod replay;
 mod retries;
 mod retry_budget;
+mod timer;
 mod verdict;
 
 pub(crate) use attempt::{Attempt, WireTimeout};
-pub(crate) use call_loop::{CallLoop, Timer};
+pub(crate) use call_loop::CallLoop;
 pub(crate) use event::{CallEnd, Deadlines, Event, Run, Sink};
 pub(crate) use hedge_delay::RecentLatency;
 pub(crate) use hedge_rate::HedgeRate;
@@ -47,6 +48,7 @@ pub(crate) use replay::boxes::{pop, push};
 pub(crate) use replay::{Kept, Spare, SpareSlot, DEFAULT_REPLAY_LIMIT};
 pub(crate) use retries::{Retries, RetryPlan};
 pub use retry_budget::RetryBudget;
+pub(crate) use timer::Timer;
 
 /// The header a final answer carries when the call made more than one attempt.
 pub const ATTEMPTS_HEADER: &str = "sw4rm-attempts";

@@ -10,7 +10,6 @@ use tokio::time::Instant;
 use super::attempt::WireTimeout;
 use super::replay::{boxes, RetryState, Spare};
 use super::retry_budget::RetryBudget;
-use super::verdict::{failure_status, reason};
 use super::ATTEMPTS_HEADER;
 use crate::policy::deadline::Cap;
 use crate::policy::retry::{decide, Decision, Failed, Failure, Pushback, RetryPolicy, Stop};
@@ -267,6 +266,29 @@ fn jitter() -> f64 {
     })
 }
 
+/// The status an attempt that failed with `failure` ended with, as gRPC's per-attempt
+/// metrics name it: the server's code, `DEADLINE_EXCEEDED` for the attempt's own
+/// timeout, `UNAVAILABLE` for a request that never reached the server.
+fn failure_status(failure: Failure) -> tonic::Code {
+    match failure {
+        Failure::Code(code) => tonic::Code::from_i32(code),
+        Failure::AttemptTimeout => tonic::Code::DeadlineExceeded,
+        Failure::NotSent => tonic::Code::Unavailable,
+    }
+}
+
+/// The `reason` a retry is logged with.
+fn reason(failure: Failure) -> &'static str {
+    match failure {
+        Failure::AttemptTimeout => "attempt_timeout",
+        Failure::NotSent => "not_sent",
+        Failure::Code(code) if tonic::Code::from_i32(code) == tonic::Code::Unavailable => {
+            "unavailable"
+        }
+        Failure::Code(_) => "status",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -278,6 +300,26 @@ mod tests {
     use super::super::replay::SpareSlot;
     use super::*;
     use crate::wire::grpc_timeout;
+
+    /// Each failure's logged reason and per-attempt status.
+    #[test]
+    fn reasons_and_statuses() {
+        let rows = [
+            (Failure::Code(14), "unavailable", tonic::Code::Unavailable),
+            (Failure::Code(13), "status", tonic::Code::Internal),
+            (Failure::Code(99), "status", tonic::Code::Unknown),
+            (
+                Failure::AttemptTimeout,
+                "attempt_timeout",
+                tonic::Code::DeadlineExceeded,
+            ),
+            (Failure::NotSent, "not_sent", tonic::Code::Unavailable),
+        ];
+        for (failure, logged, status) in rows {
+            assert_eq!(reason(failure), logged, "{failure:?}");
+            assert_eq!(failure_status(failure), status, "{failure:?}");
+        }
+    }
 
     #[test]
     fn jitter_is_in_range_and_varies() {

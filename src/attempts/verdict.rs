@@ -181,14 +181,6 @@ pub(crate) fn code_failure(code: Code) -> Failure {
     Failure::Code(code as i32)
 }
 
-/// The status code of a failure the server answered.
-fn failure_code(failure: Failure) -> Option<Code> {
-    match failure {
-        Failure::Code(code) => Some(Code::from_i32(code)),
-        Failure::AttemptTimeout | Failure::NotSent => None,
-    }
-}
-
 /// A response head's retry meaning: `Some` for a trailers-only gRPC error. When the
 /// attempt's own timeout has passed (`attempt_expired`), the server's
 /// `DEADLINE_EXCEEDED` or `CANCELLED` is that timeout.
@@ -241,27 +233,6 @@ fn reset_failure(reason: h2::Reason) -> Failure {
         Failure::NotSent
     } else {
         code_failure(code_of_reset(reason))
-    }
-}
-
-/// The status an attempt that failed with `failure` ended with, as gRPC's per-attempt
-/// metrics name it: the server's code, `DEADLINE_EXCEEDED` for the attempt's own
-/// timeout, `UNAVAILABLE` for a request that never reached the server.
-pub(crate) fn failure_status(failure: Failure) -> Code {
-    match failure {
-        Failure::Code(code) => Code::from_i32(code),
-        Failure::AttemptTimeout => Code::DeadlineExceeded,
-        Failure::NotSent => Code::Unavailable,
-    }
-}
-
-/// The `reason` a retry is logged with.
-pub(crate) fn reason(failure: Failure) -> &'static str {
-    match (failure, failure_code(failure)) {
-        (Failure::AttemptTimeout, _) => "attempt_timeout",
-        (Failure::NotSent, _) => "not_sent",
-        (_, Some(Code::Unavailable)) => "unavailable",
-        (_, _) => "status",
     }
 }
 
@@ -347,7 +318,7 @@ mod classify_tests {
     }
 
     #[test]
-    fn errors_and_reasons() {
+    fn errors() {
         let refused: BoxError =
             Box::new(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
         assert_eq!(classify_error(&refused), Failure::NotSent);
@@ -355,11 +326,6 @@ mod classify_tests {
         assert_eq!(classify_error(&stream), Failure::NotSent);
         let reset: BoxError = Box::new(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
         assert_eq!(classify_error(&reset), code_failure(Code::Unavailable));
-
-        assert_eq!(reason(code_failure(Code::Unavailable)), "unavailable");
-        assert_eq!(reason(code_failure(Code::Internal)), "status");
-        assert_eq!(reason(Failure::AttemptTimeout), "attempt_timeout");
-        assert_eq!(reason(Failure::NotSent), "not_sent");
     }
 
     /// Every HTTP/2 reset reason: only `REFUSED_STREAM` says the request never
