@@ -16,8 +16,7 @@ use super::plan::{asked, not_a_grpc_path, plan, CallPlan, Outer};
 use super::record::CallRecord;
 use super::routes::LabelsRef;
 use super::state::reload::CurrentProfiles;
-use super::state::shared::Shared;
-use super::state::shared::{Reader, Table};
+use super::state::shared::{Reader, Shared, Table};
 use crate::attempts::{
     CallLoop, HedgeContext, HedgePlan, Kept, RecentLatency, Retries, RetryPlan, Spare, SpareSlot,
     WireTimeout,

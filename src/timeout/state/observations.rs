@@ -5,8 +5,7 @@
 //!
 //! [`TimeoutProfileLayer::with_observations`]: crate::timeout::TimeoutProfileLayer::with_observations
 
-use super::shared::Shared;
-use super::shared::Table;
+use super::shared::{Shared, Table};
 use crate::observe::advise::{Advice, RouteLatency};
 
 /// What a layer built with

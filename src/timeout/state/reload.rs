@@ -9,8 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use super::shared::Shared;
-use super::shared::{Cell, Family};
+use super::shared::{Cell, Family, Shared};
 use crate::config::file_look::{FileLook, Look, MAX_CONFIG_BYTES};
 use crate::config::{ConfigError, ProfileSet, ProfileSetBuilder};
 
