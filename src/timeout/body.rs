@@ -9,7 +9,7 @@
 //! When one fires, the inner body is dropped (hyper resets the HTTP/2 stream), the
 //! caller receives `DEADLINE_EXCEEDED`, and then the end. Frames that arrived before
 //! are delivered first. The body reports how it ended to the call record as the
-//! engine reports its attempts, through the [`Sink`]'s events; the end event fires
+//! engine reports its attempts, through the sink's events; the end event fires
 //! exactly once (in the call record).
 
 use std::pin::Pin;
