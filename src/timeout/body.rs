@@ -212,13 +212,10 @@ where
                 if call.is_open()
                     && is_server_timeout_code(code, || call.next_due(now).map(|d| d.at))
                 {
-                    let phase = call.server_phase(now.messages);
-                    let detected_by = DetectedBy::Server;
-                    let seen = now;
                     Some(Err(call.end(CallEnd::TimedOut {
-                        phase,
-                        detected_by,
-                        seen,
+                        phase: call.server_phase(now.messages),
+                        detected_by: DetectedBy::Server,
+                        seen: now,
                     })))
                 } else {
                     let code = Some(code.unwrap_or(tonic::Code::Unknown));
@@ -243,8 +240,7 @@ where
                 match call.poll_cancel(cx) {
                     // The scope was cancelled: the stream is reset like a timeout's.
                     Poll::Ready(reason) => {
-                        let seen = now;
-                        Some(Err(call.end(CallEnd::Cancelled { reason, seen })))
+                        Some(Err(call.end(CallEnd::Cancelled { reason, seen: now })))
                     }
                     Poll::Pending => {
                         let Some(due) = call.next_due(now) else {

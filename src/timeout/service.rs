@@ -137,7 +137,7 @@ where
         let span = rpc_span(shared.settings.span_level, &planned);
         planned.log_clamps(&span);
         let mut head = Head::of(&mut planned);
-        let handoff = Handoff::of(shared, &planned, &req, scope, cancel.is_some());
+        let handoff = Handoff::of(shared, &planned, options, scope, cancel.is_some());
         let retry = planned.retry.take();
         let hedge = planned.hedge.take().map(|plan| {
             let recent = window(shared, &plan, &found.labels);
@@ -254,15 +254,14 @@ impl Handoff {
     fn of(
         shared: &Shared,
         plan: &CallPlan<'_>,
-        req: &Request,
+        options: CallOptions<'_>,
         scope: Option<Current>,
         cancellable: bool,
     ) -> Self {
         let handoff = plan.route.message_field == Some(MessageField::HandoffTimeout);
         let stamped = handoff && shared.settings.envelopes;
         Handoff {
-            delegation: scope
-                .filter(|_| stamped && req.extensions().get::<CallBudgetEnvelope>().is_none()),
+            delegation: scope.filter(|_| stamped && options.get::<CallBudgetEnvelope>().is_none()),
             cascade: shared.settings.cascade.filter(|_| handoff && cancellable),
         }
     }
