@@ -112,7 +112,8 @@
 //!   for agents that serve SW4RM RPCs.
 //! * `testing`: `testing::TestServer`, an embedded in-process SW4RM server with
 //!   scripted latency and stream pacing, for agents' own tests (implies `server`;
-//!   with a TLS provider it also serves TLS).
+//!   with a TLS provider it also serves TLS); `testing::Scripted`, an inner service
+//!   without a socket that plays attempts as scripted, for tests on paused time.
 //! * `prometheus`: `metrics::prometheus_provider`, an OpenTelemetry meter provider
 //!   exporting to Prometheus that keeps the SW4-002 metric names exact.
 //! * `cli`: the `sw4rm-timeouts` operator command (`explain`, `check`, `routes`,

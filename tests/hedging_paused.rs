@@ -3,11 +3,9 @@
 //! came, its `grpc-timeout`, its `grpc-previous-rpc-attempts`, and whether it was
 //! dropped before it answered (cancelled). No socket: every instant is exact.
 
-use std::convert::Infallible;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sw4rm_timeouts::wire::grpc_timeout;
+use sw4rm_timeouts::testing::{Play, Scripted, Seen, ATTEMPT_HEADER};
 use sw4rm_timeouts::{
     CallHedging, HedgingPolicy, ProfileSet, RetryBudget, TimeoutDetails, TimeoutProfileLayer,
     DEFAULT_HEDGE_BURST,
@@ -23,129 +21,24 @@ fn ms(v: u64) -> Duration {
     Duration::from_millis(v)
 }
 
-/// One attempt as the server plays it: after `after`, answer `status` (0 = OK), with a
-/// pushback if set.
-#[derive(Clone, Copy, Debug)]
-struct Play {
-    after: Duration,
-    status: u16,
-    pushback: Option<&'static str>,
-}
-
+/// Answers `OK` after `v` ms.
 fn ok_after(v: u64) -> Play {
-    Play {
-        after: ms(v),
-        status: 0,
-        pushback: None,
-    }
+    Play::answer().after(ms(v))
 }
 
-fn status_after(v: u64, status: u16) -> Play {
-    Play {
-        after: ms(v),
-        status,
-        pushback: None,
-    }
+/// Answers trailers-only with `code` after `v` ms.
+fn status_after(v: u64, code: tonic::Code) -> Play {
+    Play::answer().after(ms(v)).status(code)
 }
 
-/// What the server saw of one attempt.
-#[derive(Clone, Debug)]
-struct Seen {
-    at: Instant,
-    timeout: Option<Duration>,
-    previous: Option<String>,
-    cancelled: bool,
+/// Whether the attempt was dropped before it answered.
+fn cancelled(seen: &Seen) -> bool {
+    seen.dropped.is_some()
 }
 
-#[derive(Clone, Default)]
-struct Server {
-    plays: Arc<Mutex<Vec<Play>>>,
-    seen: Arc<Mutex<Vec<Seen>>>,
-}
-
-/// Marks its attempt cancelled unless disarmed (the attempt answered).
-struct CancelGuard {
-    seen: Arc<Mutex<Vec<Seen>>>,
-    index: usize,
-    armed: bool,
-}
-
-impl Drop for CancelGuard {
-    fn drop(&mut self) {
-        if self.armed {
-            self.seen.lock().unwrap()[self.index].cancelled = true;
-        }
-    }
-}
-
-impl Server {
-    /// Attempts play `plays` in the order they arrive; later ones repeat the last.
-    fn new(plays: &[Play]) -> Self {
-        Server {
-            plays: Arc::new(Mutex::new(plays.to_vec())),
-            seen: Arc::default(),
-        }
-    }
-
-    fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().unwrap().clone()
-    }
-
-    fn service(
-        &self,
-    ) -> impl Service<
-        http::Request<tonic::body::Body>,
-        Response = http::Response<tonic::body::Body>,
-        Error = Infallible,
-        Future = impl Send,
-    > + Clone {
-        let server = self.clone();
-        tower::service_fn(move |req: http::Request<tonic::body::Body>| {
-            let timeout = req
-                .headers()
-                .get("grpc-timeout")
-                .map(|v| grpc_timeout::parse(v.as_bytes()).unwrap());
-            let previous = req
-                .headers()
-                .get("grpc-previous-rpc-attempts")
-                .map(|v| v.to_str().unwrap().to_owned());
-            let mut seen = server.seen.lock().unwrap();
-            let index = seen.len();
-            seen.push(Seen {
-                at: Instant::now(),
-                timeout,
-                previous,
-                cancelled: false,
-            });
-            drop(seen);
-            let plays = server.plays.lock().unwrap();
-            let play = plays[index.min(plays.len() - 1)];
-            let guard = CancelGuard {
-                seen: server.seen.clone(),
-                index,
-                armed: true,
-            };
-            async move {
-                let mut guard = guard;
-                tokio::time::sleep(play.after).await;
-                guard.armed = false;
-                let mut response = http::Response::new(tonic::body::Body::empty());
-                let h = response.headers_mut();
-                h.insert(
-                    "content-type",
-                    http::HeaderValue::from_static("application/grpc"),
-                );
-                if play.status != 0 {
-                    h.insert("grpc-status", http::HeaderValue::from(play.status));
-                }
-                if let Some(p) = play.pushback {
-                    h.insert("grpc-retry-pushback-ms", http::HeaderValue::from_static(p));
-                }
-                h.insert("x-attempt", http::HeaderValue::from(index + 1));
-                Ok::<_, Infallible>(response)
-            }
-        })
-    }
+/// The attempt's `grpc-previous-rpc-attempts`.
+fn previous(seen: &Seen) -> Option<&str> {
+    seen.header("grpc-previous-rpc-attempts")
 }
 
 fn request(path: &str) -> http::Request<tonic::body::Body> {
@@ -203,7 +96,7 @@ async fn after_a_step_change_the_cap_holds_hedges_to_a_tenth_each_second_plus_th
         tasks.push(tokio::spawn(async move {
             tokio::time::sleep_until(at).await;
             let first = if i < 400 { ok_after(10) } else { ok_after(500) };
-            let server = Server::new(&[first, ok_after(1)]);
+            let server = Scripted::new([first, ok_after(1)]);
             call(&layer, &server, request(STATUS)).await.unwrap();
             (at - start, server.seen().len() > 1)
         }));
@@ -246,14 +139,14 @@ async fn a_layer_with_few_calls_hedges_as_configured_under_the_default_cap() {
         .without_metrics()
         .without_retry_budget();
     for i in 0..20 {
-        let server = Server::new(&[ok_after(500), ok_after(500), ok_after(10)]);
+        let server = Scripted::new([ok_after(500), ok_after(500), ok_after(10)]);
         let response = call(&layer, &server, request(STATUS)).await.unwrap();
         assert_eq!(server.seen().len(), 3, "read {i}: every attempt sent");
-        assert_eq!(header(&response, "x-attempt"), Some("3"));
+        assert_eq!(header(&response, ATTEMPT_HEADER), Some("3"));
         tokio::time::sleep(ms(300)).await;
     }
     for i in 0..20 {
-        let server = Server::new(&[status_after(0, 14), ok_after(1)]);
+        let server = Scripted::new([status_after(0, tonic::Code::Unavailable), ok_after(1)]);
         let response = call(&layer, &server, request(STATUS)).await.unwrap();
         assert_eq!(header(&response, "grpc-status"), None, "read {i}");
         assert_eq!(server.seen().len(), 2, "read {i}");
@@ -263,7 +156,7 @@ async fn a_layer_with_few_calls_hedges_as_configured_under_the_default_cap() {
 
 async fn call(
     layer: &TimeoutProfileLayer,
-    server: &Server,
+    server: &Scripted,
     req: http::Request<tonic::body::Body>,
 ) -> Result<
     http::Response<sw4rm_timeouts::timeout::TimeoutBody<tonic::body::Body>>,
@@ -271,7 +164,7 @@ async fn call(
 > {
     let mut svc = ServiceBuilder::new()
         .layer(layer.clone())
-        .service(server.service());
+        .service(server.clone());
     svc.ready().await.unwrap().call(req).await
 }
 
@@ -281,7 +174,7 @@ fn header<'a, B>(response: &'a http::Response<B>, name: &str) -> Option<&'a str>
 
 #[tokio::test(start_paused = true)]
 async fn a_slow_attempt_is_hedged_after_the_delay_and_the_first_answer_wins() {
-    let server = Server::new(&[ok_after(1_000), ok_after(10)]);
+    let server = Scripted::new([ok_after(1_000), ok_after(10)]);
     let start = Instant::now();
     let response = call(&layer(fixed(2, 50)), &server, request(STATUS))
         .await
@@ -291,24 +184,24 @@ async fn a_slow_attempt_is_hedged_after_the_delay_and_the_first_answer_wins() {
         ms(60),
         "the hedge answered 10 ms after its send"
     );
-    assert_eq!(header(&response, "x-attempt"), Some("2"));
+    assert_eq!(header(&response, ATTEMPT_HEADER), Some("2"));
     assert_eq!(header(&response, "sw4rm-attempts"), Some("2"));
     let seen = server.seen();
     assert_eq!(seen.len(), 2);
     assert_eq!(seen[1].at - seen[0].at, ms(50));
     // Both inside the one 10 s deadline: the hedge carries what remains of it.
-    assert_eq!(seen[0].timeout, Some(ms(10_000)));
-    assert_eq!(seen[1].timeout, Some(ms(9_950)));
-    assert_eq!(seen[0].previous, None);
-    assert_eq!(seen[1].previous.as_deref(), Some("1"));
+    assert_eq!(seen[0].grpc_timeout(), Some(ms(10_000)));
+    assert_eq!(seen[1].grpc_timeout(), Some(ms(9_950)));
+    assert_eq!(previous(&seen[0]), None);
+    assert_eq!(previous(&seen[1]), Some("1"));
     // The loser was cancelled when the winner answered.
-    assert!(seen[0].cancelled, "{seen:?}");
-    assert!(!seen[1].cancelled);
+    assert!(cancelled(&seen[0]), "{seen:?}");
+    assert!(!cancelled(&seen[1]));
 }
 
 #[tokio::test(start_paused = true)]
 async fn an_answer_before_the_delay_sends_no_hedge() {
-    let server = Server::new(&[ok_after(49)]);
+    let server = Scripted::new([ok_after(49)]);
     let response = call(&layer(fixed(3, 50)), &server, request(STATUS))
         .await
         .unwrap();
@@ -321,46 +214,46 @@ async fn an_answer_before_the_delay_sends_no_hedge() {
 #[tokio::test(start_paused = true)]
 async fn attempts_stop_at_max_attempts_and_the_first_to_answer_wins() {
     // Every attempt takes 1 s: three are sent, one delay apart, and the first wins.
-    let server = Server::new(&[ok_after(1_000)]);
+    let server = Scripted::new([ok_after(1_000)]);
     let start = Instant::now();
     let response = call(&layer(fixed(3, 100)), &server, request(STATUS))
         .await
         .unwrap();
     assert_eq!(start.elapsed(), ms(1_000));
-    assert_eq!(header(&response, "x-attempt"), Some("1"));
+    assert_eq!(header(&response, ATTEMPT_HEADER), Some("1"));
     assert_eq!(header(&response, "sw4rm-attempts"), Some("3"));
     let seen = server.seen();
     let sent: Vec<Duration> = seen.iter().map(|s| s.at - start).collect();
     assert_eq!(sent, [ms(0), ms(100), ms(200)]);
-    let cancelled: Vec<bool> = seen.iter().map(|s| s.cancelled).collect();
-    assert_eq!(cancelled, [false, true, true]);
-    let previous: Vec<Option<&str>> = seen.iter().map(|s| s.previous.as_deref()).collect();
+    let dropped: Vec<bool> = seen.iter().map(cancelled).collect();
+    assert_eq!(dropped, [false, true, true]);
+    let previous: Vec<Option<&str>> = seen.iter().map(previous).collect();
     assert_eq!(previous, [None, Some("1"), Some("2")]);
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_fatal_status_is_a_final_answer_and_ends_the_others() {
     // The hedge answers NOT_FOUND first: that is the call's answer.
-    let server = Server::new(&[ok_after(300), status_after(10, 5)]);
+    let server = Scripted::new([ok_after(300), status_after(10, tonic::Code::NotFound)]);
     let response = call(&layer(fixed(2, 50)), &server, request(STATUS))
         .await
         .unwrap();
     assert_eq!(header(&response, "grpc-status"), Some("5"));
-    assert_eq!(header(&response, "x-attempt"), Some("2"));
-    assert!(server.seen()[0].cancelled);
+    assert_eq!(header(&response, ATTEMPT_HEADER), Some("2"));
+    assert!(cancelled(&server.seen()[0]));
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_non_fatal_status_sends_the_next_hedge_at_once_and_lets_it_win() {
     // The first attempt answers UNAVAILABLE after 10 ms: the hedge goes out then, not
     // at the 50 ms delay, and its answer is the call's.
-    let server = Server::new(&[status_after(10, 14), ok_after(20)]);
+    let server = Scripted::new([status_after(10, tonic::Code::Unavailable), ok_after(20)]);
     let start = Instant::now();
     let response = call(&layer(fixed(2, 50)), &server, request(STATUS))
         .await
         .unwrap();
     assert_eq!(header(&response, "grpc-status"), None);
-    assert_eq!(header(&response, "x-attempt"), Some("2"));
+    assert_eq!(header(&response, ATTEMPT_HEADER), Some("2"));
     let seen = server.seen();
     assert_eq!(seen[1].at - start, ms(10));
     assert_eq!(start.elapsed(), ms(30));
@@ -368,7 +261,7 @@ async fn a_non_fatal_status_sends_the_next_hedge_at_once_and_lets_it_win() {
 
 #[tokio::test(start_paused = true)]
 async fn the_last_non_fatal_answer_is_the_calls_when_no_attempt_is_left() {
-    let server = Server::new(&[status_after(10, 14)]);
+    let server = Scripted::new([status_after(10, tonic::Code::Unavailable)]);
     let response = call(&layer(fixed(2, 50)), &server, request(STATUS))
         .await
         .unwrap();
@@ -381,13 +274,12 @@ async fn the_last_non_fatal_answer_is_the_calls_when_no_attempt_is_left() {
 async fn a_pushback_stops_further_hedges() {
     // Attempt 2 answers UNAVAILABLE with a pushback: no attempt 3, at once or at its
     // delay; attempt 1 still answers.
-    let mut pushed = status_after(10, 14);
-    pushed.pushback = Some("1000");
-    let server = Server::new(&[ok_after(300), pushed]);
+    let pushed = status_after(10, tonic::Code::Unavailable).pushback("1000");
+    let server = Scripted::new([ok_after(300), pushed]);
     let response = call(&layer(fixed(3, 50)), &server, request(STATUS))
         .await
         .unwrap();
-    assert_eq!(header(&response, "x-attempt"), Some("1"));
+    assert_eq!(header(&response, ATTEMPT_HEADER), Some("1"));
     assert_eq!(server.seen().len(), 2, "{:?}", server.seen());
 }
 
@@ -396,26 +288,26 @@ async fn no_hedge_while_the_retry_budget_is_low() {
     // A budget of one token: one non-fatal answer spends it.
     let budget = RetryBudget::new(1);
     let layer = layer(fixed(2, 50)).with_retry_budget(budget.clone());
-    let server = Server::new(&[status_after(10, 14)]);
+    let server = Scripted::new([status_after(10, tonic::Code::Unavailable)]);
     let response = call(&layer, &server, request(STATUS)).await.unwrap();
     assert_eq!(header(&response, "grpc-status"), Some("14"));
     assert_eq!(server.seen().len(), 1, "no hedge after the budget ran out");
     assert_eq!(budget.tokens(), 0.0);
     // A slow call now: its delay passes, but no hedge is sent.
-    let server = Server::new(&[ok_after(400)]);
+    let server = Scripted::new([ok_after(400)]);
     let response = call(&layer, &server, request(STATUS)).await.unwrap();
-    assert_eq!(header(&response, "x-attempt"), Some("1"));
+    assert_eq!(header(&response, ATTEMPT_HEADER), Some("1"));
     assert_eq!(server.seen().len(), 1);
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_mutation_is_never_hedged() {
     // task_submit hedges, but SubmitTask is not idempotent; CancelTask is.
-    let server = Server::new(&[ok_after(400)]);
+    let server = Scripted::new([ok_after(400)]);
     let layer = layer(fixed(2, 50));
     call(&layer, &server, request(SUBMIT)).await.unwrap();
     assert_eq!(server.seen().len(), 1);
-    let server = Server::new(&[ok_after(400)]);
+    let server = Scripted::new([ok_after(400)]);
     call(&layer, &server, request(CANCEL)).await.unwrap();
     assert_eq!(server.seen().len(), 2);
 }
@@ -426,23 +318,23 @@ async fn per_call_settings_turn_hedging_on_and_off() {
     let layer = TimeoutProfileLayer::standard()
         .without_metrics()
         .without_retry_budget();
-    let server = Server::new(&[ok_after(400)]);
+    let server = Scripted::new([ok_after(400)]);
     call(&layer, &server, request(STATUS)).await.unwrap();
     assert_eq!(server.seen().len(), 1, "standard: off");
     let mut req = request(STATUS);
     req.extensions_mut()
         .insert(CallHedging::policy(fixed(2, 50)));
-    let server = Server::new(&[ok_after(400)]);
+    let server = Scripted::new([ok_after(400)]);
     call(&layer, &server, req).await.unwrap();
     assert_eq!(server.seen().len(), 2, "per call: on");
     // A hedging profile, one call off; and the layer off for all.
     let hedging = self::layer(fixed(2, 50));
     let mut req = request(STATUS);
     req.extensions_mut().insert(CallHedging::off());
-    let server = Server::new(&[ok_after(400)]);
+    let server = Scripted::new([ok_after(400)]);
     call(&hedging, &server, req).await.unwrap();
     assert_eq!(server.seen().len(), 1, "per call: off");
-    let server = Server::new(&[ok_after(400)]);
+    let server = Scripted::new([ok_after(400)]);
     call(&hedging.clone().without_hedging(), &server, request(STATUS))
         .await
         .unwrap();
@@ -459,7 +351,7 @@ async fn the_deadline_ends_every_attempt_with_one_timeout() {
         .build()
         .unwrap();
     let layer = TimeoutProfileLayer::new(profiles).without_metrics();
-    let server = Server::new(&[ok_after(5_000)]);
+    let server = Scripted::new([ok_after(5_000)]);
     let start = Instant::now();
     let err = call(&layer, &server, request(STATUS)).await.unwrap_err();
     assert_eq!(start.elapsed(), ms(1_000));
@@ -469,8 +361,8 @@ async fn the_deadline_ends_every_attempt_with_one_timeout() {
     assert_eq!(details.attempts(), Some(3));
     assert_eq!(details.configured_timeout_ms(), 1_000);
     let seen = server.seen();
-    assert!(seen.iter().all(|s| s.cancelled), "{seen:?}");
-    let timeouts: Vec<_> = seen.iter().map(|s| s.timeout).collect();
+    assert!(seen.iter().all(cancelled), "{seen:?}");
+    let timeouts: Vec<_> = seen.iter().map(Seen::grpc_timeout).collect();
     assert_eq!(timeouts, [Some(ms(1_000)), Some(ms(900)), Some(ms(800))]);
 }
 
@@ -489,11 +381,11 @@ fn learned(percentile: u32) -> HedgingPolicy {
 /// When the hedge of one call with a 3 s first attempt is sent, after the route
 /// learned from `history` calls answered after `each`.
 async fn hedge_sent_after(layer: &TimeoutProfileLayer, history: usize, each: u64) -> Duration {
-    let server = Server::new(&[ok_after(each)]);
+    let server = Scripted::new([ok_after(each)]);
     for _ in 0..history {
         call(layer, &server, request(STATUS)).await.unwrap();
     }
-    let slow = Server::new(&[ok_after(3_000), ok_after(1)]);
+    let slow = Scripted::new([ok_after(3_000), ok_after(1)]);
     let start = Instant::now();
     call(layer, &slow, request(STATUS)).await.unwrap();
     let seen = slow.seen();
@@ -527,7 +419,7 @@ async fn tail_under(policy: HedgingPolicy) -> (usize, Duration) {
         } else {
             ok_after(20)
         };
-        let server = Server::new(&[first, ok_after(20)]);
+        let server = Scripted::new([first, ok_after(20)]);
         let start = Instant::now();
         call(&layer, &server, request(STATUS)).await.unwrap();
         if i >= 100 {
@@ -554,14 +446,14 @@ async fn a_learned_delay_hedges_only_the_tail() {
 /// `cancel_at`: the status it ends with, and when.
 async fn cancelled_by_tonic(
     layer: &TimeoutProfileLayer,
-    server: &Server,
+    server: &Scripted,
     cancel_at: Duration,
 ) -> (tonic::Status, Duration) {
     use sw4rm_timeouts::proto::sw4rm::scheduler::scheduler_service_client::SchedulerServiceClient;
     use sw4rm_timeouts::proto::sw4rm::scheduler::GetTaskStatusRequest;
     let svc = ServiceBuilder::new()
         .layer(layer.clone())
-        .service(server.service());
+        .service(server.clone());
     let mut client = SchedulerServiceClient::new(svc);
     let mut request = tonic::Request::new(GetTaskStatusRequest::default());
     let handle = request.cancellation_handle();
@@ -589,23 +481,23 @@ fn cancelled_by_the_caller(status: &tonic::Status) {
 #[tokio::test(start_paused = true)]
 async fn tonics_cancel_ends_the_call_at_once_in_every_state() {
     // Waiting for headers (a hedged call, its hedge not yet due).
-    let server = Server::new(&[ok_after(10_000)]);
+    let server = Scripted::new([ok_after(10_000)]);
     let (status, took) = cancelled_by_tonic(&layer(fixed(3, 500)), &server, ms(100)).await;
     cancelled_by_the_caller(&status);
     assert_eq!(took, ms(100));
     tokio::time::sleep(ms(2_000)).await;
     let seen = server.seen();
     assert_eq!(seen.len(), 1, "no hedge after the cancel");
-    assert!(seen[0].cancelled, "the attempt in flight is reset");
+    assert!(cancelled(&seen[0]), "the attempt in flight is reset");
 
     // During a hedge delay, after the first hedge: no third attempt.
-    let server = Server::new(&[ok_after(10_000)]);
+    let server = Scripted::new([ok_after(10_000)]);
     let (status, took) = cancelled_by_tonic(&layer(fixed(3, 500)), &server, ms(700)).await;
     cancelled_by_the_caller(&status);
     assert_eq!(took, ms(700));
     tokio::time::sleep(ms(2_000)).await;
     assert_eq!(server.seen().len(), 2);
-    assert!(server.seen().iter().all(|s| s.cancelled));
+    assert!(server.seen().iter().all(cancelled));
 
     // Between retries: the backoff is cut, and the retry never goes out.
     let retry = sw4rm_timeouts::RetryPolicy::builder()
@@ -624,9 +516,8 @@ async fn tonics_cancel_ends_the_call_at_once_in_every_state() {
         .without_retry_budget();
     // The server's pushback fixes the wait at 1 s (a jittered backoff could be shorter
     // than the 100 ms before the cancel).
-    let mut pushed = status_after(0, 14);
-    pushed.pushback = Some("1000");
-    let server = Server::new(&[pushed]);
+    let pushed = status_after(0, tonic::Code::Unavailable).pushback("1000");
+    let server = Scripted::new([pushed]);
     let (status, took) = cancelled_by_tonic(&retrying, &server, ms(100)).await;
     cancelled_by_the_caller(&status);
     assert_eq!(took, ms(100));

@@ -2,7 +2,6 @@
 //! service (no socket): exact deadlines, exact elapsed times, every streaming phase,
 //! and the inner call dropped on expiry.
 
-use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -13,31 +12,17 @@ mod common;
 
 use bytes::Bytes;
 use http_body::{Body, Frame};
+use sw4rm_timeouts::testing::{Feed, Play, Scripted};
+use sw4rm_timeouts::timeout::body::TimeoutBody;
 use sw4rm_timeouts::{
     DetectedBy, Phase, ProfileSet, StreamingTimeoutPolicy, TimeoutDetails, TimeoutProfile,
     TimeoutProfileLayer,
 };
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tower::{Service, ServiceBuilder, ServiceExt};
 
 const HEARTBEAT: &str = "/sw4rm.registry.RegistryService/Heartbeat";
 const CALL_STREAM: &str = "/sw4rm.tool.ToolService/CallStream";
-
-/// A response body fed from a channel.
-#[derive(Debug)]
-struct ChannelBody(mpsc::UnboundedReceiver<Frame<Bytes>>);
-
-impl Body for ChannelBody {
-    type Data = Bytes;
-    type Error = Infallible;
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        self.0.poll_recv(cx).map(|f| f.map(Ok))
-    }
-}
 
 fn message(n: usize) -> Frame<Bytes> {
     let mut v = vec![0u8];
@@ -53,56 +38,24 @@ fn request(path: &str) -> http::Request<tonic::body::Body> {
         .unwrap()
 }
 
-/// Sets a flag when dropped: shows the inner call was dropped.
-struct DropFlag(Arc<AtomicBool>);
-impl Drop for DropFlag {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::SeqCst);
+/// The layered service of a test, and the scripted inner service under it.
+struct Harness<S> {
+    svc: S,
+    inner: Scripted,
+}
+
+impl<S> Harness<S> {
+    /// The `grpc-timeout` the inner service got with each call, as sent.
+    fn timeouts(&self) -> Vec<Option<String>> {
+        let seen = self.inner.seen();
+        seen.iter()
+            .map(|s| s.header("grpc-timeout").map(str::to_owned))
+            .collect()
     }
 }
 
-type Seen = Arc<Mutex<Vec<Option<String>>>>;
-
-/// An inner service that records the grpc-timeout, then answers with headers after
-/// `headers_after` and hands the body's sender to the test.
-fn inner(
-    headers_after: Option<Duration>,
-    seen: Seen,
-    dropped: Arc<AtomicBool>,
-    body_tx: mpsc::UnboundedSender<mpsc::UnboundedSender<Frame<Bytes>>>,
-) -> impl Service<
-    http::Request<tonic::body::Body>,
-    Response = http::Response<ChannelBody>,
-    Error = Infallible,
-    Future = impl Send,
-> + Clone {
-    tower::service_fn(move |req: http::Request<tonic::body::Body>| {
-        seen.lock().unwrap().push(
-            req.headers()
-                .get("grpc-timeout")
-                .map(|v| v.to_str().unwrap().to_owned()),
-        );
-        let flag = DropFlag(dropped.clone());
-        let body_tx = body_tx.clone();
-        async move {
-            let _flag = flag;
-            match headers_after {
-                Some(d) => tokio::time::sleep(d).await,
-                None => std::future::pending::<()>().await,
-            }
-            let (tx, rx) = mpsc::unbounded_channel();
-            let _ = body_tx.send(tx);
-            Ok::<_, Infallible>(http::Response::new(ChannelBody(rx)))
-        }
-    })
-}
-
-struct Harness<S> {
-    svc: S,
-    seen: Seen,
-    dropped: Arc<AtomicBool>,
-    bodies: mpsc::UnboundedReceiver<mpsc::UnboundedSender<Frame<Bytes>>>,
-}
+/// The layered service's response body.
+type Wrapped = Pin<Box<TimeoutBody<tonic::body::Body>>>;
 
 fn harness(
     profiles: ProfileSet,
@@ -110,7 +63,7 @@ fn harness(
 ) -> Harness<
     impl Service<
         http::Request<tonic::body::Body>,
-        Response = http::Response<sw4rm_timeouts::timeout::body::TimeoutBody<ChannelBody>>,
+        Response = http::Response<TimeoutBody<tonic::body::Body>>,
         Error = sw4rm_timeouts::BoxError,
     >,
 > {
@@ -120,31 +73,25 @@ fn harness(
     )
 }
 
+/// The layer over an inner service that answers with headers after `headers_after`
+/// (never if `None`) and a body the test feeds.
 fn harness_with(
     layer: TimeoutProfileLayer,
     headers_after: Option<Duration>,
 ) -> Harness<
     impl Service<
         http::Request<tonic::body::Body>,
-        Response = http::Response<sw4rm_timeouts::timeout::body::TimeoutBody<ChannelBody>>,
+        Response = http::Response<TimeoutBody<tonic::body::Body>>,
         Error = sw4rm_timeouts::BoxError,
     >,
 > {
-    let seen = Seen::default();
-    let dropped = Arc::new(AtomicBool::new(false));
-    let (tx, bodies) = mpsc::unbounded_channel();
-    let svc = ServiceBuilder::new().layer(layer).service(inner(
-        headers_after,
-        seen.clone(),
-        dropped.clone(),
-        tx,
-    ));
-    Harness {
-        svc,
-        seen,
-        dropped,
-        bodies,
-    }
+    let play = match headers_after {
+        Some(d) => Play::answer().after(d).fed(),
+        None => Play::hang(),
+    };
+    let inner = Scripted::new([play]);
+    let svc = ServiceBuilder::new().layer(layer).service(inner.clone());
+    Harness { svc, inner }
 }
 
 fn standard() -> ProfileSet {
@@ -171,11 +118,13 @@ async fn unary_deadline_is_exact_and_drops_the_inner_call() {
         (d.source().to_string().as_str(), d.detected_by()),
         ("standard", DetectedBy::Client)
     );
-    assert!(
-        h.dropped.load(Ordering::SeqCst),
+    let seen = h.inner.seen();
+    assert_eq!(
+        seen[0].dropped,
+        Some(start + Duration::from_secs(5)),
         "the inner call must be dropped (HTTP/2 reset)"
     );
-    assert_eq!(h.seen.lock().unwrap()[0].as_deref(), Some("5000000u"));
+    assert_eq!(seen[0].header("grpc-timeout"), Some("5000000u"));
 }
 
 /// tonic's own timer stops at the response headers; ours covers a stalled body too.
@@ -184,7 +133,7 @@ async fn unary_deadline_covers_a_stalled_body() {
     let mut h = harness(standard(), Some(Duration::from_secs(1)));
     let start = Instant::now();
     let resp = respond(&mut h.svc, request(HEARTBEAT)).await.unwrap();
-    let _tx = h.bodies.recv().await.unwrap(); // keep the body open, send nothing
+    let _tx = h.inner.next_feed().await; // keep the body open, send nothing
     let mut body: Wrapped = Box::pin(resp.into_body());
     let err = next(&mut body).await.unwrap().unwrap_err();
     assert_eq!(start.elapsed(), Duration::from_secs(5));
@@ -192,8 +141,6 @@ async fn unary_deadline_covers_a_stalled_body() {
     assert!(next(&mut body).await.is_none());
     assert!(body.is_end_stream());
 }
-
-type Wrapped = Pin<Box<sw4rm_timeouts::timeout::body::TimeoutBody<ChannelBody>>>;
 
 /// One call through the layered service: the response, or the layer's error.
 async fn respond<S, B>(
@@ -213,11 +160,11 @@ where
 async fn call_body<S>(
     svc: &mut S,
     req: http::Request<tonic::body::Body>,
-) -> sw4rm_timeouts::timeout::body::TimeoutBody<ChannelBody>
+) -> TimeoutBody<tonic::body::Body>
 where
     S: Service<
         http::Request<tonic::body::Body>,
-        Response = http::Response<sw4rm_timeouts::timeout::body::TimeoutBody<ChannelBody>>,
+        Response = http::Response<TimeoutBody<tonic::body::Body>>,
         Error = sw4rm_timeouts::BoxError,
     >,
 {
@@ -247,10 +194,10 @@ async fn initial_phase_counts_from_the_call_start_and_needs_a_whole_message() {
     let mut h = harness(streaming(1_000, 200, 0), Some(Duration::from_millis(100)));
     let start = Instant::now();
     let mut body: Wrapped = Box::pin(call_body(&mut h.svc, request(CALL_STREAM)).await);
-    let tx = h.bodies.recv().await.unwrap();
+    let tx = h.inner.next_feed().await;
     // Half a message (the prefix only) is progress, but not a message.
     let whole = message(4).into_data().unwrap();
-    tx.send(Frame::data(whole.slice(..5))).unwrap();
+    assert!(tx.send(Frame::data(whole.slice(..5))));
     assert!(next(&mut body).await.unwrap().is_ok());
     let err = next(&mut body).await.unwrap().unwrap_err();
     assert_eq!(start.elapsed(), Duration::from_millis(1_000));
@@ -264,7 +211,7 @@ async fn initial_phase_counts_from_the_call_start_and_needs_a_whole_message() {
         ),
         (Phase::Initial, 1_000, 1_000, Some(0))
     );
-    assert_eq!(h.seen.lock().unwrap()[0], None);
+    assert_eq!(h.timeouts()[0], None);
     assert!(tx.is_closed(), "the inner body is dropped on expiry");
 }
 
@@ -273,7 +220,7 @@ async fn gap_resets_on_every_message_and_total_never_does() {
     let mut h = harness(streaming(1_000, 350, 2_000), Some(Duration::ZERO));
     let start = Instant::now();
     let mut body: Wrapped = Box::pin(call_body(&mut h.svc, request(CALL_STREAM)).await);
-    let tx = h.bodies.recv().await.unwrap();
+    let tx = h.inner.next_feed().await;
     // A message every 300 ms (< 350 ms gap) keeps the stream alive until the 2 s cap;
     // no send falls on the 2 s instant itself.
     let mut received = 0;
@@ -294,7 +241,7 @@ async fn gap_resets_on_every_message_and_total_never_does() {
     assert_eq!(d.message_count(), Some(received));
     assert_eq!(received, 6, "messages at 300, 600, ... 1800 ms");
     assert_eq!(start.elapsed(), Duration::from_millis(2_000));
-    assert_eq!(h.seen.lock().unwrap()[0].as_deref(), Some("2000000u"));
+    assert_eq!(h.timeouts()[0].as_deref(), Some("2000000u"));
 }
 
 #[tokio::test(start_paused = true)]
@@ -302,10 +249,10 @@ async fn gap_fires_exactly_gap_after_the_last_message() {
     let mut h = harness(streaming(1_000, 300, 0), Some(Duration::ZERO));
     let start = Instant::now();
     let mut body: Wrapped = Box::pin(call_body(&mut h.svc, request(CALL_STREAM)).await);
-    let tx = h.bodies.recv().await.unwrap();
+    let tx = h.inner.next_feed().await;
     tokio::time::sleep(Duration::from_millis(700)).await;
-    tx.send(message(1)).unwrap();
-    tx.send(message(2)).unwrap();
+    assert!(tx.send(message(1)));
+    assert!(tx.send(message(2)));
     assert!(next(&mut body).await.unwrap().is_ok());
     assert!(next(&mut body).await.unwrap().is_ok());
     let err = next(&mut body).await.unwrap().unwrap_err();
@@ -343,9 +290,9 @@ async fn gap_above_total_is_clamped_with_a_warning() {
             .insert(sw4rm_timeouts::CallStreamingPolicy(p));
         let start = Instant::now();
         let mut body: Wrapped = Box::pin(call_body(&mut h.svc, req).await);
-        let tx = h.bodies.recv().await.unwrap();
+        let tx = h.inner.next_feed().await;
         tokio::time::sleep(Duration::from_millis(50)).await;
-        tx.send(message(1)).unwrap();
+        assert!(tx.send(message(1)));
         assert!(next(&mut body).await.unwrap().is_ok());
         let d = details(next(&mut body).await.unwrap().unwrap_err());
         let warnings = events.with_message("gap timeout clamped to the total");
@@ -380,8 +327,8 @@ async fn gap_above_total_is_clamped_with_a_warning() {
 async fn a_finished_body_fires_nothing_later() {
     let mut h = harness(standard(), Some(Duration::ZERO));
     let mut body: Wrapped = Box::pin(call_body(&mut h.svc, request(HEARTBEAT)).await);
-    let tx = h.bodies.recv().await.unwrap();
-    tx.send(message(2)).unwrap();
+    let tx = h.inner.next_feed().await;
+    assert!(tx.send(message(2)));
     drop(tx);
     assert!(next(&mut body).await.unwrap().is_ok());
     assert!(next(&mut body).await.is_none());
@@ -394,22 +341,17 @@ async fn a_finished_body_fires_nothing_later() {
 /// passed through untouched.
 #[tokio::test(start_paused = true)]
 async fn a_server_timeout_status_is_ours_only_from_our_deadline_on() {
-    let answer = |after_ms: u64, code: &'static str| {
-        tower::service_fn(move |_req: http::Request<tonic::body::Body>| async move {
-            tokio::time::sleep(Duration::from_millis(after_ms)).await;
-            let (_tx, rx) = mpsc::unbounded_channel();
-            let mut resp = http::Response::new(ChannelBody(rx));
-            resp.headers_mut()
-                .insert("grpc-status", http::HeaderValue::from_static(code));
-            resp.headers_mut().insert(
-                "grpc-message",
-                http::HeaderValue::from_static("downstream timed out"),
-            );
-            Ok::<_, Infallible>(resp)
-        })
+    let answer = |after_ms: u64, code: tonic::Code| {
+        Scripted::new([Play::answer()
+            .after(Duration::from_millis(after_ms))
+            .status(code)
+            .message("downstream timed out")])
     };
     let layer = || TimeoutProfileLayer::new(standard()).without_metrics();
-    for code in ["1", "4"] {
+    for (code, text) in [
+        (tonic::Code::Cancelled, "1"),
+        (tonic::Code::DeadlineExceeded, "4"),
+    ] {
         let mut at_deadline = ServiceBuilder::new()
             .layer(layer())
             .service(answer(5_000, code));
@@ -420,7 +362,7 @@ async fn a_server_timeout_status_is_ours_only_from_our_deadline_on() {
         assert_eq!(
             (d.detected_by(), d.elapsed_ms()),
             (DetectedBy::Server, 5_000),
-            "grpc-status {code}"
+            "grpc-status {text}"
         );
 
         let mut early = ServiceBuilder::new()
@@ -432,7 +374,7 @@ async fn a_server_timeout_status_is_ours_only_from_our_deadline_on() {
                 resp.headers()["grpc-status"].to_str().unwrap(),
                 resp.headers()["grpc-message"].to_str().unwrap()
             ),
-            (code, "downstream timed out"),
+            (text, "downstream timed out"),
             "an early answer is the server's own"
         );
     }
@@ -453,9 +395,9 @@ async fn a_server_timeout_in_trailers_is_ours_only_from_our_deadline_on() {
     // Before the deadline: one message, then the server's own DEADLINE_EXCEEDED.
     let mut h = harness(standard(), Some(Duration::ZERO));
     let mut body: Wrapped = Box::pin(call_body(&mut h.svc, request(CALL_STREAM)).await);
-    let tx = h.bodies.recv().await.unwrap();
-    tx.send(message(3)).unwrap();
-    tx.send(trailers()).unwrap();
+    let tx = h.inner.next_feed().await;
+    assert!(tx.send(message(3)));
+    assert!(tx.send(trailers()));
     assert!(next(&mut body).await.unwrap().unwrap().is_data());
     let frame = next(&mut body).await.unwrap().unwrap();
     assert_eq!(
@@ -477,11 +419,11 @@ async fn a_server_timeout_in_trailers_is_ours_only_from_our_deadline_on() {
         .unwrap();
     let mut h = harness(profiles, Some(Duration::ZERO));
     let mut body: Wrapped = Box::pin(call_body(&mut h.svc, request(CALL_STREAM)).await);
-    let tx = h.bodies.recv().await.unwrap();
-    tx.send(message(3)).unwrap();
+    let tx = h.inner.next_feed().await;
+    assert!(tx.send(message(3)));
     assert!(next(&mut body).await.unwrap().unwrap().is_data());
     tokio::time::advance(Duration::from_millis(2_000)).await;
-    tx.send(trailers()).unwrap();
+    assert!(tx.send(trailers()));
     let d = details(next(&mut body).await.unwrap().unwrap_err());
     assert_eq!(
         (d.detected_by(), d.phase(), d.message_count()),
@@ -510,8 +452,8 @@ async fn a_custom_streaming_route_gets_the_stream_timers() {
         .unwrap();
     let mut h = harness(profiles, Some(Duration::ZERO));
     let mut body: Wrapped = Box::pin(call_body(&mut h.svc, request(STREAM_INCOMING)).await);
-    let tx = h.bodies.recv().await.unwrap();
-    tx.send(message(8)).unwrap();
+    let tx = h.inner.next_feed().await;
+    assert!(tx.send(message(8)));
     assert!(next(&mut body).await.unwrap().is_ok());
     let d = details(next(&mut body).await.unwrap().unwrap_err());
     assert_eq!(
@@ -528,7 +470,7 @@ async fn a_custom_streaming_route_gets_the_stream_timers() {
     );
     assert_eq!(d.source().to_string(), "client");
     assert_eq!(
-        h.seen.lock().unwrap()[0],
+        h.timeouts()[0],
         None,
         "no total cap: no deadline on the wire"
     );
@@ -556,9 +498,9 @@ async fn a_byte_trickle_is_not_progress() {
         let mut h = harness(profiles.clone(), Some(Duration::ZERO));
         let start = Instant::now();
         let mut body: Wrapped = Box::pin(call_body(&mut h.svc, request(CALL_STREAM)).await);
-        let tx = h.bodies.recv().await.unwrap();
+        let tx = h.inner.next_feed().await;
         if complete_first {
-            tx.send(message(4)).unwrap();
+            assert!(tx.send(message(4)));
             assert!(next(&mut body).await.unwrap().is_ok());
         }
         // A 40-byte message, one byte every 100 ms: complete only after 4.5 s.
@@ -569,7 +511,7 @@ async fn a_byte_trickle_is_not_progress() {
         let feeder = tokio::spawn(async move {
             for i in 0..trickled.len() {
                 tokio::time::sleep(Duration::from_millis(100)).await;
-                if tx.send(Frame::data(trickled.slice(i..i + 1))).is_err() {
+                if !tx.send(Frame::data(trickled.slice(i..i + 1))) {
                     return i;
                 }
             }
@@ -595,10 +537,7 @@ async fn a_byte_trickle_is_not_progress() {
         );
         assert_eq!(start.elapsed(), Duration::from_millis(500));
         drop(body);
-        assert!(
-            h.dropped.load(Ordering::SeqCst),
-            "the inner call was dropped"
-        );
+        // The feeder stops when a send fails: the inner body was dropped.
         let sent = feeder.await.unwrap();
         assert!(sent < 10, "the trickle was cut short: {sent} bytes sent");
     }
@@ -646,10 +585,7 @@ async fn extreme_values_never_panic() {
         .insert("grpc-timeout", http::HeaderValue::from_static("99999999H"));
     drop(call_body(&mut h.svc, req).await);
     // u32::MAX ms, rounded up to whole seconds on the wire.
-    assert_eq!(
-        h.seen.lock().unwrap().clone(),
-        vec![Some("4294968S".to_owned()); 3]
-    );
+    assert_eq!(h.timeouts(), vec![Some("4294968S".to_owned()); 3]);
 }
 
 /// The inbox (`RouterService/StreamIncoming`, long-lived) under the standard table: an
@@ -662,14 +598,14 @@ async fn the_inbox_runs_no_initial_or_gap_timer_by_default() {
     const STREAM_INCOMING: &str = "/sw4rm.router.RouterService/StreamIncoming";
     let mut h = harness(standard(), Some(Duration::ZERO));
     let mut body: Wrapped = Box::pin(call_body(&mut h.svc, request(STREAM_INCOMING)).await);
-    let tx = h.bodies.recv().await.unwrap();
+    let tx = h.inner.next_feed().await;
     let idle = tokio::time::timeout(Duration::from_secs(3_600), next(&mut body)).await;
     assert!(idle.is_err(), "still open after an hour of quiet: {idle:?}");
-    tx.send(message(8)).unwrap();
+    assert!(tx.send(message(8)));
     assert!(next(&mut body).await.unwrap().is_ok());
     let idle = tokio::time::timeout(Duration::from_secs(3_600), next(&mut body)).await;
     assert!(idle.is_err(), "no gap timer either");
-    assert_eq!(h.seen.lock().unwrap()[0], None, "no deadline on the wire");
+    assert_eq!(h.timeouts()[0], None, "no deadline on the wire");
 }
 
 /// A `ToolFrame` as one gRPC message: progress when it carries a summary, a keep-alive
@@ -699,7 +635,7 @@ fn long_work_harness(
 ) -> Harness<
     impl Service<
         http::Request<tonic::body::Body>,
-        Response = http::Response<sw4rm_timeouts::timeout::body::TimeoutBody<ChannelBody>>,
+        Response = http::Response<TimeoutBody<tonic::body::Body>>,
         Error = sw4rm_timeouts::BoxError,
     >,
 > {
@@ -730,7 +666,7 @@ fn long_policy(gap: u32, total: u32, idle: u32) -> StreamingTimeoutPolicy {
 /// messages delivered and the timeout.
 async fn run_frames(
     body: &mut Wrapped,
-    tx: &mpsc::UnboundedSender<Frame<Bytes>>,
+    tx: &Feed,
     frames: &[(u64, Bytes)],
 ) -> (u64, TimeoutDetails) {
     let start = Instant::now();
@@ -762,7 +698,7 @@ async fn keep_alives_do_not_reset_the_idle_limit_and_progress_does() {
     let mut h = long_work_harness(long_policy(400, 10_000, 1_000));
     let start = Instant::now();
     let mut body: Wrapped = Box::pin(call_body(&mut h.svc, request(CALL_STREAM)).await);
-    let tx = h.bodies.recv().await.unwrap();
+    let tx = h.inner.next_feed().await;
     // Progress at 200 and 500 ms (marker 7), then keep-alives every 300 ms.
     let frames: Vec<_> = [(200, 6, true), (500, 7, true)]
         .into_iter()
@@ -804,7 +740,7 @@ async fn keep_alives_do_not_reset_the_idle_limit_and_progress_does() {
     let mut h = harness(profiles, Some(Duration::ZERO));
     let start = Instant::now();
     let mut body: Wrapped = Box::pin(call_body(&mut h.svc, request(CALL_STREAM)).await);
-    let tx = h.bodies.recv().await.unwrap();
+    let tx = h.inner.next_feed().await;
     let (delivered, d) = run_frames(&mut body, &tx, &frames).await;
     // Every frame moved the idle limit; the last at 2900 ms, so the 3 s cap fires.
     assert_eq!(
@@ -829,7 +765,7 @@ async fn the_cap_never_moves_for_progress() {
     let mut h = long_work_harness(long_policy(0, 2_000, 1_000));
     let start = Instant::now();
     let mut body: Wrapped = Box::pin(call_body(&mut h.svc, request(CALL_STREAM)).await);
-    let tx = h.bodies.recv().await.unwrap();
+    let tx = h.inner.next_feed().await;
     let frames: Vec<_> = (1..=9).map(|i| (300 * i, tool_frame(i, true))).collect();
     let (delivered, d) = run_frames(&mut body, &tx, &frames).await;
     assert_eq!(start.elapsed(), Duration::from_millis(2_000));
@@ -868,7 +804,7 @@ async fn an_idle_limit_above_the_cap_is_clamped_with_a_warning() {
         );
         let start = Instant::now();
         let mut body: Wrapped = Box::pin(call_body(&mut h.svc, req).await);
-        let _tx = h.bodies.recv().await.unwrap();
+        let _tx = h.inner.next_feed().await;
         let d = details(next(&mut body).await.unwrap().unwrap_err());
         let warnings = events.with_message("idle limit above its cap");
         if warned {
@@ -916,7 +852,7 @@ async fn the_progress_rule_runs_once_per_complete_message() {
     req.extensions_mut()
         .insert(sw4rm_timeouts::CallProgress(rule));
     let mut body: Wrapped = Box::pin(call_body(&mut h.svc, req).await);
-    let tx = h.bodies.recv().await.unwrap();
+    let tx = h.inner.next_feed().await;
     // Three messages: one whole, one split in three frames, one in a frame with a
     // fourth message's first bytes.
     let (a, b, c, d) = (
@@ -925,13 +861,13 @@ async fn the_progress_rule_runs_once_per_complete_message() {
         tool_frame(3, true),
         tool_frame(4, true),
     );
-    tx.send(Frame::data(a)).unwrap();
-    tx.send(Frame::data(b.slice(..2))).unwrap();
-    tx.send(Frame::data(b.slice(2..7))).unwrap();
-    tx.send(Frame::data(b.slice(7..))).unwrap();
+    assert!(tx.send(Frame::data(a)));
+    assert!(tx.send(Frame::data(b.slice(..2))));
+    assert!(tx.send(Frame::data(b.slice(2..7))));
+    assert!(tx.send(Frame::data(b.slice(7..))));
     let mut joined = c.to_vec();
     joined.extend_from_slice(&d[..4]);
-    tx.send(Frame::data(Bytes::from(joined))).unwrap();
+    assert!(tx.send(Frame::data(Bytes::from(joined))));
     for _ in 0..5 {
         assert!(next(&mut body).await.unwrap().is_ok());
     }
@@ -992,7 +928,7 @@ async fn a_cancel_after_the_deadline_is_reported_as_the_timeout_reading_the_body
         .run(respond(&mut h.svc, request(HEARTBEAT)))
         .await
         .unwrap();
-    let _tx = h.bodies.recv().await.unwrap(); // the body stays open, silent
+    let _tx = h.inner.next_feed().await; // the body stays open, silent
     let mut body: Wrapped = Box::pin(resp.into_body());
     let mut read = Box::pin(next(&mut body));
     assert!(poll_once(&mut read).await.is_pending());
@@ -1072,7 +1008,7 @@ async fn tonics_cancel_ends_a_call_while_its_response_body_is_read() {
         .body(tonic::body::Body::new(body))
         .unwrap();
     let resp = respond(&mut h.svc, request).await.unwrap();
-    let _tx = h.bodies.recv().await.unwrap(); // the body stays open, silent
+    let _tx = h.inner.next_feed().await; // the body stays open, silent
     let mut body: Wrapped = Box::pin(resp.into_body());
     let start = Instant::now();
     tokio::spawn(async move {

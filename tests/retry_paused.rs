@@ -5,10 +5,9 @@
 //! (and no timer below the layer), the layer's own timer ends each attempt at its
 //! attempt timeout, and the last at the call's deadline.
 
-use std::convert::Infallible;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use sw4rm_timeouts::testing::{Play, Scripted, Seen};
 use sw4rm_timeouts::{ProfileSet, RetryPolicy, TimeoutProfileLayer};
 use tokio::time::Instant;
 use tower::{Service, ServiceBuilder, ServiceExt};
@@ -19,55 +18,22 @@ fn ms(v: u64) -> Duration {
     Duration::from_millis(v)
 }
 
-type Calls = Arc<Mutex<Vec<(Instant, Option<String>)>>>;
-
-/// The in-memory inner services of these tests: what the layer wraps.
-trait Inner:
-    Service<
-        http::Request<tonic::body::Body>,
-        Response = http::Response<tonic::body::Body>,
-        Error = Infallible,
-        Future: Send,
-    > + Clone
-{
+/// A trailers-only `UNAVAILABLE`, at once.
+fn unavailable() -> Play {
+    Play::answer().status(tonic::Code::Unavailable)
 }
 
-impl<T> Inner for T where
-    T: Service<
-            http::Request<tonic::body::Body>,
-            Response = http::Response<tonic::body::Body>,
-            Error = Infallible,
-            Future: Send,
-        > + Clone
-{
+/// Answers every attempt with a trailers-only `UNAVAILABLE` (and this pushback).
+fn always_unavailable(pushback: Option<&'static str>) -> Scripted {
+    Scripted::new([match pushback {
+        Some(p) => unavailable().pushback(p),
+        None => unavailable(),
+    }])
 }
 
-/// Answers every attempt with a trailers-only `UNAVAILABLE` (and this pushback),
-/// recording when each came and its `grpc-timeout`.
-fn unavailable(calls: Calls, pushback: Option<&'static str>) -> impl Inner {
-    tower::service_fn(move |req: http::Request<tonic::body::Body>| {
-        let timeout = req
-            .headers()
-            .get("grpc-timeout")
-            .map(|v| v.to_str().unwrap().to_owned());
-        calls.lock().unwrap().push((Instant::now(), timeout));
-        async move { Ok::<_, Infallible>(unavailable_answer(pushback)) }
-    })
-}
-
-/// A trailers-only `UNAVAILABLE`, with this pushback.
-fn unavailable_answer(pushback: Option<&'static str>) -> http::Response<tonic::body::Body> {
-    let mut response = http::Response::new(tonic::body::Body::empty());
-    let h = response.headers_mut();
-    h.insert(
-        "content-type",
-        http::HeaderValue::from_static("application/grpc"),
-    );
-    h.insert("grpc-status", http::HeaderValue::from_static("14"));
-    if let Some(p) = pushback {
-        h.insert("grpc-retry-pushback-ms", http::HeaderValue::from_static(p));
-    }
-    response
+/// When each attempt came, from the first.
+fn arrivals(seen: &[Seen]) -> Vec<Duration> {
+    seen.iter().map(|s| s.at - seen[0].at).collect()
 }
 
 fn request() -> http::Request<tonic::body::Body> {
@@ -99,17 +65,17 @@ async fn backoff_is_full_jitter_under_its_ceiling() {
     let ceilings = [ms(100), ms(200), ms(300), ms(300)];
     let mut all_gaps = Vec::new();
     for _ in 0..20 {
-        let calls = Calls::default();
+        let inner = always_unavailable(None);
         let mut svc = ServiceBuilder::new()
             .layer(layer.clone())
-            .service(unavailable(calls.clone(), None));
+            .service(inner.clone());
         let response = svc.ready().await.unwrap().call(request()).await.unwrap();
         assert_eq!(response.headers()["grpc-status"], "14");
         assert_eq!(response.headers()["sw4rm-attempts"], "5");
-        let calls = calls.lock().unwrap().clone();
+        let calls = inner.seen();
         assert_eq!(calls.len(), 5);
         for (n, pair) in calls.windows(2).enumerate() {
-            let gap = pair[1].0 - pair[0].0;
+            let gap = pair[1].at - pair[0].at;
             assert!(
                 gap <= ceilings[n],
                 "backoff {n}: {gap:?} > {:?}",
@@ -118,13 +84,8 @@ async fn backoff_is_full_jitter_under_its_ceiling() {
             all_gaps.push(gap);
         }
         // Each attempt is sent with what remains of the one 60 s deadline.
-        let start = calls[0].0;
-        for (at, timeout) in &calls {
-            let expected = ms(60_000) - (*at - start);
-            let sent =
-                sw4rm_timeouts::wire::grpc_timeout::parse(timeout.as_deref().unwrap().as_bytes())
-                    .unwrap();
-            assert_eq!(sent, expected);
+        for (seen, after) in calls.iter().zip(arrivals(&calls)) {
+            assert_eq!(seen.grpc_timeout(), Some(ms(60_000) - after));
         }
     }
     // Full jitter: the backoffs are spread, not fixed.
@@ -152,16 +113,16 @@ async fn no_retry_when_the_backoff_would_leave_less_than_the_profile_minimum() {
         .without_retry_budget();
     let mut once = 0;
     for _ in 0..20 {
-        let calls = Calls::default();
+        let inner = always_unavailable(None);
         let mut svc = ServiceBuilder::new()
             .layer(layer.clone())
-            .service(unavailable(calls.clone(), None));
+            .service(inner.clone());
         let _ = svc.ready().await.unwrap().call(request()).await.unwrap();
-        let calls = calls.lock().unwrap().clone();
+        let calls = inner.seen();
         once += usize::from(calls.len() == 1);
-        for (at, _) in &calls[1..] {
+        for after in &arrivals(&calls)[1..] {
             assert!(
-                ms(300) - (*at - calls[0].0) >= ms(250),
+                ms(300) - *after >= ms(250),
                 "a retry was sent with less than the minimum left"
             );
         }
@@ -175,12 +136,11 @@ async fn no_retry_when_the_backoff_would_leave_less_than_the_profile_minimum() {
 /// neither waits for ever nor overflows the clock.
 #[tokio::test(start_paused = true)]
 async fn an_absurd_pushback_ends_the_retries() {
-    let calls = Calls::default();
-    let inner = unavailable(calls.clone(), Some("18446744073709551615"));
+    let inner = always_unavailable(Some("18446744073709551615"));
     let layer = TimeoutProfileLayer::new(ProfileSet::standard())
         .without_metrics()
         .without_retry_budget();
-    let mut svc = ServiceBuilder::new().layer(layer).service(inner);
+    let mut svc = ServiceBuilder::new().layer(layer).service(inner.clone());
     let mut req = http::Request::builder()
         .uri("http://sw4rm.test/sw4rm.negotiation_room.NegotiationRoomService/WaitForDecision")
         .body(tonic::body::Body::empty())
@@ -189,43 +149,18 @@ async fn an_absurd_pushback_ends_the_retries() {
         .insert(sw4rm_timeouts::CallTimeout::Infinite);
     let response = svc.ready().await.unwrap().call(req).await.unwrap();
     assert_eq!(response.headers()["grpc-status"], "14");
-    assert_eq!(calls.lock().unwrap().len(), 1);
+    assert_eq!(inner.seen().len(), 1);
 }
 
 /// An inner service that never answers its first `hang` attempts (it keeps them
-/// pending, as a peer that never replies would, and records when each is dropped),
-/// then answers `OK` at once. No timer below the layer: only the layer's own
-/// timers end an attempt.
-fn hanging(hang: usize, calls: Calls, dropped: Arc<Mutex<Vec<Instant>>>) -> impl Inner {
-    struct OnDrop(Arc<Mutex<Vec<Instant>>>);
-    impl Drop for OnDrop {
-        fn drop(&mut self) {
-            self.0.lock().unwrap().push(Instant::now());
-        }
+/// pending, as a peer that never replies would; [`Seen::dropped`] says when each was
+/// dropped), then answers `OK` at once (`None`: never answers any). No timer below the
+/// layer: only the layer's own timers end an attempt.
+fn hanging(hang: Option<usize>) -> Scripted {
+    match hang {
+        Some(n) => Scripted::new(std::iter::repeat_n(Play::hang(), n).chain([Play::answer()])),
+        None => Scripted::new([Play::hang()]),
     }
-    tower::service_fn(move |req: http::Request<tonic::body::Body>| {
-        let timeout = req
-            .headers()
-            .get("grpc-timeout")
-            .map(|v| v.to_str().unwrap().to_owned());
-        let n = {
-            let mut calls = calls.lock().unwrap();
-            calls.push((Instant::now(), timeout));
-            calls.len()
-        };
-        let guard = (n <= hang).then(|| OnDrop(dropped.clone()));
-        async move {
-            if let Some(_guard) = guard {
-                std::future::pending::<()>().await;
-            }
-            let mut response = http::Response::new(tonic::body::Body::empty());
-            response.headers_mut().insert(
-                "content-type",
-                http::HeaderValue::from_static("application/grpc"),
-            );
-            Ok::<_, Infallible>(response)
-        }
-    })
 }
 
 fn attempt_timeout_layer(deadline_ms: u32, attempt_ms: u64) -> TimeoutProfileLayer {
@@ -250,29 +185,30 @@ fn attempt_timeout_layer(deadline_ms: u32, attempt_ms: u64) -> TimeoutProfileLay
 
 #[tokio::test(start_paused = true)]
 async fn the_layer_ends_an_attempt_at_its_own_timeout_and_retries() {
-    let (calls, dropped) = (Calls::default(), Arc::default());
+    let inner = hanging(Some(1));
     let mut svc = ServiceBuilder::new()
         .layer(attempt_timeout_layer(5_000, 300))
-        .service(hanging(1, calls.clone(), Arc::clone(&dropped)));
+        .service(inner.clone());
     let start = Instant::now();
     let response = svc.ready().await.unwrap().call(request()).await.unwrap();
     assert_eq!(response.headers()["sw4rm-attempts"], "2");
-    let calls = calls.lock().unwrap().clone();
+    let calls = inner.seen();
     assert_eq!(calls.len(), 2);
-    assert_eq!(calls[0].1.as_deref(), Some("300000u"));
+    assert_eq!(calls[0].header("grpc-timeout"), Some("300000u"));
     // The first attempt was dropped (its stream reset) exactly at its timeout, and the
     // second sent after the backoff (at most 1 ms).
-    assert_eq!(dropped.lock().unwrap().clone(), vec![start + ms(300)]);
-    let resent = calls[1].0 - start;
+    let dropped: Vec<_> = calls.iter().map(|c| c.dropped).collect();
+    assert_eq!(dropped, vec![Some(start + ms(300)), None]);
+    let resent = calls[1].at - start;
     assert!(resent >= ms(300) && resent <= ms(301), "{resent:?}");
 }
 
 #[tokio::test(start_paused = true)]
 async fn attempts_that_all_hang_end_at_the_call_deadline_naming_the_attempt() {
-    let (calls, dropped) = (Calls::default(), Arc::default());
+    let inner = hanging(None);
     let mut svc = ServiceBuilder::new()
         .layer(attempt_timeout_layer(1_000, 300))
-        .service(hanging(usize::MAX, calls.clone(), Arc::clone(&dropped)));
+        .service(inner.clone());
     let start = Instant::now();
     let err = svc
         .ready()
@@ -294,21 +230,12 @@ async fn attempts_that_all_hang_end_at_the_call_deadline_naming_the_attempt() {
         "{details:?}"
     );
     assert_eq!(start.elapsed(), ms(1_000));
-    assert_eq!(
-        dropped.lock().unwrap().len(),
-        4,
-        "every attempt was dropped"
+    let calls = inner.seen();
+    assert_eq!(calls.len(), 4);
+    assert!(
+        calls.iter().all(|c| c.dropped.is_some()),
+        "every attempt was dropped: {calls:?}"
     );
-    assert_eq!(calls.lock().unwrap().len(), 4);
-}
-
-/// Answers every attempt with a trailers-only `UNAVAILABLE`, logging `tag`: which
-/// service the attempt went through.
-fn tagged(log: Arc<Mutex<Vec<&'static str>>>, tag: &'static str) -> impl Inner {
-    tower::service_fn(move |_: http::Request<tonic::body::Body>| {
-        log.lock().unwrap().push(tag);
-        async move { Ok::<_, Infallible>(unavailable_answer(None)) }
-    })
 }
 
 /// A call's attempts after the first go through a handle taken from the layered
@@ -316,27 +243,27 @@ fn tagged(log: Arc<Mutex<Vec<&'static str>>>, tag: &'static str) -> impl Inner {
 /// calls' retries go through it as it was left, never through the one before.
 #[tokio::test(start_paused = true)]
 async fn retries_go_through_the_service_as_get_mut_left_it() {
-    let log = Arc::new(Mutex::new(Vec::new()));
+    let (first, second) = (always_unavailable(None), always_unavailable(None));
+    // How many attempts each service has seen.
+    let counts = || (first.seen().len(), second.seen().len());
     let layer = TimeoutProfileLayer::new(ProfileSet::standard())
         .without_metrics()
         .without_retry_budget();
-    let mut svc = ServiceBuilder::new()
-        .layer(layer)
-        .service(tagged(log.clone(), "first"));
+    let mut svc = ServiceBuilder::new().layer(layer).service(first.clone());
     let mut copy = svc.clone();
     let response = svc.ready().await.unwrap().call(request()).await.unwrap();
     assert_eq!(response.headers()["sw4rm-attempts"], "3");
-    *svc.get_mut() = tagged(log.clone(), "second");
+    assert_eq!(counts(), (3, 0));
+    *svc.get_mut() = second.clone();
     let _ = svc.ready().await.unwrap().call(request()).await.unwrap();
+    assert_eq!(counts(), (3, 3), "every attempt through the new service");
     // A clone made before keeps the service it was made with, for all its attempts.
     let _ = copy.ready().await.unwrap().call(request()).await.unwrap();
-    let log = log.lock().unwrap().clone();
-    let expected: Vec<_> = ["first"; 3]
-        .into_iter()
-        .chain(["second"; 3])
-        .chain(["first"; 3])
-        .collect();
-    assert_eq!(log, expected);
+    assert_eq!(
+        counts(),
+        (6, 3),
+        "every attempt through the clone's service"
+    );
 }
 
 /// Which timer fired, and where its value came from, for the rows below: a retried
@@ -351,21 +278,8 @@ struct Fired {
 
 /// Answers its first attempt with a trailers-only `UNAVAILABLE`, and never answers
 /// the others.
-fn unavailable_then_hanging() -> impl Inner {
-    let seen = Arc::new(Mutex::new(0usize));
-    tower::service_fn(move |_: http::Request<tonic::body::Body>| {
-        let n = {
-            let mut seen = seen.lock().unwrap();
-            *seen += 1;
-            *seen
-        };
-        async move {
-            if n > 1 {
-                std::future::pending::<()>().await;
-            }
-            Ok::<_, Infallible>(unavailable_answer(None))
-        }
-    })
+fn unavailable_then_hanging() -> Scripted {
+    Scripted::new([unavailable(), Play::hang()])
 }
 
 /// A later attempt runs under what remains of the call's deadline. Without an attempt
@@ -454,19 +368,14 @@ async fn a_later_attempt_ended_by_the_deadline_names_the_timer_that_set_it() {
 /// layer made the call.
 #[tokio::test(start_paused = true)]
 async fn the_layers_budget_is_charged_by_failures_and_refilled_by_answers() {
-    let failing = Arc::new(std::sync::atomic::AtomicBool::new(true));
-    let inner = {
-        let failing = failing.clone();
-        tower::service_fn(move |_: http::Request<tonic::body::Body>| {
-            let fail = failing.load(std::sync::atomic::Ordering::Relaxed);
-            async move {
-                Ok::<_, Infallible>(match fail {
-                    true => unavailable_answer(None),
-                    false => http::Response::new(tonic::body::Body::empty()),
-                })
-            }
-        })
-    };
+    // The first two calls' two attempts each fail, every later attempt answers.
+    let inner = Scripted::new([
+        unavailable(),
+        unavailable(),
+        unavailable(),
+        unavailable(),
+        Play::answer(),
+    ]);
     let policy = RetryPolicy::builder()
         .max_attempts(2)
         .initial_backoff(ms(10))
@@ -493,7 +402,6 @@ async fn the_layers_budget_is_charged_by_failures_and_refilled_by_answers() {
     }
     // Each call's first failure was retried (a token each); its last was not.
     assert_eq!(budget.tokens(), 8.0);
-    failing.store(false, std::sync::atomic::Ordering::Relaxed);
     for svc in [&mut first, &mut second] {
         let response = svc.ready().await.unwrap().call(request()).await.unwrap();
         assert!(response.headers().get("sw4rm-attempts").is_none());

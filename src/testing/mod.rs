@@ -27,6 +27,7 @@
 mod in_memory;
 mod rpc_names;
 mod script;
+mod scripted;
 mod services;
 mod state;
 #[cfg(any(feature = "tls-ring", feature = "tls-aws-lc"))]
@@ -43,6 +44,7 @@ use tonic::transport::server::TcpIncoming;
 pub use in_memory::{generated_request, InMemory};
 pub use rpc_names::UnknownRpc;
 pub use script::{CallRecord, Outcome, Script, StreamScript};
+pub use scripted::{Feed, Play, Scripted, Seen, ATTEMPT_HEADER};
 pub use state::DEFAULT_KEPT_CALLS;
 #[cfg(any(feature = "tls-ring", feature = "tls-aws-lc"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "tls-ring", feature = "tls-aws-lc"))))]
