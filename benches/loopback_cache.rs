@@ -17,6 +17,9 @@
 //!
 //! A variant's counts minus `plain-deadline`'s, divided by the number of calls, are
 //! what the layer adds to a call that plain tonic sends with the same deadline by hand.
+//! `layer-unique` gives each call a deadline of its own (`CallTimeout`, 4 s to 5 s, as
+//! a propagated or remaining deadline is), which the layer sends never-indexed;
+//! `plain-unique` sends the same values by hand, indexable, as tonic does.
 //! `unary` times the same calls; this says where the time goes when the instruction
 //! counts alone do not (benches/README.md, "Where a loopback call's time goes").
 //! Run without a variant (as `cargo bench` does), it makes a few calls of each and
@@ -36,12 +39,31 @@ mod loopback;
 /// The deadline the layer puts on a heartbeat, set by hand on the plain calls.
 const HEARTBEAT: Duration = Duration::from_secs(5);
 
-/// `calls` heartbeats, one after another; `by_hand` sets the deadline on each. With
+/// How a call's deadline is set.
+#[derive(Clone, Copy)]
+enum Deadline {
+    /// By the layer, from the profile (the same value on every call).
+    Profile,
+    /// By hand, the profile's value (tonic's `set_timeout`).
+    ByHand,
+    /// Per call, a value unique to the call (`CallTimeout`), as a propagated or
+    /// remaining deadline is: the layer sends it never-indexed.
+    Unique,
+    /// By hand, the same unique values (tonic sends them indexable).
+    UniqueByHand,
+}
+
+/// A value unique to call `i` among the last few hundred: 4 s to 5 s.
+fn unique(i: usize) -> Duration {
+    Duration::from_millis(4_000 + (i % 997) as u64)
+}
+
+/// `calls` heartbeats, one after another, their deadline set as `deadline` says. With
 /// `times`, each call's round trip is pushed there.
 async fn calls<T>(
     client: RegistryServiceClient<T>,
     calls: usize,
-    by_hand: bool,
+    deadline: Deadline,
     mut times: Option<&mut Vec<Duration>>,
 ) where
     T: GrpcService<tonic::body::Body> + Clone,
@@ -50,11 +72,18 @@ async fn calls<T>(
     <T::ResponseBody as http_body::Body>::Error:
         Into<Box<dyn std::error::Error + Send + Sync>> + Send,
 {
-    for _ in 0..calls {
+    for i in 0..calls {
         let start = std::time::Instant::now();
         let mut request = tonic::Request::new(HeartbeatRequest::default());
-        if by_hand {
-            request.set_timeout(HEARTBEAT);
+        match deadline {
+            Deadline::Profile => {}
+            Deadline::ByHand => request.set_timeout(HEARTBEAT),
+            Deadline::Unique => {
+                request
+                    .extensions_mut()
+                    .insert(sw4rm_timeouts::CallTimeout::After(unique(i)));
+            }
+            Deadline::UniqueByHand => request.set_timeout(unique(i)),
         }
         client
             .clone()
@@ -87,15 +116,19 @@ fn main() {
     let kind = variant.clone();
     rt.block_on(async move {
         match variant.as_str() {
-            "plain-deadline" => calls(plain, n, true, timed).await,
-            "layer" => calls(layered, n, false, timed).await,
-            "layer-retries-off" => calls(once, n, false, timed).await,
-            "pass-through" => calls(pass_through, n, true, timed).await,
+            "plain-deadline" => calls(plain, n, Deadline::ByHand, timed).await,
+            "layer" => calls(layered, n, Deadline::Profile, timed).await,
+            "layer-retries-off" => calls(once, n, Deadline::Profile, timed).await,
+            "pass-through" => calls(pass_through, n, Deadline::ByHand, timed).await,
+            "plain-unique" => calls(plain, n, Deadline::UniqueByHand, timed).await,
+            "layer-unique" => calls(layered, n, Deadline::Unique, timed).await,
             _ => {
-                calls(plain, 10, true, None).await;
-                calls(layered, 10, false, None).await;
-                calls(once, 10, false, None).await;
-                calls(pass_through, 10, true, None).await;
+                calls(plain.clone(), 10, Deadline::ByHand, None).await;
+                calls(layered.clone(), 10, Deadline::Profile, None).await;
+                calls(once, 10, Deadline::Profile, None).await;
+                calls(pass_through, 10, Deadline::ByHand, None).await;
+                calls(plain, 10, Deadline::UniqueByHand, None).await;
+                calls(layered, 10, Deadline::Unique, None).await;
             }
         }
     });
