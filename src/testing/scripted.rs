@@ -72,7 +72,8 @@ impl Play {
         }
     }
 
-    /// Answers after `delay` (on tokio's clock: paused time moves it at once).
+    /// Answers after `delay` (on tokio's clock: paused time moves it at once); a
+    /// [`Play::hang`] still never answers.
     pub const fn after(mut self, delay: Duration) -> Self {
         if self.after.is_some() {
             self.after = Some(delay);
@@ -228,6 +229,14 @@ impl Scripted {
     }
 }
 
+/// What attempt `index` (from 0) plays: its own play, else the last, else an answer.
+fn play_for(plays: &[Play], index: usize) -> Play {
+    match plays.get(index).or(plays.last()) {
+        Some(play) => play.clone(),
+        None => Play::answer(),
+    }
+}
+
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -251,10 +260,7 @@ impl Service<Request> for Scripted {
             });
             seen.len() - 1
         };
-        let play = match self.shared.plays.get(index).or(self.shared.plays.last()) {
-            Some(play) => play.clone(),
-            None => Play::answer(),
-        };
+        let play = play_for(&self.shared.plays, index);
         let mut pending = Pending {
             shared: self.shared.clone(),
             index,
@@ -331,5 +337,80 @@ impl http_body::Body for FedBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         self.0.poll_recv(cx).map(|frame| frame.map(Ok))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn after(play: &Play) -> Option<Duration> {
+        play.answers_after()
+    }
+
+    #[test]
+    fn each_attempt_plays_its_own_then_the_last_and_an_empty_script_answers() {
+        let ms = Duration::from_millis;
+        let plays = [
+            Play::answer().after(ms(1)),
+            Play::hang(),
+            Play::answer().after(ms(3)),
+        ];
+        // (script length, attempt index, when it answers)
+        let rows = [
+            (3, 0, Some(ms(1))),
+            (3, 1, None),
+            (3, 2, Some(ms(3))),
+            (3, 9, Some(ms(3))),
+            (2, 5, None),
+            (1, 0, Some(ms(1))),
+            (0, 0, Some(Duration::ZERO)),
+            (0, 7, Some(Duration::ZERO)),
+        ];
+        for (len, index, want) in rows {
+            assert_eq!(
+                after(&play_for(&plays[..len], index)),
+                want,
+                "{len} plays, attempt {index}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_hang_stays_a_hang_and_ok_sends_no_status() {
+        assert_eq!(
+            Play::hang().after(Duration::from_secs(1)).answers_after(),
+            None
+        );
+        assert_eq!(Play::answer().status(tonic::Code::Ok).status, None);
+        assert_eq!(
+            Play::answer().status(tonic::Code::Unavailable).status,
+            Some(tonic::Code::Unavailable)
+        );
+    }
+
+    #[test]
+    fn an_answer_says_what_was_scripted_and_skips_what_cannot_be_a_header() {
+        let shared = Arc::new(Shared {
+            plays: Vec::new(),
+            seen: Mutex::default(),
+            feeds: Mutex::default(),
+            fed: Notify::new(),
+        });
+        let pending = Pending {
+            shared,
+            index: 4,
+            answered: true,
+        };
+        let play = Play::answer()
+            .status(tonic::Code::NotFound)
+            .message("no such task")
+            .pushback("bad\nvalue");
+        let response = pending.answer(&play);
+        let h = response.headers();
+        assert_eq!(h["grpc-status"], "5");
+        assert_eq!(h["grpc-message"], "no such task");
+        assert_eq!(h[ATTEMPT_HEADER], "5");
+        assert!(h.get("grpc-retry-pushback-ms").is_none());
     }
 }
