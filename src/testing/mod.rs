@@ -5,6 +5,11 @@
 //! latency (streams with scripted pacing), and records, per call, the `grpc-timeout` it
 //! received, its metadata, and whether the call completed or was cancelled.
 //!
+//! Without a socket: [`Scripted`] plays each attempt as a test scripted it (when it
+//! answers, with what, or never; a body the test feeds) and records what it saw, for
+//! tests on paused time of what the layer does with attempts, deadlines and drops;
+//! [`InMemory`] answers every call at once, for measuring what the layer adds.
+//!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;
