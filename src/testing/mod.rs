@@ -147,6 +147,7 @@ impl TestServer {
         config: tonic::transport::ServerTlsConfig,
         made: Option<TestTls>,
     ) -> std::io::Result<TestServer> {
+        tls::choose_provider();
         let server = tonic::transport::Server::builder()
             .tls_config(config)
             .map_err(std::io::Error::other)?;

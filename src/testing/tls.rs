@@ -110,3 +110,21 @@ impl TestTls {
         }
     }
 }
+
+/// Installs a process-wide crypto provider for the server's TLS when none is installed
+/// yet: `ring`'s with `tls-ring` (the one tonic's client takes when it has the choice),
+/// else `aws-lc-rs`'s. With one provider built in, this is what rustls would install on
+/// first use anyway; with both (the two features, or another crate in the build
+/// turning on the other one), rustls cannot choose for a server and tonic's server
+/// would panic. A provider the application installed is kept.
+pub(crate) fn choose_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_some() {
+        return;
+    }
+    #[cfg(feature = "tls-ring")]
+    let provider = rustls::crypto::ring::default_provider();
+    #[cfg(not(feature = "tls-ring"))]
+    let provider = rustls::crypto::aws_lc_rs::default_provider();
+    // Another thread may have installed one meanwhile: theirs stands.
+    let _ = provider.install_default();
+}
