@@ -148,6 +148,7 @@ impl Seen {
 /// The sending side of a [`Play::fed`] response body: each frame sent is the body's
 /// next; the body ends when this is dropped.
 #[derive(Debug)]
+#[must_use = "dropping the feed ends the response body"]
 pub struct Feed(mpsc::UnboundedSender<Frame<Bytes>>);
 
 impl Feed {
