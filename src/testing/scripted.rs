@@ -107,7 +107,8 @@ impl Play {
     }
 
     /// The response body is fed by the test: [`Scripted::next_feed`] hands over the
-    /// body's [`Feed`] once the headers are sent; the body ends when the feed is dropped.
+    /// body's [`Feed`] once the headers are sent; the body ends when the feed is dropped
+    /// (a feed never taken keeps its body open, silent).
     pub const fn fed(mut self) -> Self {
         self.fed = true;
         self
