@@ -1,8 +1,9 @@
 //! What the attempt engine and the response body report, and to whom: one [`Event`]
 //! type for what happens to a call's attempts and for its end with an answer, one
-//! [`CallEnd`] for how the call fails, and the [`Sink`] that receives both. The engine decides; the sink (the layer's call record,
-//! `timeout/record/`) turns what it is told into metrics, logs and the timeout
-//! details, the way tower-http's `on_*` callbacks keep tracing out of its services.
+//! [`CallEnd`] for how the call fails, and the [`Sink`] that receives both. The engine
+//! decides; the sink (the layer's call record, `timeout/record/`) turns what it is
+//! told into metrics, logs and the timeout details, the way tower-http's `on_*`
+//! callbacks keep tracing out of its services.
 //! The engine never imports the layer: it knows the sink only by this trait.
 
 use std::time::Duration;

@@ -37,7 +37,7 @@ pub const ATTEMPT_HEADER: &str = "x-attempt";
 /// assert_eq!(overloaded.answers_after(), Some(Duration::from_millis(10)));
 /// assert_eq!(Play::hang().answers_after(), None);
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 #[must_use]
 pub struct Play {
     after: Option<Duration>,
@@ -233,10 +233,11 @@ impl Scripted {
 
 /// What attempt `index` (from 0) plays: its own play, else the last, else an answer.
 fn play_for(plays: &[Play], index: usize) -> Play {
-    match plays.get(index).or(plays.last()) {
-        Some(play) => play.clone(),
-        None => Play::answer(),
-    }
+    plays
+        .get(index)
+        .or(plays.last())
+        .copied()
+        .unwrap_or(Play::answer())
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
