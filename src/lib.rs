@@ -59,47 +59,46 @@
 //! engine (`src/attempts/`), which reports what happens to the call's record. Counted
 //! honestly — every file of the glue and the engine whose code one unary call with
 //! retries on runs (the rules in `policy/` and the codecs in `wire/` are read through
-//! them) — that is twenty-one files (`tests/reading_order.rs` holds this list to the
+//! them) — that is fifteen files (`tests/reading_order.rs` holds this list to the
 //! tree):
 //!
 //! 1. `timeout/service.rs` — `TimeoutProfileService::call`: route, plan, write the
 //!    plan onto the request, open the record, start the engine.
 //! 2. `timeout/state/shared.rs` — where the call finds the layer's state (one atomic
-//!    load), and what that state holds.
-//! 3. `timeout/routes/paths.rs` — the path's route and labels, asked of the profile
-//!    table once per path.
-//! 4. `timeout/per_call.rs` — what the caller set on the request (one lookup when it
+//!    load), what that state holds, and the path's route and labels, asked of the
+//!    profile table once per path.
+//! 3. `timeout/per_call.rs` — what the caller set on the request (one lookup when it
 //!    set nothing).
-//! 5. `timeout/plan.rs` — the pure call plan over the rules in `policy/`: the resolved
+//! 4. `timeout/plan.rs` — the pure call plan over the rules in `policy/`: the resolved
 //!    timeout, the smallest cap, the timers, the retry and hedge plans.
-//! 6. `attempts/retries.rs` — the call's retry state, keeping the request for replay,
-//! 7. `attempts/replay/request.rs` — the request's head and bytes, kept,
-//! 8. `attempts/replay/handle.rs` — the spare handle on the inner service retries go
-//!    through,
-//! 9. `attempts/replay/boxes.rs` — and the one allocation all of it costs.
-//! 10. `timeout/record/mod.rs` — the call's record, opened with the plan's timers,
-//! 11. `timeout/record/boxed.rs` — in a box reused per thread (moved as a pointer),
-//! 12. `timeout/record/cancel.rs` — watching the caller's cancels.
-//! 13. `timeout/future.rs` — the call's future: the engine's call loop and the record.
-//! 14. `attempts/call_loop.rs` — attempts one after another under the call's one
+//! 5. `attempts/retries.rs` — the call's retry state, in a box reused per thread (the
+//!    one allocation retries cost), and the layer's retry budget, paid into by every
+//!    answer;
+//! 6. `attempts/replay/request.rs` — the request's head and bytes, kept for replay,
+//! 7. `attempts/replay/handle.rs` — and the spare handle on the inner service later
+//!    attempts go through.
+//! 8. `timeout/record/mod.rs` — the call's record, opened with the plan's timers, and
+//!    its watch on the caller's cancels,
+//! 9. `timeout/record/boxed.rs` — in a box reused per thread (moved as a pointer).
+//! 10. `timeout/response.rs` — the call's future (the engine's call loop and the
+//!     record), then the response body under the remaining timers.
+//! 11. `attempts/call_loop.rs` — attempts one after another under the call's one
 //!     timer,
-//! 15. `attempts/timer.rs` — armed lazily, re-armed without allocating.
-//! 16. `attempts/attempt.rs` — one attempt: wait for the inner service, call it, wait
-//!     for the response headers; and the one writer of an attempt's `grpc-timeout`.
-//! 17. `attempts/verdict.rs` — what an attempt's end means (the answer, a retry, or
+//! 12. `attempts/attempt.rs` — one attempt: wait for the inner service, call it, wait
+//!     for the response headers; the one writer of an attempt's `grpc-timeout`; and
+//!     the timer, armed lazily, re-armed without allocating.
+//! 13. `attempts/verdict.rs` — what an attempt's end means (the answer, a retry, or
 //!     the call's failure), reading a status or a transport error as the rules do.
-//! 18. `attempts/retry_budget.rs` — the layer's retry budget, paid into by every answer.
-//! 19. `attempts/event.rs` — what the engine reports, and to whom (the `Sink`),
-//! 20. `timeout/record/events.rs` — and what the record makes of it: metrics, logs,
+//! 14. `attempts/event.rs` — what the engine and the body report, and to whom (the
+//!     `Sink`),
+//! 15. `timeout/record/events.rs` — and what the record makes of it: metrics, logs,
 //!     the timeout status.
-//! 21. `timeout/body.rs` — the response body under the remaining timers, and the
-//!     record's end event.
 //!
-//! A hedged call reads `attempts/hedges.rs` (its concurrent attempts),
-//! `attempts/hedge_verdict.rs` and `attempts/hedge_rate.rs` (the layer's cap on
-//! hedges) instead of `retries.rs` and `replay/boxes.rs`: twenty-two files; a learned
-//! delay adds `timeout/routes/per_path.rs` (the route's window) and
-//! `attempts/hedge_delay.rs` (the percentile read from it): twenty-four.
+//! A hedged call reads the same files (of `retries.rs`, the retry budget) and
+//! `attempts/hedges.rs` (its concurrent attempts), `attempts/hedge_verdict.rs` (what
+//! each one's end means) and `attempts/hedge_rate.rs` (the layer's cap on hedges):
+//! eighteen files; a learned delay adds `timeout/state/per_path.rs` (the route's
+//! window) and `attempts/hedge_delay.rs` (the percentile read from it): twenty.
 //!
 //! Off a plain call's path: `timeout/layer.rs` (building the layer),
 //! `timeout/state/reload.rs` (live reload), `timeout/state/observations.rs` (the

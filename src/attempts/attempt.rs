@@ -1,6 +1,7 @@
 //! [`Attempt`]: one attempt of a call, as a future: wait for the inner service to be
 //! ready (tonic's channel buffer may be full), call it, and wait for the response
-//! headers; and [`WireTimeout`], the one writer of an attempt's `grpc-timeout`.
+//! headers; [`WireTimeout`], the one writer of an attempt's `grpc-timeout`; and
+//! [`Timer`], the one timer an attempt's and its call's deadlines are watched by.
 //!
 //! A call's first attempt is started by [`Attempt::start`] through the layer's own
 //! handle on the inner service, when that is ready at once, as a plain tonic call goes
@@ -11,15 +12,20 @@
 //! watched by the call loop's one timer, which fires for whichever of the attempt's
 //! and the call's deadlines comes first (a second timer per call would cost its size
 //! in every call's future).
+//!
+//! [`Timer`]: the one timer every part of a call runs on (the call's deadline, an
+//! attempt's timeout, a backoff, a stream's gap). What it waits for is always a
+//! [`Due`](crate::policy::deadline::Due) or a plain instant handed to
+//! [`Timer::poll_until`]; the timer itself only knows *when*.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll, Waker};
+use std::task::{ready, Context, Poll, Waker};
 use std::time::Duration;
 
 use http::{HeaderMap, HeaderValue};
 use pin_project_lite::pin_project;
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 use tower_service::Service;
 
 use crate::wire::error::BoxError;
@@ -209,6 +215,54 @@ impl WireTimeout {
     }
 }
 
+pin_project! {
+    /// A timer armed lazily, at the first poll that has to wait: a call answered at
+    /// once never creates one (creating and dropping a `Sleep` costs a runtime handle
+    /// and the timer driver's lock).
+    #[derive(Debug, Default)]
+    pub(crate) struct Timer {
+        #[pin]
+        sleep: Option<Sleep>,
+    }
+}
+
+impl Timer {
+    /// An unarmed timer.
+    #[inline]
+    pub(crate) fn new() -> Self {
+        Timer { sleep: None }
+    }
+
+    /// Ready once `at` has passed. `at` may move between polls: earlier re-arms the
+    /// timer at once; later is noticed when the timer fires early and re-arms it, so a
+    /// deadline pushed back on every message (a stream's gap) costs a clock read per
+    /// poll, not timer-driver work.
+    pub(crate) fn poll_until(self: Pin<&mut Self>, at: Instant, cx: &mut Context<'_>) -> Poll<()> {
+        let mut sleep = self.project().sleep;
+        match sleep.as_mut().as_pin_mut() {
+            None => sleep.set(Some(tokio::time::sleep_until(at))),
+            Some(s) if s.deadline() > at => s.reset(at),
+            Some(_) => {}
+        }
+        let Some(mut s) = sleep.as_pin_mut() else {
+            return Poll::Pending;
+        };
+        loop {
+            ready!(s.as_mut().poll(cx));
+            if Instant::now() >= at {
+                return Poll::Ready(());
+            }
+            s.as_mut().reset(at);
+        }
+    }
+
+    /// Disarms the timer (its registration with the driver goes with it).
+    #[inline]
+    pub(crate) fn clear(self: Pin<&mut Self>) {
+        self.project().sleep.set(None);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -322,5 +376,41 @@ mod wire_timeout_tests {
         );
         WireTimeout::of(None).apply(&mut headers);
         assert!(headers.get(GRPC_TIMEOUT).is_none());
+    }
+}
+
+#[cfg(test)]
+mod timer_tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test(start_paused = true)]
+    async fn fires_at_the_instant_even_when_it_moves() {
+        let start = Instant::now();
+        let mut timer = std::pin::pin!(Timer::new());
+        // Moved later after arming: fires at the later instant, not the first.
+        let first = start + Duration::from_millis(100);
+        let later = start + Duration::from_millis(250);
+        std::future::poll_fn(|cx| {
+            assert!(timer.as_mut().poll_until(first, cx).is_pending());
+            Poll::Ready(())
+        })
+        .await;
+        std::future::poll_fn(|cx| timer.as_mut().poll_until(later, cx)).await;
+        assert_eq!(start.elapsed(), Duration::from_millis(250));
+        // Moved earlier: fires at the earlier instant.
+        let soon = Instant::now() + Duration::from_millis(40);
+        std::future::poll_fn(|cx| {
+            assert!(timer
+                .as_mut()
+                .poll_until(soon + Duration::from_secs(9), cx)
+                .is_pending());
+            Poll::Ready(())
+        })
+        .await;
+        std::future::poll_fn(|cx| timer.as_mut().poll_until(soon, cx)).await;
+        assert_eq!(start.elapsed(), Duration::from_millis(290));
+        timer.as_mut().clear();
+        assert!(timer.sleep.is_none());
     }
 }

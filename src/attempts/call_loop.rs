@@ -16,12 +16,12 @@ use tonic::Status;
 use tower_service::Service;
 
 use super::attempt::Attempt;
+use super::attempt::Timer;
 use super::event::{CallEnd, Event, Run, Sink};
 use super::hedge_verdict::poll_hedges;
 use super::hedges::{HedgeContext, HedgePlan, Hedges};
 use super::replay::{Kept, Spare};
 use super::retries::{Resend, Retries};
-use super::timer::Timer;
 use super::verdict::{attempt_timed_out, judge, timed_out, Verdict};
 use crate::policy::deadline::{Due, Phase, Progress};
 use crate::wire::details::DetectedBy;

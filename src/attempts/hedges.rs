@@ -19,12 +19,12 @@ use pin_project_lite::pin_project;
 use tokio::time::Instant;
 use tower_service::Service;
 
+use super::attempt::Timer;
 use super::attempt::{Attempt, Ended, WireTimeout};
 use super::hedge_delay::RecentLatency;
 use super::hedge_rate::HedgeRate;
 use super::replay::{Kept, Spare};
-use super::retry_budget::RetryBudget;
-use super::timer::Timer;
+use super::retries::RetryBudget;
 use super::ATTEMPTS_HEADER;
 use crate::policy::hedge::{
     hedge_delay, may_hedge, HedgeFacts, HedgingDelay, HedgingPolicy, NoHedge,

@@ -7,15 +7,15 @@
 //! never imports the glue.
 //!
 //! Reading order for one call: `call_loop.rs` (the loop: attempts one after another
-//! under the call's one timer, `timer.rs`) → `attempt.rs` (one attempt: wait for the inner
-//! service, call it, wait for the response headers; and the one writer of an
-//! attempt's `grpc-timeout`) → `verdict.rs` (what an attempt's end means: the answer,
-//! a retry, or the call's failure; and what a status or a transport error is to the
-//! rules) → `retries.rs` (one call's retry state and the next attempt after a
-//! backoff) → `event.rs` (what is reported, and to whom). A hedged call: `hedges.rs`
-//! (its concurrent attempts) and `hedge_verdict.rs` (what each one's end means).
-//! `retry_budget.rs` is the layer's retry budget; `hedge_rate.rs` its cap on the share
-//! of calls that hedge; `hedge_delay.rs` the recent latency a learned hedging delay is
+//! under the call's one timer) → `attempt.rs` (one attempt: wait for the inner
+//! service, call it, wait for the response headers; the one writer of an attempt's
+//! `grpc-timeout`; and the timer) → `verdict.rs` (what an attempt's end means: the
+//! answer, a retry, or the call's failure; and what a status or a transport error is
+//! to the rules) → `retries.rs` (one call's retry state, the box it lives in, the next
+//! attempt after a backoff, and the layer's retry budget) → `event.rs` (what is
+//! reported, and to whom). A hedged call: `hedges.rs` (its concurrent attempts) and
+//! `hedge_verdict.rs` (what each one's end means). `hedge_rate.rs` is the layer's cap
+//! on the share of calls that hedge; `hedge_delay.rs` the recent latency a learned hedging delay is
 //! read from; `replay/` what a call keeps so that it can send its request again, and
 //! why that costs one allocation.
 //!
@@ -33,22 +33,19 @@ mod hedge_verdict;
 mod hedges;
 mod replay;
 mod retries;
-mod retry_budget;
-mod timer;
 mod verdict;
 
-pub(crate) use attempt::{Attempt, WireTimeout};
+pub(crate) use attempt::{Attempt, Timer, WireTimeout};
 pub(crate) use call_loop::CallLoop;
 pub(crate) use event::{CallEnd, Deadlines, Event, Run, Sink};
 pub(crate) use hedge_delay::RecentLatency;
 pub(crate) use hedge_rate::HedgeRate;
 pub use hedge_rate::{HedgeCap, DEFAULT_HEDGE_BURST};
 pub(crate) use hedges::{HedgeContext, HedgePlan};
-pub(crate) use replay::boxes::{pop, push};
 pub(crate) use replay::{Kept, Spare, SpareSlot, DEFAULT_REPLAY_LIMIT};
+pub(crate) use retries::boxes::{pop, push};
+pub use retries::RetryBudget;
 pub(crate) use retries::{Retries, RetryPlan};
-pub use retry_budget::RetryBudget;
-pub(crate) use timer::Timer;
 
 /// The header a final answer carries when the call made more than one attempt.
 pub const ATTEMPTS_HEADER: &str = "sw4rm-attempts";

@@ -1,19 +1,33 @@
 //! One call's retry state: what the plan decided ([`RetryPlan`]), the attempt in
 //! flight as the rules numbered it, and after a failure either the [`Retry`] the
-//! rules decided (its backoff and the next attempt, [`Resend`]) or why not.
+//! rules decided (its backoff and the next attempt, [`Resend`]) or why not; the box
+//! the state lives in, reused per thread ([`boxes`]); and the layer's
+//! [`RetryBudget`], which every call's retries spend from and every answer pays into.
+//!
+//! [`RetryBudget`]: gRPC's retry throttling, shared by every call of one layer, read
+//! and updated with atomics (no locks).
+//!
+//! gRPC's throttling is chosen over tower's `TpsBudget` because it is what the other
+//! SW4RM languages get from the same service config (`retryThrottling`), and because
+//! it reacts to *failures* rather than to request rates: a healthy, busy agent never
+//! runs out, a failing dependency stops being retried after a handful of failures.
 
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::time::Instant;
 
 use super::attempt::WireTimeout;
-use super::replay::{boxes, RetryState, Spare};
-use super::retry_budget::RetryBudget;
+use super::replay::Spare;
 use super::ATTEMPTS_HEADER;
 use crate::policy::deadline::Cap;
-use crate::policy::retry::{decide, Decision, Failed, Failure, Pushback, RetryPolicy, Stop};
+use crate::policy::retry::{
+    decide, Decision, Failed, Failure, Pushback, RetryPolicy, Stop, Throttle,
+};
 use crate::policy::source::Source;
+use boxes::RetryState;
 
 type Request = http::Request<tonic::body::Body>;
 
@@ -32,7 +46,7 @@ pub(crate) struct RetryPlan {
 }
 
 /// The retry state of one call: a share of the spare, and the rest in a box reused
-/// from call to call on this thread (`replay/boxes.rs`).
+/// from call to call on this thread ([`boxes`]).
 #[derive(Debug)]
 pub(crate) struct Retries<S> {
     /// Where the attempts after the first take their handle on the inner service.
@@ -289,6 +303,252 @@ fn reason(failure: Failure) -> &'static str {
     }
 }
 
+pub(crate) mod boxes {
+    //! The boxes calls keep their retry state in ([`RetryState`]), reused from call to
+    //! call on each thread: a call that may be retried takes one from its thread's free
+    //! list and gives it back when it ends; the next call writes its state there. After
+    //! a thread's first calls, keeping a request for replay allocates nothing (the body
+    //! that sends it is tonic's own box).
+    //!
+    //! A box is emptied when it is given back, not when it is next used: the request's
+    //! headers (a caller's credentials among them), extensions and bytes, and where the
+    //! attempt timeout came from are let go of then, and bytes kept inline are
+    //! overwritten. What stays is the request's path, which names a method, and plain
+    //! figures (the retry policy). A call dropped before it ends (its caller gave up on
+    //! it) frees its box instead. Each thread keeps at most [`KEPT_PER_THREAD`] boxes;
+    //! the list is freed with the thread.
+
+    use std::cell::RefCell;
+    use std::thread::LocalKey;
+    use std::time::Duration;
+
+    use super::super::replay::Kept;
+    use crate::policy::retry::RetryPolicy;
+    use crate::policy::source::Source;
+
+    /// What a call's retries keep besides the spare, in the box.
+    #[derive(Debug)]
+    pub(crate) struct RetryState {
+        pub(crate) kept: Kept,
+        pub(crate) policy: RetryPolicy,
+        pub(crate) idempotent: bool,
+        pub(crate) min_timeout: Duration,
+        /// Where the policy's attempt timeout came from; `None`: it has none.
+        pub(crate) source: Option<Source>,
+        /// The attempt in flight (or the last one), from 1, as the rules numbered it.
+        pub(crate) attempt: u32,
+        /// The attempt timeout the rules gave the attempt in flight.
+        pub(crate) timeout: Option<Duration>,
+    }
+
+    impl RetryState {
+        /// A state that holds nothing of any call: what a new box starts from.
+        pub(crate) fn vacant() -> Self {
+            RetryState {
+                kept: Kept::vacant(),
+                policy: RetryPolicy::off(),
+                idempotent: false,
+                min_timeout: Duration::ZERO,
+                source: None,
+                attempt: 1,
+                timeout: None,
+            }
+        }
+
+        /// Lets go of what the call gave it: a box given back keeps the request's path and
+        /// plain figures (below).
+        pub(crate) fn clear(&mut self) {
+            self.kept.clear();
+            self.source = None;
+        }
+    }
+
+    /// The most boxes one thread keeps for later calls: enough for calls that overlap a
+    /// few dozen at a time, 15 KiB at most (a box is 456 bytes).
+    pub(crate) const KEPT_PER_THREAD: usize = 32;
+
+    thread_local! {
+        // Boxes, not states: a box is what a call takes and gives back.
+        #[allow(clippy::vec_box)]
+        static FREE: RefCell<Vec<Box<RetryState>>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// A box from this thread's free list, emptied when it was given back, or a new one
+    /// holding a vacant state.
+    pub(crate) fn take() -> Box<RetryState> {
+        pop(&FREE).unwrap_or_else(|| Box::new(RetryState::vacant()))
+    }
+
+    /// Gives a call's box back when the call has ended: emptied at once, kept for a later
+    /// call on this thread if the list has room, freed otherwise.
+    pub(crate) fn give_back(mut state: Box<RetryState>) {
+        state.clear();
+        push(&FREE, state, KEPT_PER_THREAD);
+    }
+
+    /// The last item of a thread's free list (`None`: the list is empty, or the thread is
+    /// going away). Shared with the call record's boxes (`timeout/record/boxed.rs`).
+    #[inline]
+    pub(crate) fn pop<T: 'static>(list: &'static LocalKey<RefCell<Vec<T>>>) -> Option<T> {
+        list.try_with(|free| free.try_borrow_mut().ok().and_then(|mut f| f.pop()))
+            .ok()
+            .flatten()
+    }
+
+    /// Keeps `item` on a thread's free list if the list holds fewer than `max`; drops it
+    /// otherwise (outside the list's borrow), and when the thread is going away.
+    #[inline]
+    pub(crate) fn push<T: 'static>(list: &'static LocalKey<RefCell<Vec<T>>>, item: T, max: usize) {
+        let refused = list
+            .try_with(|free| match free.try_borrow_mut() {
+                Ok(mut free) if free.len() < max => {
+                    if free.capacity() == 0 {
+                        free.reserve_exact(max);
+                    }
+                    free.push(item);
+                    None
+                }
+                _ => Some(item),
+            })
+            .ok()
+            .flatten();
+        drop(refused);
+    }
+
+    /// How many boxes this thread keeps now.
+    #[cfg(test)]
+    pub(crate) fn kept_here() -> usize {
+        FREE.with(|free| free.borrow().len())
+    }
+}
+
+/// How many retries one layer may send while its calls fail: a bucket of
+/// `max_tokens`; each failed attempt takes one token, each call answered without a
+/// retryable failure gives back `token_ratio`; retries are sent only while more than
+/// half the bucket is left. When the bucket is that low, the failure is returned as
+/// it is. Every service a layer builds shares the layer's bucket.
+///
+/// The default is gRPC's example: 10 tokens, ratio 0.1.
+///
+/// ```
+/// use sw4rm_timeouts::{RetryBudget, TimeoutProfileLayer};
+/// let budget = RetryBudget::new(20).with_token_ratio(0.5);
+/// let layer = TimeoutProfileLayer::standard().with_retry_budget(budget.clone());
+/// assert_eq!(budget.tokens(), 20.0);
+/// # drop(layer);
+/// ```
+#[derive(Clone, Debug)]
+pub struct RetryBudget {
+    inner: Arc<Bucket>,
+}
+
+#[derive(Debug)]
+struct Bucket {
+    rule: Throttle,
+    milli: AtomicU32,
+}
+
+impl RetryBudget {
+    /// A full bucket of `max_tokens` (at least 1, at most 1,000) with the default
+    /// ratio 0.1.
+    pub fn new(max_tokens: u32) -> Self {
+        RetryBudget::from_rule(Throttle {
+            max_milli: max_tokens.clamp(1, 1_000) * 1_000,
+            ratio_milli: 100,
+        })
+    }
+
+    /// Tokens given back by each call answered without a retryable failure
+    /// (0.001 to the bucket's size; gRPC allows three decimals).
+    pub fn with_token_ratio(self, ratio: f64) -> Self {
+        let rule = self.inner.rule;
+        let milli = if ratio.is_finite() {
+            (ratio * 1_000.0)
+                .round()
+                .clamp(1.0, f64::from(rule.max_milli)) as u32
+        } else {
+            rule.ratio_milli
+        };
+        RetryBudget::from_rule(Throttle {
+            ratio_milli: milli,
+            ..rule
+        })
+    }
+
+    fn from_rule(rule: Throttle) -> Self {
+        RetryBudget {
+            inner: Arc::new(Bucket {
+                rule,
+                milli: AtomicU32::new(rule.max_milli),
+            }),
+        }
+    }
+
+    /// Tokens left now.
+    pub fn tokens(&self) -> f64 {
+        f64::from(self.inner.milli.load(Ordering::Relaxed)) / 1_000.0
+    }
+
+    /// The bucket's size.
+    pub fn max_tokens(&self) -> u32 {
+        self.inner.rule.max_milli / 1_000
+    }
+
+    /// Tokens given back by each call answered without a retryable failure.
+    ///
+    /// ```
+    /// let budget = sw4rm_timeouts::RetryBudget::new(20).with_token_ratio(0.5);
+    /// assert_eq!((budget.max_tokens(), budget.token_ratio()), (20, 0.5));
+    /// ```
+    pub fn token_ratio(&self) -> f64 {
+        f64::from(self.inner.rule.ratio_milli) / 1_000.0
+    }
+
+    /// A failed attempt takes a token; returns whether a retry may follow.
+    pub(crate) fn fail(&self) -> bool {
+        let rule = self.inner.rule;
+        let before = self.update(|t| rule.after_failure(t));
+        rule.allows(rule.after_failure(before))
+    }
+
+    /// Whether one more attempt may be sent now (a hedge; the bucket is not charged).
+    pub(crate) fn allows(&self) -> bool {
+        self.inner
+            .rule
+            .allows(self.inner.milli.load(Ordering::Relaxed))
+    }
+
+    /// A call answered without a retryable failure gives back the ratio.
+    pub(crate) fn succeed(&self) {
+        let rule = self.inner.rule;
+        self.update(|t| rule.after_success(t));
+    }
+
+    /// Applies `f` atomically; returns the value before. A change to nothing (a
+    /// success with the bucket full, the common case) writes nothing, so that calls
+    /// on many threads do not contend for the bucket's cache line.
+    fn update(&self, f: impl Fn(u32) -> u32) -> u32 {
+        let cell = &self.inner.milli;
+        let mut current = cell.load(Ordering::Relaxed);
+        loop {
+            let next = f(current);
+            if next == current {
+                return current;
+            }
+            match cell.compare_exchange_weak(current, next, Ordering::AcqRel, Ordering::Relaxed) {
+                Ok(before) => return before,
+                Err(now) => current = now,
+            }
+        }
+    }
+}
+
+impl Default for RetryBudget {
+    fn default() -> Self {
+        RetryBudget::new(10)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -296,8 +556,8 @@ mod tests {
     use bytes::Bytes;
     use http::HeaderValue;
 
-    use super::super::replay::boxes::KEPT_PER_THREAD;
     use super::super::replay::SpareSlot;
+    use super::boxes::KEPT_PER_THREAD;
     use super::*;
     use crate::wire::grpc_timeout;
 
@@ -332,7 +592,7 @@ mod tests {
     /// A call that may be retried keeps a [`Retries`] in its response future (a share
     /// of the spare and the box) and its [`RetryState`] in the box: within these sizes a
     /// call holds at most 1 KiB more than a plain tonic call (`benches/hostile.rs`
-    /// measures it; `timeout/future.rs` bounds the future). They are 16 and 456 bytes
+    /// measures it; `timeout/response.rs` bounds the future). They are 16 and 456 bytes
     /// with the locked dependencies; the bound leaves 16 bytes for another compiler's
     /// layout, not for a new field, which must make room for itself.
     #[test]
@@ -379,20 +639,20 @@ mod tests {
             "the kept head shares the header's bytes"
         );
         assert_eq!(Arc::strong_count(&from), 2);
-        let kept_before = super::super::replay::boxes::kept_here();
+        let kept_before = super::boxes::kept_here();
         first.end();
         assert!(
             secret.is_unique(),
             "the credential was let go at the call's end"
         );
         assert_eq!(Arc::strong_count(&from), 1);
-        assert_eq!(super::super::replay::boxes::kept_here(), kept_before + 1);
+        assert_eq!(super::boxes::kept_here(), kept_before + 1);
         let second = retries(&secret, &from);
         assert_eq!(
             &*second.state as *const RetryState, first_box,
             "the box is reused"
         );
-        assert_eq!(super::super::replay::boxes::kept_here(), kept_before);
+        assert_eq!(super::boxes::kept_here(), kept_before);
         // The reused box holds the second call's request, whole.
         let sent = second.state.kept.request(2);
         assert_eq!(sent.headers()["authorization"], "Bearer s3cret");
@@ -409,7 +669,7 @@ mod tests {
             .map(|_| retries(&secret, &from))
             .collect();
         many.into_iter().for_each(Retries::end);
-        assert_eq!(super::super::replay::boxes::kept_here(), KEPT_PER_THREAD);
+        assert_eq!(super::boxes::kept_here(), KEPT_PER_THREAD);
     }
 
     #[tokio::test(start_paused = true)]
@@ -445,5 +705,32 @@ mod tests {
         let started = unbounded.start(now);
         assert_eq!(wire(&started.request), Some(ms(300)));
         assert_eq!((started.until, started.cap), (None, None));
+    }
+}
+
+#[cfg(test)]
+mod budget_tests {
+    use super::*;
+
+    #[test]
+    fn five_failures_empty_half_a_bucket_of_ten() {
+        let budget = RetryBudget::default();
+        let allowed: Vec<bool> = (0..6).map(|_| budget.fail()).collect();
+        assert_eq!(allowed, [true, true, true, true, false, false]);
+        assert_eq!(budget.tokens(), 4.0);
+        for _ in 0..20 {
+            budget.succeed();
+        }
+        assert_eq!(budget.tokens(), 6.0);
+        assert!(!budget.fail(), "6 → 5 tokens: not more than half");
+    }
+
+    #[test]
+    fn bounds() {
+        assert_eq!(RetryBudget::new(0).max_tokens(), 1);
+        assert_eq!(RetryBudget::new(5_000).max_tokens(), 1_000);
+        let b = RetryBudget::new(2).with_token_ratio(f64::NAN);
+        b.succeed();
+        assert_eq!(b.tokens(), 2.0);
     }
 }

@@ -1,20 +1,23 @@
 //! The client tower layer, shaped like tower's `timeout/`: one
 //! [`TimeoutProfileLayer`], one [`TimeoutProfileService`], one pinned
-//! [`future::ResponseFuture`] and one response body wrapper [`body::TimeoutBody`].
+//! [`future::ResponseFuture`] and one response body wrapper [`body::TimeoutBody`]
+//! (both in `response.rs`).
 //!
 //! Tower glue only: it plans the call, writes the plan onto the request, and hands the
 //! attempts to the engine (`crate::attempts`), which reports back to the call record.
 //!
-//! Reading order for one RPC: `service.rs` (wiring) → `routes/` (the path's route and
-//! labels, asked of the profile table once per path) → `plan.rs` (the pure call plan:
+//! Reading order for one RPC: `service.rs` (wiring) → `state/shared.rs` (the layer's
+//! state, and in it the path's route and labels, asked of the profile table once per
+//! path) → `plan.rs` (the pure call plan:
 //! resolve, timers, the smallest cap, the wire header; `per_call.rs` holds the request
-//! extensions a caller sets) → `future.rs` (the call's future: the engine's call loop
-//! and the call record) → `record/` (the per-call record: the engine's sink, which
-//! emits metrics, logs and the timeout status exactly once) → `body.rs` (wait for
-//! messages under the remaining timers). The rooms beside the glue: `state/` (what
-//! every call of one layer reads, where it finds it, the reload that swaps it, what was
-//! observed for the advisor), `routes/` (per path: its route, its labels, what is kept
-//! of it), `handoff/` (a handoff's budget envelope, SW4-004, and the cancel cascade).
+//! extensions a caller sets) → `response.rs` (the call's future: the engine's call
+//! loop and the call record; then the response body, which waits for messages under
+//! the remaining timers) → `record/` (the per-call record: the engine's sink, which
+//! emits metrics, logs and the timeout status exactly once). The rooms beside the
+//! glue: `state/` (what every call of one layer reads and where it finds it, each
+//! path's route and labels and what is kept of it, the reload that swaps it, what was
+//! observed for the advisor), `handoff/` (a handoff's budget envelope, SW4-004, and
+//! the cancel cascade).
 
 /// Emits one of a call's events inside its `sw4rm_rpc` span. An enabled span already
 /// names the call's service, method and profile, so the event leaves them out and a
@@ -35,25 +38,33 @@ macro_rules! call_event {
     };
 }
 
-pub mod body;
-pub mod future;
 mod handoff;
 mod layer;
 mod per_call;
 mod plan;
 mod record;
-mod routes;
+mod response;
 mod service;
 mod state;
 
+/// The layer's response future, where tower keeps its own (`tower::timeout::future`).
+pub mod future {
+    pub use super::response::ResponseFuture;
+}
+
+/// The layer's response body.
+pub mod body {
+    pub use super::response::TimeoutBody;
+}
+
 pub use crate::attempts::{RetryBudget, ATTEMPTS_HEADER};
 pub use crate::wire::error::BoxError;
-pub use body::TimeoutBody;
 pub(crate) use handoff::cascade::CascadeSender;
 pub use layer::TimeoutProfileLayer;
 pub use per_call::{
     CallBudgetEnvelope, CallHedging, CallProgress, CallRetry, CallStreamingPolicy, CallTimeout,
 };
+pub use response::TimeoutBody;
 pub use service::TimeoutProfileService;
 pub use state::observations::Observations;
 pub use state::reload::{ConfigWatch, CurrentProfiles, ReloadHandle, Reloaded};

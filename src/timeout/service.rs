@@ -8,15 +8,15 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tower_service::Service;
 
-use super::future::ResponseFuture;
 use super::handoff::cascade::{remember, CascadeSender};
 use super::handoff::stamp::{refused, stamp_handoff};
 use super::per_call::{CallBudgetEnvelope, CallOptions};
 use super::plan::{asked, not_a_grpc_path, plan, CallPlan, Outer};
 use super::record::CallRecord;
-use super::routes::LabelsRef;
+use super::response::ResponseFuture;
 use super::state::reload::CurrentProfiles;
 use super::state::shared::{Reader, Shared, Table};
+use super::state::LabelsRef;
 use crate::attempts::{
     CallLoop, HedgeContext, HedgePlan, Kept, RecentLatency, Retries, RetryPlan, Spare, SpareSlot,
     WireTimeout,
@@ -358,7 +358,7 @@ fn keep<S: Clone>(
 /// The route's recent latency, for a learned delay (allocated on first use).
 fn window(shared: &Shared, plan: &HedgePlan, labels: &LabelsRef) -> Option<Arc<RecentLatency>> {
     match plan.policy.delay() {
-        HedgingDelay::Learned { .. } => shared.learned.window(labels),
+        HedgingDelay::Learned { .. } => shared.learned.window(labels.slot()),
         _ => None,
     }
 }

@@ -17,14 +17,12 @@
 //! * `handle.rs` ([`Spare`]): the handle later attempts go through, shared by the
 //!   layered service's calls and cloned only when a later attempt comes (over tonic's
 //!   channel, a clone allocates).
-//! * `boxes.rs` ([`RetryState`]): the box a call keeps all of it in, reused from call
-//!   to call on each thread (at most 32 boxes, 15 KiB, per thread), emptied when a
-//!   call ends so no credential outlives its call.
+//! * the box a call keeps all of it in (`RetryState`, in `retries.rs` with the rest of
+//!   a call's retry state), reused from call to call on each thread (at most 32 boxes,
+//!   15 KiB, per thread), emptied when a call ends so no credential outlives its call.
 
-pub(crate) mod boxes;
 mod handle;
 mod request;
 
-pub(crate) use boxes::RetryState;
 pub(crate) use handle::{Spare, SpareSlot};
 pub(crate) use request::{Kept, DEFAULT_REPLAY_LIMIT};

@@ -8,8 +8,8 @@
 //! overlay, values only where they dominate) → `report/` (the same as an HTML page
 //! with a chart per route) → `exposition.rs` (the same
 //! from a Prometheus exposition, for the `sw4rm-timeouts advise` command; `scraped.rs`
-//! the table in use as the scrape tells it). The layer's
-//! side, recording each call, is `timeout/routes/per_path.rs` (read back by `timeout/state/observations.rs`).
+//! the table in use as the scrape tells it). The layer's side, recording each call, is
+//! `timeout/state/per_path.rs` (read back by `timeout/state/observations.rs`).
 
 mod advice;
 mod exposition;

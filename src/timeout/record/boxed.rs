@@ -5,7 +5,7 @@
 //! pointer (the future went from 392 bytes to 72, a unary response body from 360 to
 //! 40). A call takes a box from its thread's free list and gives it back when the
 //! record ends, so after a thread's first calls a call allocates nothing for it, as
-//! with the retry state's boxes (`attempts/replay/boxes.rs`).
+//! with the retry state's boxes (`attempts/retries.rs`).
 //!
 //! A box is emptied when it is given back: the record is dropped there (its end event
 //! fires once, as before), and what it held (the layer's state, the span, the request
@@ -25,8 +25,8 @@ use super::{BudgetSpent, Record, State};
 use crate::attempts::Timer;
 use crate::attempts::{pop, push};
 use crate::timeout::plan::CallPlan;
-use crate::timeout::routes::LabelsRef;
 use crate::timeout::state::shared::Shared;
+use crate::timeout::state::LabelsRef;
 
 pin_project! {
     /// What a box holds: the record of a call in flight (empty in the free list), and

@@ -1,6 +1,6 @@
 //! Per-route latency observed by one layer (opt-in, [`TimeoutProfileLayer::with_observations`]),
 //! read back for the advisor: the estimates are recorded per path by
-//! `routes/per_path.rs` (a few relaxed atomic additions: no lock, no allocation); a
+//! `per_path.rs` (a few relaxed atomic additions: no lock, no allocation); a
 //! layer built without observations keeps none and does nothing per call.
 //!
 //! [`TimeoutProfileLayer::with_observations`]: crate::timeout::TimeoutProfileLayer::with_observations

@@ -8,7 +8,6 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use super::paths::LabelsRef;
 use crate::attempts::RecentLatency;
 use crate::observe::latency::LatencyStats;
 
@@ -40,20 +39,19 @@ impl<T> PerPath<T> {
         self.slots.get(i)?.get()
     }
 
-    /// The value of the path at `at`, made with `make` on first use (`None`: a path
-    /// without a slot in the table).
+    /// The value of the path at slot `at`, made with `make` on first use (`None`: a
+    /// path without a slot in the table).
     #[inline]
-    fn at(&self, at: &LabelsRef, make: impl FnOnce() -> T) -> Option<&Arc<T>> {
-        let LabelsRef::Seen(i) = at else { return None };
-        let slot = self.slots.get(*i as usize)?;
+    fn at(&self, at: Option<usize>, make: impl FnOnce() -> T) -> Option<&Arc<T>> {
+        let slot = self.slots.get(at?)?;
         Some(slot.get_or_init(|| Arc::new(make())))
     }
 }
 
 impl PerPath<RecentLatency> {
-    /// The recent latency of the hedged route at `at` (`None`: a path without a slot
-    /// in the table, which hedges after its policy's cap).
-    pub(crate) fn window(&self, at: &LabelsRef) -> Option<Arc<RecentLatency>> {
+    /// The recent latency of the hedged route at slot `at` (`None`: a path without a
+    /// slot in the table, which hedges after its policy's cap).
+    pub(crate) fn window(&self, at: Option<usize>) -> Option<Arc<RecentLatency>> {
         self.at(at, RecentLatency::new).cloned()
     }
 }
@@ -63,7 +61,7 @@ impl PerPath<LatencyStats> {
     /// nothing about how long the RPC takes. Paths without a slot in the table (past
     /// its bound) are not observed.
     #[inline]
-    pub(crate) fn record(&self, at: &LabelsRef, elapsed: Duration, timed_out: bool, ok: bool) {
+    pub(crate) fn record(&self, at: Option<usize>, elapsed: Duration, timed_out: bool, ok: bool) {
         if !(timed_out || ok) {
             return;
         }
