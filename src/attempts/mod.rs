@@ -15,9 +15,9 @@
 //! attempt after a backoff, and the layer's retry budget) → `event.rs` (what is
 //! reported, and to whom). A hedged call: `hedges.rs` (its concurrent attempts) and
 //! `hedge_verdict.rs` (what each one's end means). `hedge_rate.rs` is the layer's cap
-//! on the share of calls that hedge; `hedge_delay.rs` the recent latency a learned hedging delay is
-//! read from; `replay/` what a call keeps so that it can send its request again, and
-//! why that costs one allocation.
+//! on the share of calls that hedge; `hedge_delay.rs` the recent latency a learned
+//! hedging delay is read from; `replay/` what a call keeps so that it can send its
+//! request again, and why that costs one allocation.
 //!
 //! Only what happens before the response headers reach the caller is retried: a
 //! trailers-only answer (a gRPC error status), a transport error, or an attempt

@@ -4,13 +4,12 @@
 //! the state lives in, reused per thread ([`boxes`]); and the layer's
 //! [`RetryBudget`], which every call's retries spend from and every answer pays into.
 //!
-//! [`RetryBudget`]: gRPC's retry throttling, shared by every call of one layer, read
-//! and updated with atomics (no locks).
-//!
-//! gRPC's throttling is chosen over tower's `TpsBudget` because it is what the other
-//! SW4RM languages get from the same service config (`retryThrottling`), and because
-//! it reacts to *failures* rather than to request rates: a healthy, busy agent never
-//! runs out, a failing dependency stops being retried after a handful of failures.
+//! The budget is gRPC's retry throttling, shared by every call of one layer, read and
+//! updated with atomics (no locks). gRPC's throttling is chosen over tower's
+//! `TpsBudget` because it is what the other SW4RM languages get from the same service
+//! config (`retryThrottling`), and because it reacts to *failures* rather than to
+//! request rates: a healthy, busy agent never runs out, a failing dependency stops
+//! being retried after a handful of failures.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;

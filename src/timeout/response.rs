@@ -6,16 +6,16 @@
 //! (`crate::attempts`), which carries out the attempts and reports to the record; when
 //! the response headers arrive the record moves into the body.
 //!
-//! **The body.** Unary calls keep their single deadline until the body ends (tonic's own timer
-//! stops at the response headers). Streams get SW4-002 §4.1: the initial timer until
-//! the first complete message, the gap timer restarted by every complete message
-//! (bytes of an unfinished message are not progress), the total cap never reset, and
-//! the idle limit of long work restarted only by messages that are progress (every
-//! message, unless the call has a [`crate::ProgressRule`], read once per message).
-//! When one fires, the inner body is dropped (hyper resets the HTTP/2 stream), the
-//! caller receives `DEADLINE_EXCEEDED`, and then the end. Frames that arrived before
-//! are delivered first. The body reports how it ended to the call record as the
-//! engine reports its attempts, through the sink's events; the end event fires
+//! **The body.** Unary calls keep their single deadline until the body ends (tonic's
+//! own timer stops at the response headers). Streams get SW4-002 §4.1: the initial
+//! timer until the first complete message, the gap timer restarted by every complete
+//! message (bytes of an unfinished message are not progress), the total cap never
+//! reset, and the idle limit of long work restarted only by messages that are progress
+//! (every message, unless the call has a [`crate::ProgressRule`], read once per
+//! message). When one fires, the inner body is dropped (hyper resets the HTTP/2
+//! stream), the caller receives `DEADLINE_EXCEEDED`, and then the end. Frames that
+//! arrived before are delivered first. The body reports how it ended to the call record
+//! as the engine reports its attempts, through the sink's events; the end event fires
 //! exactly once (in the call record).
 
 use std::future::Future;
