@@ -8,16 +8,15 @@
 //!
 //! Reading order for one RPC: `service.rs` (wiring) → `state/shared.rs` (the layer's
 //! state, and in it the path's route and labels, asked of the profile table once per
-//! path) → `plan.rs` (the pure call plan:
-//! resolve, timers, the smallest cap, the wire header; `per_call.rs` holds the request
-//! extensions a caller sets) → `response.rs` (the call's future: the engine's call
-//! loop and the call record; then the response body, which waits for messages under
-//! the remaining timers) → `record/` (the per-call record: the engine's sink, which
-//! emits metrics, logs and the timeout status exactly once). The rooms beside the
-//! glue: `state/` (what every call of one layer reads and where it finds it, each
-//! path's route and labels and what is kept of it, the reload that swaps it, what was
-//! observed for the advisor), `handoff/` (a handoff's budget envelope, SW4-004, and
-//! the cancel cascade).
+//! path) → `plan.rs` (the pure call plan: resolve, timers, the smallest cap, the wire
+//! header; `per_call.rs` holds the request extensions a caller sets) → `response.rs`
+//! (the call's future: the engine's call loop and the call record; then the response
+//! body, which waits for messages under the remaining timers) → `record/` (the per-call
+//! record: the engine's sink, which emits metrics, logs and the timeout status exactly
+//! once). The rooms beside the glue: `state/` (what every call of one layer reads and
+//! where it finds it, each path's route and labels and what is kept of it, the reload
+//! that swaps it, what was observed for the advisor), `handoff/` (a handoff's budget
+//! envelope, SW4-004, and the cancel cascade).
 
 /// Emits one of a call's events inside its `sw4rm_rpc` span. An enabled span already
 /// names the call's service, method and profile, so the event leaves them out and a
