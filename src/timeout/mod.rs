@@ -46,12 +46,35 @@ mod response;
 mod service;
 mod state;
 
-/// The layer's response future, where tower keeps its own (`tower::timeout::future`).
+/// The layer's response future, where tower keeps its own (`tower::timeout::future`):
+/// the type to name when a layered service's future is named.
+///
+/// ```
+/// use sw4rm_timeouts::timeout::body::TimeoutBody;
+/// use sw4rm_timeouts::timeout::future::ResponseFuture;
+/// use sw4rm_timeouts::TimeoutProfileService;
+/// use tonic::transport::Channel;
+/// use tower_service::Service;
+///
+/// type Request = http::Request<tonic::body::Body>;
+/// type ChannelFuture = <Channel as Service<Request>>::Future;
+///
+/// // What a call through the layer over a tonic channel returns, and what it answers.
+/// fn call(svc: &mut TimeoutProfileService<Channel>, request: Request)
+///     -> ResponseFuture<Channel, ChannelFuture>
+/// {
+///     svc.call(request)
+/// }
+/// type Answer = http::Response<TimeoutBody<tonic::body::Body>>;
+/// let _: Option<<TimeoutProfileService<Channel> as Service<Request>>::Response> =
+///     None::<Answer>;
+/// # let _ = call;
+/// ```
 pub mod future {
     pub use super::response::ResponseFuture;
 }
 
-/// The layer's response body.
+/// The layer's response body: a response's body under the call's remaining timers.
 pub mod body {
     pub use super::response::TimeoutBody;
 }
