@@ -16,7 +16,7 @@ use super::hedges::{Hedges, Polled};
 use super::verdict::{classify_error, classify_response, server_timed_out, transport_timed_out};
 use crate::policy::retry::{Failure, Pushback};
 use crate::wire::error::BoxError;
-use crate::wire::status::is_transport_timeout;
+use crate::wire::status::{is_transport_timeout, AnswerHead};
 
 type Request = http::Request<tonic::body::Body>;
 
@@ -68,11 +68,12 @@ fn answered<S: Clone, F, B, R: Sink>(
     mut hedges: Pin<&mut Hedges<S, F>>,
     call: &mut Run<'_, R>,
 ) -> Option<Result<http::Response<B>, BoxError>> {
-    if let Some(err) = server_timed_out(response.headers(), call) {
+    let head = AnswerHead::of(response.headers());
+    if let Some(err) = server_timed_out(head, call) {
         // Every attempt runs under the call's one deadline: the server saw it pass.
         return Some(Err(err));
     }
-    let failure = classify_response(response.headers(), false);
+    let failure = classify_response(head, false);
     if let Some((Failure::Code(code), pushback)) = failure {
         if hedges.policy().is_non_fatal(code) {
             if non_fatal(pushback, hedges.as_mut(), call) {

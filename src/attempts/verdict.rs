@@ -15,7 +15,7 @@ use crate::policy::deadline::{Phase, Progress};
 use crate::policy::retry::{Failure, Pushback};
 use crate::wire::details::DetectedBy;
 use crate::wire::error::BoxError;
-use crate::wire::status::{causes, code_of_reset, status_number, GRPC_STATUS};
+use crate::wire::status::{causes, code_of_reset, status_number, AnswerHead};
 use crate::wire::status::{is_server_timeout, is_transport_timeout};
 
 /// What the call loop does next when an attempt or a timer ended without the call's
@@ -73,10 +73,10 @@ pub(crate) fn timed_out<R: Sink>(
 /// A trailers-only answer saying the server's deadline (the call's own) fired: the
 /// call's timeout, as the server detected it.
 pub(crate) fn server_timed_out<R: Sink>(
-    headers: &http::HeaderMap,
+    head: AnswerHead<'_>,
     call: &mut Run<'_, R>,
 ) -> Option<BoxError> {
-    if !is_server_timeout(headers, || call.first_due().map(|due| due.at)) {
+    if !is_server_timeout(head, || call.first_due().map(|due| due.at)) {
         return None;
     }
     let phase = call.server_phase();
@@ -103,13 +103,14 @@ fn answered<B, S: Clone, R: Sink>(
     call: &mut Run<'_, R>,
     retry: Option<&mut Retries<S>>,
 ) -> Judged<B, S> {
-    if let Some(err) = server_timed_out(response.headers(), call) {
+    let head = AnswerHead::of(response.headers());
+    if let Some(err) = server_timed_out(head, call) {
         return Err(Verdict::Fail(err));
     }
     let Some(retry) = retry else {
         return Ok(response);
     };
-    match classify_response(response.headers(), expired) {
+    match classify_response(head, expired) {
         Some((failure, pushback)) => {
             match retry.after_failure(failure, pushback, call.deadline(), call.retry_budget()) {
                 Ok(next) => return Err(Verdict::Retry(next)),
@@ -185,17 +186,17 @@ pub(crate) fn code_failure(code: Code) -> Failure {
 /// attempt's own timeout has passed (`attempt_expired`), the server's
 /// `DEADLINE_EXCEEDED` or `CANCELLED` is that timeout.
 pub(crate) fn classify_response(
-    headers: &http::HeaderMap,
+    head: AnswerHead<'_>,
     attempt_expired: bool,
 ) -> Option<(Failure, Pushback)> {
     // The number as sent: one outside gRPC's codes stays itself, not `UNKNOWN`.
-    let number = headers.get(GRPC_STATUS).and_then(status_number)?;
+    let number = head.status.and_then(status_number)?;
     let failure = match Code::from_i32(number) {
         Code::Ok => return None,
         Code::DeadlineExceeded | Code::Cancelled if attempt_expired => Failure::AttemptTimeout,
         _ => Failure::Code(number),
     };
-    let pushback = Pushback::parse(headers.get(RETRY_PUSHBACK).map(HeaderValue::as_bytes));
+    let pushback = Pushback::parse(head.headers.get(RETRY_PUSHBACK).map(HeaderValue::as_bytes));
     Some((failure, pushback))
 }
 
@@ -309,7 +310,7 @@ mod classify_tests {
                 h.insert("grpc-retry-pushback-ms", HeaderValue::from_static(p));
             }
             assert_eq!(
-                classify_response(&h, row.expired),
+                classify_response(AnswerHead::of(&h), row.expired),
                 row.want,
                 "{:?}",
                 row.status

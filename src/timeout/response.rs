@@ -19,6 +19,7 @@
 //! exactly once (in the call record).
 
 use std::future::Future;
+use std::ops::ControlFlow;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
@@ -31,6 +32,7 @@ use tower_service::Service;
 use super::record::{CallRecord, Record};
 use crate::attempts::{
     Attempt, CallEnd, CallLoop, Event, HedgeContext, HedgePlan, Kept, Retries, Run, Sink, Spare,
+    Timer,
 };
 use crate::policy::deadline::Progress;
 use crate::policy::progress::Heard;
@@ -88,10 +90,7 @@ impl<S, F> ResponseFuture<S, F> {
         S: Service<Request, Future = F> + Clone,
         S::Error: Into<BoxError>,
     {
-        let attempts = {
-            let _span = record.entered();
-            CallLoop::hedged(inner, spare, request, hedging)
-        };
+        let attempts = record.in_span(|| CallLoop::hedged(inner, spare, request, hedging));
         ResponseFuture {
             attempts,
             record: Some(record),
@@ -123,12 +122,11 @@ where
             return Poll::Ready(Err(this.attempts.refusal().into()));
         };
         let (mut timer, call) = record.parts();
-        let answered = {
-            let _span = call.entered();
+        let attempts = this.attempts.as_mut();
+        let answered = ready!(call.in_span_mut(|call| {
             let deadlines = call.deadlines();
-            let run = &mut Run::new(call, deadlines);
-            ready!(this.attempts.as_mut().poll(timer.as_mut(), run, cx))
-        };
+            attempts.poll(timer.as_mut(), &mut Run::new(call, deadlines), cx)
+        }));
         if let Ok(response) = &answered {
             call.answered(response.headers());
         }
@@ -286,6 +284,89 @@ fn feed(call: &Record, data: &impl bytes::Buf, arrived: &mut Arrived) {
     }
 }
 
+/// What one poll of a watched body's inner body means: a frame or a wait to pass on
+/// as it is (`Continue`), or the body's end (`Break`: its last item, or none), after
+/// which the inner body is dropped.
+type Watched<D> =
+    ControlFlow<Option<Result<Frame<D>, BoxError>>, Poll<Option<Result<Frame<D>, BoxError>>>>;
+
+/// Polls a watched body's inner body once, with the call's record and timer.
+fn watch_frame<B>(
+    inner: Pin<&mut B>,
+    call: &mut Record,
+    mut timer: Pin<&mut Timer>,
+    stream: Option<&mut Arrived>,
+    cx: &mut Context<'_>,
+) -> Watched<B::Data>
+where
+    B: Body,
+    B::Error: Into<BoxError>,
+{
+    let outcome = match inner.poll_frame(cx) {
+        Poll::Ready(Some(Ok(frame))) => {
+            if let Some(data) = frame.data_ref() {
+                if let Some(arrived) = stream {
+                    feed(call, data, arrived);
+                }
+                return ControlFlow::Continue(Poll::Ready(Some(Ok(frame))));
+            }
+            let Some(trailers) = frame.trailers_ref() else {
+                return ControlFlow::Continue(Poll::Ready(Some(Ok(frame))));
+            };
+            let now = progress(call, stream.as_deref());
+            // The status, read once: for the server's timeout and the call's end.
+            let code = code_of_headers(trailers);
+            if call.is_open() && is_server_timeout_code(code, || call.next_due(now).map(|d| d.at)) {
+                Some(Err(call.end(CallEnd::TimedOut {
+                    phase: call.server_phase(now.messages),
+                    detected_by: DetectedBy::Server,
+                    seen: now,
+                })))
+            } else {
+                let code = Some(code.unwrap_or(tonic::Code::Unknown));
+                call.on(Event::Finished { code });
+                timer.as_mut().clear();
+                return ControlFlow::Continue(Poll::Ready(Some(Ok(frame))));
+            }
+        }
+        Poll::Ready(Some(Err(e))) => {
+            let e = lost_connection(e.into());
+            let code = Some(code_of_error(&*e));
+            call.on(Event::Finished { code });
+            Some(Err(e))
+        }
+        Poll::Ready(None) => {
+            call.on(Event::Finished { code: None });
+            None
+        }
+        Poll::Pending if !call.is_open() => return ControlFlow::Continue(Poll::Pending),
+        Poll::Pending => {
+            let now = progress(call, stream.as_deref());
+            match call.poll_cancel(cx) {
+                // The scope was cancelled: the stream is reset like a timeout's.
+                Poll::Ready(reason) => {
+                    Some(Err(call.end(CallEnd::Cancelled { reason, seen: now })))
+                }
+                Poll::Pending => {
+                    let Some(due) = call.next_due(now) else {
+                        return ControlFlow::Continue(Poll::Pending);
+                    };
+                    // Progress only moves the instant later: the timer re-arms lazily.
+                    if timer.poll_until(due.at, cx).is_pending() {
+                        return ControlFlow::Continue(Poll::Pending);
+                    }
+                    Some(Err(call.end(CallEnd::TimedOut {
+                        phase: due.phase,
+                        detected_by: DetectedBy::Client,
+                        seen: now,
+                    })))
+                }
+            }
+        }
+    };
+    ControlFlow::Break(outcome)
+}
+
 impl<B> Body for TimeoutBody<B>
 where
     B: Body,
@@ -307,69 +388,11 @@ where
         else {
             return Poll::Ready(None);
         };
-        let (mut timer, call) = call.parts();
-        let _span = call.entered();
-        let outcome = match inner.poll_frame(cx) {
-            Poll::Ready(Some(Ok(frame))) => {
-                if let Some(data) = frame.data_ref() {
-                    if let Some(arrived) = stream.as_deref_mut() {
-                        feed(call, data, arrived);
-                    }
-                    return Poll::Ready(Some(Ok(frame)));
-                }
-                let Some(trailers) = frame.trailers_ref() else {
-                    return Poll::Ready(Some(Ok(frame)));
-                };
-                let now = progress(call, stream.as_deref());
-                // The status, read once: for the server's timeout and the call's end.
-                let code = code_of_headers(trailers);
-                if call.is_open()
-                    && is_server_timeout_code(code, || call.next_due(now).map(|d| d.at))
-                {
-                    Some(Err(call.end(CallEnd::TimedOut {
-                        phase: call.server_phase(now.messages),
-                        detected_by: DetectedBy::Server,
-                        seen: now,
-                    })))
-                } else {
-                    let code = Some(code.unwrap_or(tonic::Code::Unknown));
-                    call.on(Event::Finished { code });
-                    timer.as_mut().clear();
-                    return Poll::Ready(Some(Ok(frame)));
-                }
-            }
-            Poll::Ready(Some(Err(e))) => {
-                let e = lost_connection(e.into());
-                let code = Some(code_of_error(&*e));
-                call.on(Event::Finished { code });
-                Some(Err(e))
-            }
-            Poll::Ready(None) => {
-                call.on(Event::Finished { code: None });
-                None
-            }
-            Poll::Pending if !call.is_open() => return Poll::Pending,
-            Poll::Pending => {
-                let now = progress(call, stream.as_deref());
-                match call.poll_cancel(cx) {
-                    // The scope was cancelled: the stream is reset like a timeout's.
-                    Poll::Ready(reason) => {
-                        Some(Err(call.end(CallEnd::Cancelled { reason, seen: now })))
-                    }
-                    Poll::Pending => {
-                        let Some(due) = call.next_due(now) else {
-                            return Poll::Pending;
-                        };
-                        // Progress only moves the instant later: the timer re-arms lazily.
-                        ready!(timer.poll_until(due.at, cx));
-                        Some(Err(call.end(CallEnd::TimedOut {
-                            phase: due.phase,
-                            detected_by: DetectedBy::Client,
-                            seen: now,
-                        })))
-                    }
-                }
-            }
+        let (timer, call) = call.parts();
+        let stream = stream.as_deref_mut();
+        let outcome = match call.in_span_mut(|call| watch_frame(inner, call, timer, stream, cx)) {
+            ControlFlow::Continue(passed) => return passed,
+            ControlFlow::Break(outcome) => outcome,
         };
         // Drop the inner body now: hyper resets the HTTP/2 stream if it was still open.
         state.set(State::Ended);

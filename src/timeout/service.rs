@@ -181,10 +181,9 @@ where
                 ResponseFuture::hedged(&mut self.inner, spare, req, hedging, call)
             }
             Sending::Once(retry) => {
-                let first = {
-                    let _span = call.entered();
-                    CallLoop::first_attempt(&mut self.inner, req, start, retry.as_ref())
-                };
+                let inner = &mut self.inner;
+                let first =
+                    call.in_span(|| CallLoop::first_attempt(inner, req, start, retry.as_ref()));
                 ResponseFuture::start(first, call, retry)
             }
         }

@@ -57,8 +57,40 @@ pub(crate) fn status_number(value: &http::HeaderValue) -> Option<i32> {
 /// `Unknown`, as gRPC reads it).
 #[inline]
 pub(crate) fn code_of_headers(headers: &http::HeaderMap) -> Option<Code> {
-    let value = headers.get(GRPC_STATUS)?;
-    Some(status_number(value).map_or(Code::Unknown, Code::from_i32))
+    headers.get(GRPC_STATUS).map(code_of_value)
+}
+
+/// The code a `grpc-status` value says (an unreadable value is `Unknown`).
+#[inline]
+fn code_of_value(value: &http::HeaderValue) -> Code {
+    status_number(value).map_or(Code::Unknown, Code::from_i32)
+}
+
+/// A response head with its `grpc-status` looked up once, for every question the
+/// retry and timeout rules ask of it (a head without one, the common answer, costs
+/// one lookup, not one per question).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct AnswerHead<'a> {
+    pub(crate) headers: &'a http::HeaderMap,
+    /// The head's `grpc-status` (a trailers-only answer has one).
+    pub(crate) status: Option<&'a http::HeaderValue>,
+}
+
+impl<'a> AnswerHead<'a> {
+    /// `headers`, their status looked up.
+    #[inline]
+    pub(crate) fn of(headers: &'a http::HeaderMap) -> Self {
+        AnswerHead {
+            headers,
+            status: headers.get(GRPC_STATUS),
+        }
+    }
+
+    /// The head's status code (`None` without one; unreadable is `Unknown`).
+    #[inline]
+    pub(crate) fn code(&self) -> Option<Code> {
+        self.status.map(code_of_value)
+    }
 }
 
 /// An error and its sources, outermost first.
@@ -237,10 +269,10 @@ pub(crate) fn is_transport_timeout(err: &(dyn std::error::Error + 'static)) -> b
 /// only then). Before it, the status is the server's own (its downstream call timed
 /// out, say) and passes through unchanged, message and details, as plain gRPC does.
 pub(crate) fn is_server_timeout(
-    headers: &http::HeaderMap,
+    head: AnswerHead<'_>,
     deadline: impl FnOnce() -> Option<Instant>,
 ) -> bool {
-    is_server_timeout_code(code_of_headers(headers), deadline)
+    is_server_timeout_code(head.code(), deadline)
 }
 
 /// [`is_server_timeout`] for a status already read.
@@ -375,13 +407,14 @@ mod tests {
         ];
         for row in rows {
             assert_eq!(
-                is_server_timeout(&status(row.code), || row.deadline),
+                is_server_timeout(AnswerHead::of(&status(row.code)), || row.deadline),
                 row.ours,
                 "grpc-status {} deadline {:?}",
                 row.code,
                 row.deadline.map(|d| d > now)
             );
         }
-        assert!(!is_server_timeout(&http::HeaderMap::new(), || past));
+        let empty = http::HeaderMap::new();
+        assert!(!is_server_timeout(AnswerHead::of(&empty), || past));
     }
 }

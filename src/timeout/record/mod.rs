@@ -163,13 +163,28 @@ impl Record {
         self.shared.settings.retry.budget.as_ref()
     }
 
-    /// Enters the call's `sw4rm_rpc` span until the guard drops, so that events of
-    /// the transport and of the caller's code while the call is polled are correlated
-    /// to it (as tower-http's trace body does). A disabled span (the common case: its
-    /// level is off) costs nothing; an enabled one is cloned for the guard.
-    #[inline]
-    pub(crate) fn entered(&self) -> Option<tracing::span::EnteredSpan> {
-        (!self.span.is_disabled()).then(|| self.span.clone().entered())
+    /// Runs `f` inside the call's `sw4rm_rpc` span, so that events of the transport
+    /// and of the caller's code while the call is polled are correlated to it (as
+    /// tower-http's trace body does). A disabled span (the common case: its level is
+    /// off) costs one test: no guard is made, so none is dropped.
+    #[inline(always)]
+    pub(crate) fn in_span<T>(&self, f: impl FnOnce() -> T) -> T {
+        if self.span.is_disabled() {
+            return f();
+        }
+        let _entered = self.span.enter();
+        f()
+    }
+
+    /// [`Record::in_span`] for a step that changes the record (an enabled span is
+    /// cloned for the guard, as the record is lent to the step).
+    #[inline(always)]
+    pub(crate) fn in_span_mut<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
+        if self.span.is_disabled() {
+            return f(self);
+        }
+        let _entered = self.span.clone().entered();
+        f(self)
     }
 
     pub(crate) fn streaming(&self) -> bool {
