@@ -290,6 +290,15 @@ impl<'a> CallOptions<'a> {
         CallOptions((!none).then_some(extensions))
     }
 
+    /// No overrides at all.
+    pub(crate) const NONE: CallOptions<'static> = CallOptions(None);
+
+    /// Whether the request carries no override.
+    #[inline]
+    pub(crate) fn is_none(self) -> bool {
+        self.0.is_none()
+    }
+
     /// The override of type `T`, when the request carries one.
     #[inline]
     pub(crate) fn get<T: Clone + Send + Sync + 'static>(self) -> Option<&'a T> {

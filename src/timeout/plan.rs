@@ -52,6 +52,91 @@ impl Default for Outer<'_> {
     }
 }
 
+/// A route's plan: what [`plan`] says of a call that nothing but its route decides
+/// (no per-call value, no `grpc-timeout` of the caller's, no message timeout to read,
+/// made outside any scope). It is the same for every such call, so a layer makes it
+/// once per route and copies it into each call ([`RoutePlan::call_plan`]), where
+/// planning would resolve, clamp and derive it all again.
+#[derive(Clone, Debug)]
+pub(crate) struct RoutePlan {
+    streaming: bool,
+    timers: Timers,
+    wire: WireTimeout,
+    clamp: Option<Clamp>,
+    gap_clamped: bool,
+    idle_clamped: Option<Box<Cap>>,
+    retry: Option<RetryPlan>,
+    hedge: Option<HedgePlan>,
+}
+
+impl RoutePlan {
+    /// Whether a call on `route` with these `options`, `asked` and `scope` is planned
+    /// by its route alone.
+    #[inline]
+    pub(crate) fn decides(
+        route: &Lookup<'_>,
+        options: CallOptions<'_>,
+        asked: Asked,
+        scope: Option<Current>,
+    ) -> bool {
+        options.is_none()
+            && asked == Asked::default()
+            && scope.is_none()
+            && route.message_field.is_none()
+    }
+
+    /// The plan of `route` under the layer's settings (`outer`; its scope is not
+    /// read).
+    pub(crate) fn of(profiles: &ProfileSet, route: Lookup<'_>, outer: &Outer<'_>) -> Self {
+        let outer = Outer {
+            scope: None,
+            ..*outer
+        };
+        let planned = plan(
+            profiles,
+            route,
+            CallOptions::NONE,
+            Asked::default(),
+            &outer,
+            |_| None,
+        );
+        RoutePlan {
+            streaming: planned.streaming,
+            timers: planned.timers,
+            wire: planned.wire,
+            clamp: planned.clamp,
+            gap_clamped: planned.gap_clamped,
+            idle_clamped: planned.idle_clamped,
+            retry: planned.retry,
+            hedge: planned.hedge,
+        }
+    }
+
+    /// The plan of a call on `route` that the route alone decides
+    /// ([`RoutePlan::decides`]): what [`plan`] would say, copied.
+    #[inline]
+    pub(crate) fn call_plan<'a>(
+        &self,
+        profiles: &'a ProfileSet,
+        route: Lookup<'a>,
+    ) -> CallPlan<'a> {
+        CallPlan {
+            route,
+            profile: profiles.get(route.profile),
+            streaming: self.streaming,
+            timers: self.timers.clone(),
+            wire: self.wire.clone(),
+            clamp: self.clamp.clone(),
+            gap_clamped: self.gap_clamped,
+            idle_clamped: self.idle_clamped.clone(),
+            retry: self.retry.clone(),
+            hedge: self.hedge.clone(),
+            exhausted: false,
+            budget: None,
+        }
+    }
+}
+
 /// The plan for one call.
 #[derive(Debug)]
 pub(crate) struct CallPlan<'a> {
@@ -878,6 +963,105 @@ mod tests {
             assert_eq!(p.clamp.map(|c| c.bound), row.clamp, "{}: clamp", row.name);
             assert_eq!(p.streaming, row.streaming, "{}: streaming", row.name);
         }
+    }
+
+    /// A route's plan is what planning says of a call with nothing of its own, on
+    /// every kind of route (unary, stream, message timeout, whole-service, fallback),
+    /// with retries, attempt timeouts, hedging and stream policies from the profiles,
+    /// under each of the layer's retry and hedging settings.
+    #[test]
+    fn a_route_plan_is_the_plan_of_a_call_with_nothing_of_its_own() {
+        use crate::policy::streaming::StreamingTimeoutPolicy;
+        use crate::HedgingPolicy;
+        use crate::RetryPolicy;
+        let attempt = RetryPolicy::builder()
+            .max_attempts(3)
+            .attempt_timeout(ms(2_000))
+            .build()
+            .unwrap();
+        let hedged = HedgingPolicy::builder()
+            .max_attempts(2)
+            .learned_delay(95)
+            .build()
+            .unwrap();
+        let gap = StreamingTimeoutPolicy {
+            message_gap_timeout_ms: 5_000,
+            total_timeout_ms: 10_000,
+            idle_timeout_ms: 30_000,
+            ..Default::default()
+        };
+        let configured = ProfileSet::builder()
+            .without_global()
+            .default_timeout_ms("workflow_status", 2_000)
+            .route("/acme.Batch/*", "workflow_status")
+            .retry("heartbeat", attempt)
+            .hedging("workflow_status", hedged)
+            .streaming("tool_call", gap)
+            .build()
+            .unwrap();
+        let paths = [
+            HEARTBEAT,
+            WAIT,
+            STREAM,
+            "/sw4rm.workflow.WorkflowService/GetWorkflowState",
+            "/acme.Batch/Run",
+            "/other.Svc/Do",
+        ];
+        let mut planned = 0;
+        for set in [ProfileSet::standard(), configured] {
+            for (retries, hedging) in [(true, true), (true, false), (false, true), (false, false)] {
+                let outer = Outer {
+                    retries,
+                    hedging,
+                    ..Outer::default()
+                };
+                for path in paths {
+                    let route = route(&set, path);
+                    let none = CallOptions::NONE;
+                    let fresh = plan(&set, route, none, Asked::default(), &outer, |_| None);
+                    let copied = RoutePlan::of(&set, route, &outer).call_plan(&set, route);
+                    assert_eq!(format!("{copied:?}"), format!("{fresh:?}"), "{path}");
+                    planned += usize::from(fresh.retry.is_some() || fresh.hedge.is_some());
+                }
+            }
+        }
+        // The table above has retried and hedged routes in it.
+        assert!(planned > 0);
+    }
+
+    /// Only a call with nothing of its own is planned by its route.
+    #[test]
+    fn only_a_call_with_nothing_of_its_own_is_planned_by_its_route() {
+        let set = ProfileSet::standard();
+        let beat = route(&set, HEARTBEAT);
+        let none = CallOptions::NONE;
+        assert!(RoutePlan::decides(&beat, none, Asked::default(), None));
+        let mut ext = http::Extensions::new();
+        ext.insert(CallTimeout::After(ms(700)));
+        assert!(!RoutePlan::decides(
+            &beat,
+            CallOptions::of(&ext),
+            Asked::default(),
+            None
+        ));
+        let mut head = HeaderMap::new();
+        head.insert(GRPC_TIMEOUT, HeaderValue::from_static("700m"));
+        let written = asked(none, &head).unwrap();
+        assert!(!RoutePlan::decides(&beat, none, written, None));
+        let scope = Current {
+            inherited: Some(ms(700)),
+            budget: None,
+            delegation: None,
+        };
+        assert!(!RoutePlan::decides(
+            &beat,
+            none,
+            Asked::default(),
+            Some(scope)
+        ));
+        // A route that reads its message's timeout is planned per call.
+        let wait = route(&set, WAIT);
+        assert!(!RoutePlan::decides(&wait, none, Asked::default(), None));
     }
 
     #[test]

@@ -11,11 +11,11 @@ use tower_service::Service;
 use super::handoff::cascade::{remember, CascadeSender};
 use super::handoff::stamp::{refused, stamp_handoff};
 use super::per_call::{CallBudgetEnvelope, CallOptions};
-use super::plan::{asked, not_a_grpc_path, plan, CallPlan, Outer};
+use super::plan::{asked, not_a_grpc_path, plan, CallPlan, Outer, RoutePlan};
 use super::record::CallRecord;
 use super::response::ResponseFuture;
 use super::state::reload::CurrentProfiles;
-use super::state::shared::{Reader, Shared, Table};
+use super::state::shared::{Found, Reader, Shared, Table};
 use super::state::LabelsRef;
 use crate::attempts::{
     CallLoop, HedgeContext, HedgePlan, Kept, RecentLatency, Retries, RetryPlan, Spare, SpareSlot,
@@ -126,14 +126,15 @@ where
             Err(status) => return ResponseFuture::failed(status),
         };
         let (scope, cancel) = crate::scope::current(start);
-        let mut planned = plan(
-            &shared.profiles,
-            found.route,
-            options,
-            asked,
-            &outer(shared, scope),
-            |field| message_field::peek(&mut body, field),
-        );
+        let mut planned = match RoutePlan::decides(&found.route, options, asked, scope) {
+            true => route_plan(shared, &found),
+            false => None,
+        }
+        .unwrap_or_else(|| {
+            let peek = |field| message_field::peek(&mut body, field);
+            let outer = &outer(shared, scope);
+            plan(&shared.profiles, found.route, options, asked, outer, peek)
+        });
         let span = rpc_span(shared.settings.span_level, &planned);
         planned.log_clamps(&span);
         let mut head = Head::of(&mut planned);
@@ -188,6 +189,15 @@ where
             }
         }
     }
+}
+
+/// The plan of a call its route alone decides, made on the route's first such call
+/// (`None`: a path without a slot in the table, planned on every call).
+#[inline]
+fn route_plan<'a>(shared: &'a Shared, found: &Found<'a>) -> Option<CallPlan<'a>> {
+    let make = || RoutePlan::of(&shared.profiles, found.route, &outer(shared, None));
+    let route_plan = shared.plans.at(found.labels.slot(), make)?;
+    Some(route_plan.call_plan(&shared.profiles, found.route))
 }
 
 /// What the plan reads besides the request: the layer's settings and the scope's caps.

@@ -42,7 +42,7 @@ impl<T> PerPath<T> {
     /// The value of the path at slot `at`, made with `make` on first use (`None`: a
     /// path without a slot in the table).
     #[inline]
-    fn at(&self, at: Option<usize>, make: impl FnOnce() -> T) -> Option<&Arc<T>> {
+    pub(crate) fn at(&self, at: Option<usize>, make: impl FnOnce() -> T) -> Option<&Arc<T>> {
         let slot = self.slots.get(at?)?;
         Some(slot.get_or_init(|| Arc::new(make())))
     }

@@ -27,6 +27,7 @@ use crate::observe::metrics::{attributes, Attributes, BudgetReader, Instruments}
 use crate::policy::inherit::Propagation;
 use crate::policy::progress::ProgressRoutes;
 use crate::policy::route::{Lookup, Matched, PathHasher, ProfileId, Routed};
+use crate::timeout::plan::RoutePlan;
 
 /// How a layer retries (SW4-002 §5.2).
 #[derive(Clone, Debug)]
@@ -116,6 +117,10 @@ pub(crate) struct Shared {
     pub(crate) observed: Option<Arc<PerPath<LatencyStats>>>,
     /// Each hedged route's recent latency, by the path table's indices.
     pub(crate) learned: Arc<PerPath<RecentLatency>>,
+    /// Each route's plan under this state's profiles and settings, made on the first
+    /// call it decides, by the path table's indices (a reload or a variant starts
+    /// afresh: both change what a plan reads).
+    pub(crate) plans: PerPath<RoutePlan>,
 }
 
 impl Shared {
@@ -128,6 +133,7 @@ impl Shared {
             .observe
             .then(|| Arc::new(PerPath::new(paths.len())));
         let learned = Arc::new(PerPath::new(paths.len()));
+        let paths_len = paths.len();
         Shared {
             profiles,
             settings,
@@ -135,6 +141,7 @@ impl Shared {
             paths,
             observed,
             learned,
+            plans: PerPath::new(paths_len),
         }
     }
 
@@ -174,6 +181,7 @@ impl Shared {
             paths: self.paths.clone(),
             observed,
             learned: self.learned.clone(),
+            plans: PerPath::new(self.paths.len()),
         }
     }
 }
