@@ -48,9 +48,23 @@ pub(crate) fn passes(code: Code) -> bool {
     )
 }
 
-/// The number a `grpc-status` value says (`None` when it is not a number).
+/// The number a `grpc-status` value says (`None` when it is not a number). Every
+/// gRPC code is one or two digits, read as they are; anything longer is parsed as
+/// text (a sign, a leading zero, a number outside gRPC's codes).
+#[inline]
 pub(crate) fn status_number(value: &http::HeaderValue) -> Option<i32> {
-    std::str::from_utf8(value.as_bytes()).ok()?.parse().ok()
+    let digit = |b: u8| i32::from(b - b'0');
+    match *value.as_bytes() {
+        [one @ b'0'..=b'9'] => Some(digit(one)),
+        [tens @ b'1'..=b'9', ones @ b'0'..=b'9'] => Some(digit(tens) * 10 + digit(ones)),
+        _ => parse_status(value.as_bytes()),
+    }
+}
+
+/// [`status_number`] for a value of any length.
+#[cold]
+fn parse_status(bytes: &[u8]) -> Option<i32> {
+    std::str::from_utf8(bytes).ok()?.parse().ok()
 }
 
 /// The `grpc-status` of headers or trailers (`None` without one; an unreadable value is
@@ -299,6 +313,40 @@ mod tests {
         assert_eq!(code_name(Code::DeadlineExceeded), "DEADLINE_EXCEEDED");
         assert_eq!(code_name(Code::Unauthenticated), "UNAUTHENTICATED");
         assert_eq!(CODE_NAMES.len(), Code::Unauthenticated as usize + 1);
+    }
+
+    /// Read as `str::parse` reads it, whatever the value: digits, signs, leading
+    /// zeros, spaces, letters, bytes that are not UTF-8, nothing.
+    #[test]
+    fn a_status_number_is_what_parsing_its_text_says() {
+        let mut values: Vec<Vec<u8>> = (0u8..=255).map(|b| vec![b]).collect();
+        for a in b" +-09azAZ\x80\xff".iter() {
+            for b in b" +-0159azAZ\x80\xff".iter() {
+                values.push(vec![*a, *b]);
+                values.push(vec![*a, *b, b'7']);
+            }
+        }
+        for text in [
+            "",
+            "16",
+            "99",
+            "007",
+            "-1",
+            "+4",
+            "2147483647",
+            "2147483648",
+        ] {
+            values.push(text.as_bytes().to_vec());
+        }
+        for bytes in values {
+            let Ok(value) = http::HeaderValue::from_bytes(&bytes) else {
+                continue;
+            };
+            let parsed = std::str::from_utf8(&bytes)
+                .ok()
+                .and_then(|t| t.parse().ok());
+            assert_eq!(status_number(&value), parsed, "{bytes:?}");
+        }
     }
 
     #[test]
