@@ -1,6 +1,9 @@
 //! The call plan: everything the layer decides about one call before sending it, as
 //! one pure function of the profile table, the request head and the message's own
-//! timeout. No clock, no I/O: the service only carries the plan out.
+//! timeout. No clock, no I/O: the service only carries the plan out. A call that
+//! brings nothing of its own (no per-call value, no message timeout, no scope) is
+//! planned by its route alone: that plan ([`RoutePlan`]) is made once per route and
+//! copied.
 
 use std::time::Duration;
 

@@ -90,7 +90,14 @@ impl<S, F> ResponseFuture<S, F> {
         S: Service<Request, Future = F> + Clone,
         S::Error: Into<BoxError>,
     {
-        let attempts = record.in_span(|| CallLoop::hedged(inner, spare, request, hedging));
+        // Sent where the attempts are kept: a closure would move them out.
+        let attempts = match record.enabled_span() {
+            None => CallLoop::hedged(inner, spare, request, hedging),
+            Some(span) => {
+                let _entered = span.enter();
+                CallLoop::hedged(inner, spare, request, hedging)
+            }
+        };
         ResponseFuture {
             attempts,
             record: Some(record),
@@ -123,10 +130,13 @@ where
         };
         let (mut timer, call) = record.parts();
         let attempts = this.attempts.as_mut();
-        let answered = ready!(call.in_span_mut(|call| {
-            let deadlines = call.deadlines();
-            attempts.poll(timer.as_mut(), &mut Run::new(call, deadlines), cx)
-        }));
+        let answered = ready!(call.in_span_mut(
+            #[inline(always)]
+            |call| {
+                let deadlines = call.deadlines();
+                attempts.poll(timer.as_mut(), &mut Run::new(call, deadlines), cx)
+            }
+        ));
         if let Ok(response) = &answered {
             call.answered(response.headers());
         }
@@ -390,7 +400,11 @@ where
         };
         let (timer, call) = call.parts();
         let stream = stream.as_deref_mut();
-        let outcome = match call.in_span_mut(|call| watch_frame(inner, call, timer, stream, cx)) {
+        let watched = call.in_span_mut(
+            #[inline(always)]
+            |call| watch_frame(inner, call, timer, stream, cx),
+        );
+        let outcome = match watched {
             ControlFlow::Continue(passed) => return passed,
             ControlFlow::Break(outcome) => outcome,
         };

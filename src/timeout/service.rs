@@ -126,15 +126,19 @@ where
             Err(status) => return ResponseFuture::failed(status),
         };
         let (scope, cancel) = crate::scope::current(start);
-        let mut planned = match RoutePlan::decides(&found.route, options, asked, scope) {
+        let routed = match RoutePlan::decides(&found.route, options, asked, scope) {
             true => route_plan(shared, &found),
             false => None,
-        }
-        .unwrap_or_else(|| {
-            let peek = |field| message_field::peek(&mut body, field);
-            let outer = &outer(shared, scope);
-            plan(&shared.profiles, found.route, options, asked, outer, peek)
-        });
+        };
+        // Each arm makes the plan where it is kept (an `Option` of it would be moved).
+        let mut planned = match routed {
+            Some(routed) => routed.call_plan(&shared.profiles, found.route),
+            None => {
+                let peek = |field| message_field::peek(&mut body, field);
+                let outer = &outer(shared, scope);
+                plan(&shared.profiles, found.route, options, asked, outer, peek)
+            }
+        };
         let span = rpc_span(shared.settings.span_level, &planned);
         planned.log_clamps(&span);
         let mut head = Head::of(&mut planned);
@@ -183,21 +187,29 @@ where
             }
             Sending::Once(retry) => {
                 let inner = &mut self.inner;
-                let first =
-                    call.in_span(|| CallLoop::first_attempt(inner, req, start, retry.as_ref()));
+                // Sent where the attempt is kept: a closure would move it out.
+                let first = match call.enabled_span() {
+                    None => CallLoop::first_attempt(inner, req, start, retry.as_ref()),
+                    Some(span) => {
+                        let _entered = span.enter();
+                        CallLoop::first_attempt(inner, req, start, retry.as_ref())
+                    }
+                };
                 ResponseFuture::start(first, call, retry)
             }
         }
     }
 }
 
-/// The plan of a call its route alone decides, made on the route's first such call
+/// The route's plan, for a call it alone decides, made on the route's first such call
 /// (`None`: a path without a slot in the table, planned on every call).
 #[inline]
-fn route_plan<'a>(shared: &'a Shared, found: &Found<'a>) -> Option<CallPlan<'a>> {
+fn route_plan<'a>(shared: &'a Shared, found: &Found<'_>) -> Option<&'a RoutePlan> {
     let make = || RoutePlan::of(&shared.profiles, found.route, &outer(shared, None));
-    let route_plan = shared.plans.at(found.labels.slot(), make)?;
-    Some(route_plan.call_plan(&shared.profiles, found.route))
+    shared
+        .plans
+        .at(found.labels.slot(), make)
+        .map(|plan| &**plan)
 }
 
 /// What the plan reads besides the request: the layer's settings and the scope's caps.

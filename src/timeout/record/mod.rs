@@ -163,21 +163,17 @@ impl Record {
         self.shared.settings.retry.budget.as_ref()
     }
 
-    /// Runs `f` inside the call's `sw4rm_rpc` span, so that events of the transport
-    /// and of the caller's code while the call is polled are correlated to it (as
-    /// tower-http's trace body does). A disabled span (the common case: its level is
-    /// off) costs one test: no guard is made, so none is dropped.
+    /// The call's `sw4rm_rpc` span when its level is on. A step of the call is run
+    /// inside it, so that events of the transport and of the caller's code while the
+    /// call is polled are correlated to it (as tower-http's trace body does); when it
+    /// is off (the common case), the step runs with no guard made or dropped.
     #[inline(always)]
-    pub(crate) fn in_span<T>(&self, f: impl FnOnce() -> T) -> T {
-        if self.span.is_disabled() {
-            return f();
-        }
-        let _entered = self.span.enter();
-        f()
+    pub(crate) fn enabled_span(&self) -> Option<&tracing::Span> {
+        (!self.span.is_disabled()).then_some(&self.span)
     }
 
-    /// [`Record::in_span`] for a step that changes the record (an enabled span is
-    /// cloned for the guard, as the record is lent to the step).
+    /// Runs `f` with the record inside the call's span ([`Record::enabled_span`]; an
+    /// enabled span is cloned for the guard, as the record is lent to the step).
     #[inline(always)]
     pub(crate) fn in_span_mut<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
         if self.span.is_disabled() {

@@ -1,9 +1,11 @@
 //! What a layer keeps for each routed path besides its labels, by the path table's
-//! slot: a hedged route's recent latency (for a learned hedge delay) and, on a layer
-//! built `with_observations()`, its observed latency (for the advisor). Each value is
-//! allocated on the path's first call that needs it: a path that never needs one costs
-//! a null slot. Shared by the variants of a layer, as the path table is, and carried
-//! across a reload to the path's new slot.
+//! slot: a hedged route's recent latency (for a learned hedge delay), on a layer built
+//! `with_observations()` its observed latency (for the advisor), and the route's plan
+//! (`RoutePlan`, for the calls it alone decides). Each value is allocated on the
+//! path's first call that needs it: a path that never needs one costs a null slot.
+//! Latencies are shared by the variants of a layer, as the path table is, and carried
+//! across a reload to the path's new slot; a plan belongs to one profile table and one
+//! set of settings, so each variant and each reload makes its own.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
