@@ -407,3 +407,61 @@ fn rpc_span(level: tracing::Level, plan: &CallPlan<'_>) -> tracing::Span {
         _ => span!(trace_span),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+
+    use tower::{service_fn, ServiceExt};
+    use tower_layer::Layer;
+
+    use super::*;
+    use crate::{CallTimeout, TimeoutProfileLayer};
+
+    const HEARTBEAT: &str = "/sw4rm.registry.RegistryService/Heartbeat";
+    const STATE: &str = "/sw4rm.workflow.WorkflowService/GetWorkflowState";
+
+    fn request(path: &str) -> Request {
+        let mut request = http::Request::new(tonic::body::Body::empty());
+        *request.uri_mut() = path.parse().unwrap();
+        request
+    }
+
+    /// A call with nothing of its own is planned by its route's plan, made on the
+    /// route's first such call and kept for the next; a call with a value of its own
+    /// is planned apart, and no route plan is made for it.
+    #[tokio::test]
+    async fn a_route_plan_is_made_once_for_the_calls_it_decides() {
+        let answer = service_fn(|_: Request| async {
+            Ok::<_, Infallible>(http::Response::new(tonic::body::Body::empty()))
+        });
+        let mut svc = TimeoutProfileLayer::standard()
+            .without_metrics()
+            .layer(answer);
+        let mut own = request(STATE);
+        own.extensions_mut()
+            .insert(CallTimeout::After(Duration::from_secs(2)));
+        for req in [request(HEARTBEAT), own] {
+            svc.ready().await.unwrap().call(req).await.unwrap();
+        }
+        let shared = svc.table.current().clone();
+        let slot = |path| shared.paths.slot_of(&shared.profiles, path).unwrap();
+        let made = shared
+            .plans
+            .get(slot(HEARTBEAT))
+            .expect("the route's plan")
+            .clone();
+        assert!(
+            shared.plans.get(slot(STATE)).is_none(),
+            "a call's own value"
+        );
+        svc.ready()
+            .await
+            .unwrap()
+            .call(request(HEARTBEAT))
+            .await
+            .unwrap();
+        let kept = shared.plans.get(slot(HEARTBEAT)).unwrap();
+        assert!(Arc::ptr_eq(&made, kept), "made once");
+    }
+}
