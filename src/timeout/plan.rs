@@ -55,22 +55,37 @@ impl Default for Outer<'_> {
     }
 }
 
-/// A route's plan: what [`plan`] says of a call that nothing but its route decides
+/// What a plan decides of a call besides its route and profile: its timers, the
+/// `grpc-timeout` it sends, how its attempts go out, and what the rules changed (to
+/// log). For a call its route alone decides, a copy of the route's ([`RoutePlan`]).
+#[derive(Clone, Debug)]
+pub(crate) struct Decided {
+    /// Watch the response body with the streaming timers.
+    pub(crate) streaming: bool,
+    /// The timers, each naming its source; `total` is the smallest cap.
+    pub(crate) timers: Timers,
+    /// The `grpc-timeout` to send.
+    pub(crate) wire: WireTimeout,
+    /// A request that SW4-002 §2.2 changed, to log.
+    pub(crate) clamp: Option<Clamp>,
+    /// Set when a stream's gap timer was lowered to its total, to log.
+    pub(crate) gap_clamped: bool,
+    /// A stream's idle limit as asked, when it was lowered to its total, to log
+    /// (boxed: rare, and every call's plan would carry its 32 bytes).
+    pub(crate) idle_clamped: Option<Box<Cap>>,
+    /// How the call is retried; `None`: sent once (or hedged).
+    pub(crate) retry: Option<RetryPlan>,
+    /// How the call is hedged; `None`: one attempt at a time.
+    pub(crate) hedge: Option<HedgePlan>,
+}
+
+/// A route's plan: what [`plan`] decides of a call that nothing but its route decides
 /// (no per-call value, no `grpc-timeout` of the caller's, no message timeout to read,
 /// made outside any scope). It is the same for every such call, so a layer makes it
 /// once per route and copies it into each call ([`RoutePlan::call_plan`]), where
 /// planning would resolve, clamp and derive it all again.
 #[derive(Clone, Debug)]
-pub(crate) struct RoutePlan {
-    streaming: bool,
-    timers: Timers,
-    wire: WireTimeout,
-    clamp: Option<Clamp>,
-    gap_clamped: bool,
-    idle_clamped: Option<Box<Cap>>,
-    retry: Option<RetryPlan>,
-    hedge: Option<HedgePlan>,
-}
+pub(crate) struct RoutePlan(Decided);
 
 impl RoutePlan {
     /// Whether a call on `route` with these `options`, `asked` and `scope` is planned
@@ -103,16 +118,7 @@ impl RoutePlan {
             &outer,
             |_| None,
         );
-        RoutePlan {
-            streaming: planned.streaming,
-            timers: planned.timers,
-            wire: planned.wire,
-            clamp: planned.clamp,
-            gap_clamped: planned.gap_clamped,
-            idle_clamped: planned.idle_clamped,
-            retry: planned.retry,
-            hedge: planned.hedge,
-        }
+        RoutePlan(planned.decided)
     }
 
     /// The plan of a call on `route` that the route alone decides
@@ -126,14 +132,7 @@ impl RoutePlan {
         CallPlan {
             route,
             profile: profiles.get(route.profile),
-            streaming: self.streaming,
-            timers: self.timers.clone(),
-            wire: self.wire.clone(),
-            clamp: self.clamp.clone(),
-            gap_clamped: self.gap_clamped,
-            idle_clamped: self.idle_clamped.clone(),
-            retry: self.retry.clone(),
-            hedge: self.hedge.clone(),
+            decided: self.0.clone(),
             exhausted: false,
             budget: None,
         }
@@ -147,23 +146,8 @@ pub(crate) struct CallPlan<'a> {
     pub(crate) route: Lookup<'a>,
     /// The profile after every configuration level.
     pub(crate) profile: &'a ResolvedProfile,
-    /// Watch the response body with the streaming timers.
-    pub(crate) streaming: bool,
-    /// The timers, each naming its source; `total` is the smallest cap.
-    pub(crate) timers: Timers,
-    /// The `grpc-timeout` to send.
-    pub(crate) wire: WireTimeout,
-    /// A request that SW4-002 §2.2 changed, to log.
-    pub(crate) clamp: Option<Clamp>,
-    /// Set when a stream's gap timer was lowered to its total, to log.
-    pub(crate) gap_clamped: bool,
-    /// A stream's idle limit as asked, when it was lowered to its total, to log
-    /// (boxed: rare, and every call's plan would carry its 32 bytes).
-    pub(crate) idle_clamped: Option<Box<Cap>>,
-    /// How the call is retried; `None`: sent once (or hedged).
-    pub(crate) retry: Option<RetryPlan>,
-    /// How the call is hedged; `None`: one attempt at a time.
-    pub(crate) hedge: Option<HedgePlan>,
+    /// The call's timers, deadline header and attempts.
+    pub(crate) decided: Decided,
     /// Too little of an inherited deadline or a budget is left: fail at once
     /// without sending.
     pub(crate) exhausted: bool,
@@ -264,14 +248,16 @@ pub(crate) fn plan<'a>(
     CallPlan {
         route,
         profile,
-        streaming,
-        timers,
-        wire,
-        clamp,
-        gap_clamped,
-        idle_clamped,
-        retry,
-        hedge,
+        decided: Decided {
+            streaming,
+            timers,
+            wire,
+            clamp,
+            gap_clamped,
+            idle_clamped,
+            retry,
+            hedge,
+        },
         exhausted,
         budget,
     }
@@ -501,14 +487,17 @@ fn hedge_plan(
 impl CallPlan<'_> {
     /// The wire header, moved out (a clone of a fresh header value would allocate).
     pub(crate) fn take_wire(&mut self) -> WireTimeout {
-        std::mem::replace(&mut self.wire, WireTimeout::Keep)
+        std::mem::replace(&mut self.decided.wire, WireTimeout::Keep)
     }
 
     /// Logs what SW4-002 §2.2 (or the stream gap ≤ total rule) changed, as warnings,
     /// inside the call's `span`.
     #[inline]
     pub(crate) fn log_clamps(&self, span: &tracing::Span) {
-        if self.clamp.is_some() || self.idle_clamped.is_some() || self.gap_clamped {
+        if self.decided.clamp.is_some()
+            || self.decided.idle_clamped.is_some()
+            || self.decided.gap_clamped
+        {
             self.log_clamped(span);
         }
     }
@@ -518,7 +507,7 @@ impl CallPlan<'_> {
     fn log_clamped(&self, span: &tracing::Span) {
         let profile = &self.profile.profile.name;
         let call = (self.route.service, self.route.method, profile);
-        if let Some(c) = &self.clamp {
+        if let Some(c) = &self.decided.clamp {
             let bound_source = &self.profile.sources[c.bound.field().index()];
             call_event!(
                 warn,
@@ -534,9 +523,9 @@ impl CallPlan<'_> {
             );
         }
         if let (Some(asked), Some(idle), Some(total)) = (
-            &self.idle_clamped,
-            self.timers.idle_limit(),
-            self.timers.total.as_ref(),
+            &self.decided.idle_clamped,
+            self.decided.timers.idle_limit(),
+            self.decided.timers.total.as_ref(),
         ) {
             call_event!(
                 warn,
@@ -550,12 +539,17 @@ impl CallPlan<'_> {
                 "SW4RM stream idle limit above its cap: clamped to the cap"
             );
         }
-        if self.gap_clamped {
+        if self.decided.gap_clamped {
             call_event!(
                 warn,
                 span,
                 (call.0, call.1, call.2),
-                effective_ms = self.timers.total.as_ref().map_or(0, |c| millis(c.limit())),
+                effective_ms = self
+                    .decided
+                    .timers
+                    .total
+                    .as_ref()
+                    .map_or(0, |c| millis(c.limit())),
                 bound = "total",
                 "SW4RM stream gap timeout clamped to the total timeout"
             );
@@ -652,11 +646,11 @@ mod tests {
                 idle_timeout_ms: 0,
             }));
             let p = plan_of(&set, STREAM, &ext);
-            let t = p.timers.total.clone().unwrap();
+            let t = p.decided.timers.total.clone().unwrap();
             assert_eq!((t.limit(), t.source), (want, Source::PerCall), "{total}");
-            assert_eq!(p.clamp.map(|c| c.bound), bound, "{total}");
+            assert_eq!(p.decided.clamp.map(|c| c.bound), bound, "{total}");
             assert!(
-                p.timers.gap().unwrap().limit() <= want,
+                p.decided.timers.gap().unwrap().limit() <= want,
                 "gap within the total"
             );
         }
@@ -732,7 +726,12 @@ mod tests {
                 ..Outer::default()
             };
             let p = heartbeat_plan(&set, &outer);
-            let total = p.timers.total.clone().map(|c| (c.limit(), c.source));
+            let total = p
+                .decided
+                .timers
+                .total
+                .clone()
+                .map(|c| (c.limit(), c.source));
             (total, p.exhausted, p.budget.map(|b| b.paused))
         };
         for row in rows {
@@ -792,7 +791,10 @@ mod tests {
                 scope,
                 ..Outer::default()
             };
-            heartbeat_plan(&set, &outer).retry.map(|r| r.min_timeout)
+            heartbeat_plan(&set, &outer)
+                .decided
+                .retry
+                .map(|r| r.min_timeout)
         };
         let inherited = |left| Current {
             inherited: Some(left),
@@ -958,13 +960,27 @@ mod tests {
                 &Outer::default(),
                 |_| row.message,
             );
-            let deadline = p.timers.total.clone().map(|c| (c.limit(), c.source));
+            let deadline = p
+                .decided
+                .timers
+                .total
+                .clone()
+                .map(|c| (c.limit(), c.source));
             assert_eq!(deadline, row.deadline, "{}: deadline", row.name);
-            p.wire.clone().apply(&mut headers);
+            p.decided.wire.clone().apply(&mut headers);
             let sent = headers.get(GRPC_TIMEOUT).map(|v| v.to_str().unwrap());
             assert_eq!(sent, row.wire, "{}: wire", row.name);
-            assert_eq!(p.clamp.map(|c| c.bound), row.clamp, "{}: clamp", row.name);
-            assert_eq!(p.streaming, row.streaming, "{}: streaming", row.name);
+            assert_eq!(
+                p.decided.clamp.map(|c| c.bound),
+                row.clamp,
+                "{}: clamp",
+                row.name
+            );
+            assert_eq!(
+                p.decided.streaming, row.streaming,
+                "{}: streaming",
+                row.name
+            );
         }
     }
 
@@ -1024,7 +1040,8 @@ mod tests {
                     let fresh = plan(&set, route, none, Asked::default(), &outer, |_| None);
                     let copied = RoutePlan::of(&set, route, &outer).call_plan(&set, route);
                     assert_eq!(format!("{copied:?}"), format!("{fresh:?}"), "{path}");
-                    planned += usize::from(fresh.retry.is_some() || fresh.hedge.is_some());
+                    planned +=
+                        usize::from(fresh.decided.retry.is_some() || fresh.decided.hedge.is_some());
                 }
             }
         }
@@ -1093,12 +1110,12 @@ mod tests {
         let due =
             |t: Option<&crate::policy::deadline::Cap>| t.cloned().map(|c| (c.limit(), c.source));
         assert_eq!(
-            due(p.timers.initial()),
+            due(p.decided.timers.initial()),
             Some((ms(30_000), Source::Standard))
         );
-        assert_eq!(due(p.timers.gap()), Some((ms(500), Source::Client)));
-        assert_eq!(p.timers.total, None);
-        let first = p.timers.next(Default::default()).unwrap();
+        assert_eq!(due(p.decided.timers.gap()), Some((ms(500), Source::Client)));
+        assert_eq!(p.decided.timers.total, None);
+        let first = p.decided.timers.next(Default::default()).unwrap();
         assert_eq!((first.at, first.phase), (ms(30_000), Phase::Initial));
     }
 
@@ -1164,8 +1181,11 @@ mod tests {
             policy.0.message_gap_timeout_ms = gap_ms;
             ext.insert(policy);
             let p = plan_of(&set, STREAM, &ext);
-            assert!(p.timers.gap().unwrap().limit() <= ms(10_000), "{gap_ms}");
-            assert_eq!(p.gap_clamped, said, "{gap_ms}");
+            assert!(
+                p.decided.timers.gap().unwrap().limit() <= ms(10_000),
+                "{gap_ms}"
+            );
+            assert_eq!(p.decided.gap_clamped, said, "{gap_ms}");
         }
     }
 

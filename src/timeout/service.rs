@@ -143,8 +143,8 @@ where
         planned.log_clamps(&span);
         let mut head = Head::of(&mut planned);
         let handoff = Handoff::of(shared, &planned, options, scope, cancel.is_some());
-        let retry = planned.retry.take();
-        let hedge = planned.hedge.take().map(|plan| {
+        let retry = planned.decided.retry.take();
+        let hedge = planned.decided.hedge.take().map(|plan| {
             let recent = window(shared, &plan, &found.labels);
             (plan, recent)
         });
@@ -241,8 +241,8 @@ impl Head {
     fn of(plan: &mut CallPlan<'_>) -> Self {
         Head {
             wire: plan.take_wire(),
-            quiet: plan.timers.quiet_limit(),
-            total: plan.timers.total.as_ref().map(|c| c.limit()),
+            quiet: plan.decided.timers.quiet_limit(),
+            total: plan.decided.timers.total.as_ref().map(|c| c.limit()),
         }
     }
 
@@ -394,8 +394,8 @@ fn rpc_span(level: tracing::Level, plan: &CallPlan<'_>) -> tracing::Span {
                 service = plan.route.service,
                 method = plan.route.method,
                 profile = %plan.profile.profile.name,
-                timeout_ms = plan.timers.total.as_ref().map(|c| millis(c.limit())),
-                streaming = plan.streaming,
+                timeout_ms = plan.decided.timers.total.as_ref().map(|c| millis(c.limit())),
+                streaming = plan.decided.streaming,
             )
         };
     }
