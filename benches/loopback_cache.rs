@@ -4,7 +4,7 @@
 //!
 //! ```sh
 //! cargo bench --bench loopback_cache --no-run   # prints the executable's path
-//! for v in plain-deadline layer layer-retries-off pass-through; do
+//! for v in plain-deadline layer layer-retries-off pass-through floor; do
 //!   valgrind --tool=cachegrind --cache-sim=yes --branch-sim=yes \
 //!     --cachegrind-out-file=cg.$v EXECUTABLE $v 5000
 //! done
@@ -20,6 +20,8 @@
 //! `layer-unique` gives each call a deadline of its own (`CallTimeout`, 4 s to 5 s, as
 //! a propagated or remaining deadline is), which the layer sends never-indexed;
 //! `plain-unique` sends the same values by hand, indexable, as tonic does.
+//! `floor` is the least a timeout layer with retries does per unary call
+//! (`support/floor.rs`): what the layer's own work costs above that.
 //! `unary` times the same calls; this says where the time goes when the instruction
 //! counts alone do not (benches/README.md, "Where a loopback call's time goes").
 //! Run without a variant (as `cargo bench` does), it makes a few calls of each and
@@ -33,6 +35,8 @@ use sw4rm_timeouts::{ProfileSet, TimeoutProfileLayer};
 use tonic::client::GrpcService;
 use tower_layer::Layer;
 
+#[path = "support/floor.rs"]
+mod floor;
 #[path = "support/loopback.rs"]
 mod loopback;
 
@@ -110,8 +114,13 @@ fn main() {
     let pass_through = RegistryServiceClient::new(
         tower::ServiceBuilder::new()
             .map_request(|r: http::Request<tonic::body::Body>| r)
-            .service(channel),
+            .service(channel.clone()),
     );
+    let floor = RegistryServiceClient::new(floor::Floor::new(
+        channel,
+        "/sw4rm.registry.RegistryService/Heartbeat",
+        HEARTBEAT,
+    ));
     let timed = times.as_mut();
     let kind = variant.clone();
     rt.block_on(async move {
@@ -120,6 +129,7 @@ fn main() {
             "layer" => calls(layered, n, Deadline::Profile, timed).await,
             "layer-retries-off" => calls(once, n, Deadline::Profile, timed).await,
             "pass-through" => calls(pass_through, n, Deadline::ByHand, timed).await,
+            "floor" => calls(floor, n, Deadline::Profile, timed).await,
             "plain-unique" => calls(plain, n, Deadline::UniqueByHand, timed).await,
             "layer-unique" => calls(layered, n, Deadline::Unique, timed).await,
             _ => {
@@ -127,6 +137,7 @@ fn main() {
                 calls(layered.clone(), 10, Deadline::Profile, None).await;
                 calls(once, 10, Deadline::Profile, None).await;
                 calls(pass_through, 10, Deadline::ByHand, None).await;
+                calls(floor, 10, Deadline::Profile, None).await;
                 calls(plain, 10, Deadline::UniqueByHand, None).await;
                 calls(layered, 10, Deadline::Unique, None).await;
             }
