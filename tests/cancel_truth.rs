@@ -335,6 +335,87 @@ async fn until_acknowledged_sends_again_after_a_failure_that_passes() {
     assert_eq!(tried.sends, 1);
 }
 
+/// The line of `sw4rm_swarm_cancellations_total` for an explicit cancel with `outcome`.
+fn explicit(outcome: &str, count: u64) -> String {
+    format!(r#"sw4rm_swarm_cancellations_total{{outcome="{outcome}",trigger="explicit"}} {count}"#)
+}
+
+/// Waits until the registry's text has `line`.
+async fn until_counted(registry: &metrics::Registry, line: &str) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let text = metrics::render(&[registry]);
+        if text.lines().any(|l| l == line) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "missing {line:?} in\n{text}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn each_delegation_cancel_is_counted_once_with_what_it_came_to() {
+    let mut child = agent(Work::Cooperative, false, 2, None).await;
+    let registry = metrics::Registry::new();
+    let provider = metrics::prometheus_provider(registry.clone()).unwrap();
+    let layer = TimeoutProfileLayer::standard()
+        .without_retries()
+        .with_meter_provider(&provider);
+    child.client = Sw4rm::connect_with(child.url.clone(), layer).await.unwrap();
+    let text = || metrics::render(&[&registry]);
+
+    // Sent three times (two UNAVAILABLE answers first), counted once.
+    hand(&child, "c-1").await;
+    let report = DelegationCancel::new("c-1")
+        .with_wait(CancelWait::UntilAcknowledged)
+        .send(&child.client)
+        .await;
+    assert_eq!(
+        (report.outcome, report.sends),
+        (CancelOutcome::Acknowledged, 3)
+    );
+    let counted = text();
+    assert!(
+        counted.lines().any(|l| l == explicit("acknowledged", 1)),
+        "{counted}"
+    );
+    ended(&mut child).await;
+
+    hand(&child, "c-2").await;
+    let report = DelegationCancel::new("c-2")
+        .with_wait(CancelWait::UntilEnded)
+        .send(&child.client)
+        .await;
+    assert_eq!(report.outcome, CancelOutcome::EndedInGrace);
+    let counted = text();
+    assert!(
+        counted.lines().any(|l| l == explicit("ended_in_grace", 1)),
+        "{counted}"
+    );
+    ended(&mut child).await;
+
+    // Abandoned: counted when its send ends, with the delegate's answer.
+    hand(&child, "c-3").await;
+    let report = DelegationCancel::new("c-3")
+        .with_wait(CancelWait::Abandon)
+        .send(&child.client)
+        .await;
+    assert_eq!(report.outcome, CancelOutcome::Abandoned);
+    until_counted(&registry, &explicit("acknowledged", 2)).await;
+    ended(&mut child).await;
+    let counted = text();
+    assert!(!counted.contains(r#"outcome="abandoned""#), "{counted}");
+    // The cascade's counter and the explicit cancels' are one family.
+    assert_eq!(
+        counted
+            .lines()
+            .filter(|l| l.starts_with("sw4rm_swarm_cancellations_total{"))
+            .count(),
+        2,
+        "{counted}"
+    );
+}
+
 #[tokio::test]
 async fn unimplemented_falls_back_to_the_deadline_and_the_cascade_counts_it() {
     let legacy = agent(Work::Cooperative, true, 0, None).await;

@@ -111,19 +111,36 @@ impl DelegationCancel {
 
     /// Sends it through `client` (the `handoff` profile), outside the current scope
     /// (a cancel must not be cancelled with the work it stops), and reports.
+    ///
+    /// With the client's metrics on, the cancel is counted once in
+    /// `sw4rm_swarm_cancellations_total{trigger="explicit"}`, its `outcome` what it
+    /// came to ([`CancelOutcome::as_str`]); an abandoned cancel is counted when its
+    /// send ends, with what the delegate answered.
     pub async fn send(mut self, client: &Sw4rm) -> CancelReport {
         let parent_left = crate::scope::own_grace_left();
         let grace = child_grace(effective_grace(self.request.grace_period_ms), parent_left);
         self.request.grace_period_ms = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX);
-        let report = |outcome, sends| CancelReport {
-            outcome,
-            grace,
-            sends,
+        let instruments = client.instruments();
+        let count = move |outcome: &CancelOutcome| {
+            if let Some(instruments) = &instruments {
+                instruments.delegation_cancelled("explicit", outcome.as_str());
+            }
+        };
+        let report = |outcome: CancelOutcome, sends| {
+            if sends > 0 {
+                count(&outcome);
+            }
+            CancelReport {
+                outcome,
+                grace,
+                sends,
+            }
         };
         match self.wait {
             CancelWait::Abandon => {
                 let sent = once(client.clone(), self.request, None);
-                tokio::spawn(detach(sent));
+                let counted = count.clone();
+                tokio::spawn(detach(async move { counted(&sent.await) }));
                 report(CancelOutcome::Abandoned, 0)
             }
             CancelWait::Try => {

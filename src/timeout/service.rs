@@ -83,6 +83,12 @@ impl<S> TimeoutProfileService<S> {
     pub fn profiles(&self) -> CurrentProfiles {
         CurrentProfiles(self.table.full())
     }
+
+    /// The layer's instruments now (`None`: metrics off), for what is counted beside
+    /// a call (a delegation's cancel).
+    pub(crate) fn instruments(&self) -> Option<crate::observe::metrics::Instruments> {
+        self.table.full().settings.instruments.clone()
+    }
 }
 
 type Request = http::Request<tonic::body::Body>;

@@ -60,11 +60,14 @@ pub const CANCELLED_TOTAL: &str = "sw4rm_rpc_cancelled_total";
 /// Name of the counter of reloads (`ReloadHandle`), with `outcome` = `applied` or
 /// `refused` (an invalid table, which left the one in use in place).
 pub const RELOADS_TOTAL: &str = "sw4rm_config_reloads_total";
-/// Name of the counter of `CancelDelegation`s the cancel cascade sent (SW4-004 §8.1),
-/// with `trigger` (`explicit`: a budget, a call or a delegation cancelled on purpose,
-/// or the caller gone; `deadline`: the inbound call's deadline passed) and `outcome`
-/// (`acknowledged`, `not_acknowledged`, `deadline_fallback` for a delegate that
-/// answered `UNIMPLEMENTED`, `failed`, `not_sent`).
+/// Name of the counter of delegations cancelled (SW4-004 §8.1): each cancel the cancel
+/// cascade sent, and each [`crate::swarm::DelegationCancel`] sent, once however many
+/// times it was sent again. With `trigger` (`explicit`: a `DelegationCancel`, or a
+/// budget, a call or a delegation cancelled on purpose, or the caller gone;
+/// `deadline`: the inbound call's deadline passed) and `outcome` (what the cancel came
+/// to, [`crate::swarm::CancelOutcome::as_str`]: `acknowledged`, `not_acknowledged`,
+/// `ended_in_grace`, `forced`, `deadline_fallback` for a delegate that answered
+/// `UNIMPLEMENTED`, `unknown`; and `not_sent` when the cascade could not send).
 pub const SWARM_CANCELLATIONS_TOTAL: &str = "sw4rm_swarm_cancellations_total";
 /// The instrumentation scope name.
 pub const METER_NAME: &str = "sw4rm-timeouts";
@@ -357,7 +360,7 @@ impl Instruments {
             delegation_cancels: meter
                 .u64_counter(SWARM_CANCELLATIONS_TOTAL)
                 .with_description(
-                    "CancelDelegation sent by the cancel cascade, by trigger and outcome",
+                    "SW4RM delegations cancelled (the cascade's and DelegationCancel's), by trigger and outcome",
                 )
                 .build(),
             meter,
