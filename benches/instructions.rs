@@ -4,14 +4,16 @@
 //!
 //! ```sh
 //! cargo bench --bench instructions --no-run   # prints the executable's path
-//! for v in plain retries-off retries-on reloadable; do
+//! for v in plain retries-off retries-on reloadable plain-extension extension; do
 //!   valgrind --tool=callgrind --callgrind-out-file=cg.$v EXECUTABLE $v
 //! done
 //! ```
 //!
 //! The layer's instructions per call are a variant's total minus `plain`'s, divided by
 //! 20,000 (setting up the layer is a few thousand instructions in all); `reloadable` is
-//! `retries-on` with its table behind a `ReloadHandle`. Run without a
+//! `retries-on` with its table behind a `ReloadHandle`. `extension` is `retries-on`
+//! with a value of the caller's own in each request's extensions (no override of the
+//! layer's), measured against `plain-extension`, plain with the same value. Run without a
 //! variant (as `cargo bench` does), it runs each once and prints nothing else.
 
 use sw4rm_timeouts::{ProfileSet, TimeoutProfileLayer};
@@ -32,8 +34,23 @@ where
     B: http_body::Body,
     B::Error: std::fmt::Debug,
 {
+    calls_with(svc, false).await
+}
+
+/// `CALLS` calls; with `extension`, each request carries a value of the caller's own.
+async fn calls_with<S, B>(svc: &mut S, extension: bool)
+where
+    S: Service<Request, Response = http::Response<B>>,
+    S::Error: std::fmt::Debug,
+    B: http_body::Body,
+    B::Error: std::fmt::Debug,
+{
     for _ in 0..CALLS {
-        drive(svc, request(PATH, false)).await;
+        let mut req = request(PATH, false);
+        if extension {
+            req.extensions_mut().insert(7u8);
+        }
+        drive(svc, req).await;
     }
 }
 
@@ -52,11 +69,14 @@ fn main() {
             "retries-off" => calls(&mut off.layer(InMemory::empty())).await,
             "retries-on" => calls(&mut on.layer(InMemory::empty())).await,
             "reloadable" => calls(&mut live.layer(InMemory::empty())).await,
+            "plain-extension" => calls_with(&mut InMemory::empty(), true).await,
+            "extension" => calls_with(&mut on.layer(InMemory::empty()), true).await,
             _ => {
                 calls(&mut InMemory::empty()).await;
                 calls(&mut off.layer(InMemory::empty())).await;
                 calls(&mut on.layer(InMemory::empty())).await;
                 calls(&mut live.layer(InMemory::empty())).await;
+                calls_with(&mut on.layer(InMemory::empty()), true).await;
             }
         }
     });

@@ -272,11 +272,39 @@ impl CallBudgetEnvelope {
 }
 
 /// The per-call overrides a request may carry, read from its extensions. A request
-/// whose extensions hold nothing or only tonic's `GrpcMethod` (what a generated client
-/// sets) carries none: every question about it is answered without a lookup, where
-/// each lookup of an extension hashes its type and probes a table.
+/// whose extensions hold none of them (nothing, tonic's `GrpcMethod` that a generated
+/// client sets, or values of the caller's own) carries none: every question about it
+/// is answered without a lookup, where each lookup of an extension hashes its type and
+/// probes a table, and the call can be planned by its route alone.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct CallOptions<'a>(Option<&'a http::Extensions>);
+
+/// A type the layer reads from a request's extensions as a per-call override. Only
+/// [`overrides!`] implements it, so a type read with [`CallOptions::get`] is one that
+/// [`CallOptions::of`] looks for.
+pub(crate) trait Override: Clone + Send + Sync + 'static {}
+
+/// Every per-call override type, listed once: each is an [`Override`], and
+/// `carries_one` says whether extensions hold any of them.
+macro_rules! overrides {
+    ($($t:ty),+ $(,)?) => {
+        $(impl Override for $t {})+
+
+        /// Whether `extensions` hold one of the per-call overrides.
+        fn carries_one(extensions: &http::Extensions) -> bool {
+            $(extensions.get::<$t>().is_some())||+
+        }
+    };
+}
+
+overrides!(
+    CallTimeout,
+    CallStreamingPolicy,
+    CallProgress,
+    CallRetry,
+    CallHedging,
+    CallBudgetEnvelope,
+);
 
 impl<'a> CallOptions<'a> {
     /// The overrides in `extensions`.
@@ -284,8 +312,8 @@ impl<'a> CallOptions<'a> {
     pub(crate) fn of(extensions: &'a http::Extensions) -> Self {
         let none = match extensions.len() {
             0 => true,
-            1 => extensions.get::<tonic::GrpcMethod<'static>>().is_some(),
-            _ => false,
+            1 if extensions.get::<tonic::GrpcMethod<'static>>().is_some() => true,
+            _ => !carries_one(extensions),
         };
         CallOptions((!none).then_some(extensions))
     }
@@ -301,7 +329,7 @@ impl<'a> CallOptions<'a> {
 
     /// The override of type `T`, when the request carries one.
     #[inline]
-    pub(crate) fn get<T: Clone + Send + Sync + 'static>(self) -> Option<&'a T> {
+    pub(crate) fn get<T: Override>(self) -> Option<&'a T> {
         self.0.and_then(http::Extensions::get::<T>)
     }
 }
@@ -311,7 +339,8 @@ mod options_tests {
     use super::*;
 
     /// Every override is found whatever else the request carries, and a request with
-    /// only a generated client's `GrpcMethod` (or nothing) has none.
+    /// none (nothing, a generated client's `GrpcMethod`, values of the caller's own)
+    /// carries none.
     #[test]
     fn overrides_are_found_beside_anything_else() {
         type Add = fn(&mut http::Extensions);
@@ -331,13 +360,53 @@ mod options_tests {
         for (name, add) in rows {
             let mut extensions = http::Extensions::new();
             add(&mut extensions);
-            assert!(
-                CallOptions::of(&extensions).get::<CallTimeout>().is_none(),
-                "{name}"
-            );
+            let none = CallOptions::of(&extensions);
+            assert!(none.is_none(), "{name}: no override");
+            assert!(none.get::<CallTimeout>().is_none(), "{name}");
             extensions.insert(CallTimeout::Infinite);
             let got = CallOptions::of(&extensions).get::<CallTimeout>().copied();
             assert_eq!(got, Some(CallTimeout::Infinite), "{name}");
+        }
+    }
+
+    /// Each kind of override alone, or beside a generated client's method and a value
+    /// of the caller's, makes the request carry an override (so it is planned with
+    /// it, never by its route alone).
+    #[test]
+    fn every_kind_of_override_is_seen() {
+        use crate::policy::progress::Heard;
+        use crate::proto::sw4rm::tool::ToolFrame;
+        type Add = fn(&mut http::Extensions);
+        let rows: [(&str, Add); 6] = [
+            ("timeout", |e| {
+                e.insert(CallTimeout::Infinite);
+            }),
+            ("streaming policy", |e| {
+                e.insert(CallStreamingPolicy(StreamingTimeoutPolicy::default()));
+            }),
+            ("progress rule", |e| {
+                let rule = ProgressRule::decoded(|_: &ToolFrame| Heard::progress(None));
+                e.insert(CallProgress(rule));
+            }),
+            ("retry", |e| {
+                e.insert(CallRetry::off());
+            }),
+            ("hedging", |e| {
+                e.insert(CallHedging::off());
+            }),
+            ("budget envelope", |e| {
+                e.insert(CallBudgetEnvelope::AsWritten);
+            }),
+        ];
+        for (name, add) in rows {
+            let mut alone = http::Extensions::new();
+            add(&mut alone);
+            assert!(!CallOptions::of(&alone).is_none(), "{name} alone");
+            let mut beside = http::Extensions::new();
+            beside.insert(tonic::GrpcMethod::new("s", "m"));
+            beside.insert(7u8);
+            add(&mut beside);
+            assert!(!CallOptions::of(&beside).is_none(), "{name} beside others");
         }
     }
 }

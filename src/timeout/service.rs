@@ -426,6 +426,7 @@ mod tests {
 
     const HEARTBEAT: &str = "/sw4rm.registry.RegistryService/Heartbeat";
     const STATE: &str = "/sw4rm.workflow.WorkflowService/GetWorkflowState";
+    const STATUS: &str = "/sw4rm.scheduler.SchedulerService/GetTaskStatus";
 
     fn request(path: &str) -> Request {
         let mut request = http::Request::new(tonic::body::Body::empty());
@@ -433,9 +434,10 @@ mod tests {
         request
     }
 
-    /// A call with nothing of its own is planned by its route's plan, made on the
-    /// route's first such call and kept for the next; a call with a value of its own
-    /// is planned apart, and no route plan is made for it.
+    /// A call with nothing of its own (an extension of the caller's that is no override
+    /// is nothing of its own) is planned by its route's plan, made on the route's first
+    /// such call and kept for the next; a call with a value of its own is planned
+    /// apart, and no route plan is made for it.
     #[tokio::test]
     async fn a_route_plan_is_made_once_for_the_calls_it_decides() {
         let answer = service_fn(|_: Request| async {
@@ -447,11 +449,18 @@ mod tests {
         let mut own = request(STATE);
         own.extensions_mut()
             .insert(CallTimeout::After(Duration::from_secs(2)));
-        for req in [request(HEARTBEAT), own] {
+        // A value of the caller's own that is no override of ours.
+        let mut other = request(STATUS);
+        other.extensions_mut().insert(7u8);
+        for req in [request(HEARTBEAT), own, other] {
             svc.ready().await.unwrap().call(req).await.unwrap();
         }
         let shared = svc.table.current().clone();
         let slot = |path| shared.paths.slot_of(&shared.profiles, path).unwrap();
+        assert!(
+            shared.plans.get(slot(STATUS)).is_some(),
+            "a caller's own extension is no value of the call's"
+        );
         let made = shared
             .plans
             .get(slot(HEARTBEAT))
