@@ -665,6 +665,8 @@ async fn the_span_names_the_redirect_chain_and_why_it_ended() {
     let ended = events.with_message("SW4RM delegation ended");
     let span = &ended.last().expect("the loop's end is logged");
     assert_eq!(span["span"], "sw4rm.delegate");
+    // SW4-004 §8.2's name for the handoff's request id.
+    assert_eq!(span["span.sw4rm.correlation_id"], "d-1");
     assert_eq!(span["span.sw4rm.redirect_count"], "1");
     assert_eq!(span["span.sw4rm.redirect_chain"], "gateway-a,gateway-b");
     assert_eq!(span["span.sw4rm.redirect_terminal_reason"], "redirect_loop");

@@ -159,7 +159,7 @@ impl Delegation {
         let mut cancel = pin!(cancelled());
         let span = tracing::info_span!(
             "sw4rm.delegate",
-            sw4rm.request_id = %cut(&self.request.request_id, QUOTE_LIMIT),
+            sw4rm.correlation_id = %cut(&self.request.request_id, QUOTE_LIMIT),
             sw4rm.redirect_count = tracing::field::Empty,
             sw4rm.redirect_chain = tracing::field::Empty,
             sw4rm.redirect_terminal_reason = tracing::field::Empty,

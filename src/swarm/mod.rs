@@ -31,8 +31,8 @@
 //! The outcome says what happened ([`DelegationOutcome`]: the final answer, why the
 //! loop stopped, every gateway sent to); the loop records SW4-004/005's metrics
 //! ([`SWARM_DELEGATIONS_TOTAL`] and the rest) and a `sw4rm.delegate` span with
-//! `sw4rm.redirect_count`, `sw4rm.redirect_chain` and
-//! `sw4rm.redirect_terminal_reason`.
+//! `sw4rm.correlation_id` (the `request_id`), `sw4rm.redirect_count`,
+//! `sw4rm.redirect_chain` and `sw4rm.redirect_terminal_reason`.
 //!
 //! ## Cancelling a delegation
 //!
