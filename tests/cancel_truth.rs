@@ -364,35 +364,34 @@ async fn each_delegation_cancel_is_counted_once_with_what_it_came_to() {
     child.client = Sw4rm::connect_with(child.url.clone(), layer).await.unwrap();
     let text = || metrics::render(&[&registry]);
 
-    // Sent three times (two UNAVAILABLE answers first), counted once.
-    hand(&child, "c-1").await;
-    let report = DelegationCancel::new("c-1")
-        .with_wait(CancelWait::UntilAcknowledged)
-        .send(&child.client)
-        .await;
-    assert_eq!(
-        (report.outcome, report.sends),
-        (CancelOutcome::Acknowledged, 3)
-    );
-    let counted = text();
-    assert!(
-        counted.lines().any(|l| l == explicit("acknowledged", 1)),
-        "{counted}"
-    );
-    ended(&mut child).await;
-
-    hand(&child, "c-2").await;
-    let report = DelegationCancel::new("c-2")
-        .with_wait(CancelWait::UntilEnded)
-        .send(&child.client)
-        .await;
-    assert_eq!(report.outcome, CancelOutcome::EndedInGrace);
-    let counted = text();
-    assert!(
-        counted.lines().any(|l| l == explicit("ended_in_grace", 1)),
-        "{counted}"
-    );
-    ended(&mut child).await;
+    // Sent three times (two UNAVAILABLE answers first), counted once; then a cancel
+    // that waits for the work's end.
+    let rows = [
+        (
+            "c-1",
+            CancelWait::UntilAcknowledged,
+            CancelOutcome::Acknowledged,
+            3,
+        ),
+        (
+            "c-2",
+            CancelWait::UntilEnded,
+            CancelOutcome::EndedInGrace,
+            1,
+        ),
+    ];
+    for (id, wait, outcome, sends) in rows {
+        hand(&child, id).await;
+        let report = DelegationCancel::new(id)
+            .with_wait(wait)
+            .send(&child.client)
+            .await;
+        let line = explicit(outcome.as_str(), 1);
+        assert_eq!((report.outcome, report.sends), (outcome, sends), "{id}");
+        let counted = text();
+        assert!(counted.lines().any(|l| l == line), "{id}: {counted}");
+        ended(&mut child).await;
+    }
 
     // Abandoned: counted when its send ends, with the delegate's answer.
     hand(&child, "c-3").await;
@@ -442,17 +441,7 @@ async fn unimplemented_falls_back_to_the_deadline_and_the_cascade_counts_it() {
         .await
         .unwrap();
     budget.cancel();
-    let line =
-        r#"sw4rm_swarm_cancellations_total{outcome="deadline_fallback",trigger="explicit"} 1"#;
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let text = metrics::render(&[&registry]);
-        if text.lines().any(|l| l == line) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "missing {line:?} in\n{text}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until_counted(&registry, &explicit("deadline_fallback", 1)).await;
 }
 
 #[tokio::test]
