@@ -27,18 +27,8 @@ use in_memory::{drive, request, InMemory, Request};
 const CALLS: usize = 20_000;
 const PATH: &str = "/sw4rm.registry.RegistryService/Heartbeat";
 
-async fn calls<S, B>(svc: &mut S)
-where
-    S: Service<Request, Response = http::Response<B>>,
-    S::Error: std::fmt::Debug,
-    B: http_body::Body,
-    B::Error: std::fmt::Debug,
-{
-    calls_with(svc, false).await
-}
-
 /// `CALLS` calls; with `extension`, each request carries a value of the caller's own.
-async fn calls_with<S, B>(svc: &mut S, extension: bool)
+async fn calls<S, B>(svc: &mut S, extension: bool)
 where
     S: Service<Request, Response = http::Response<B>>,
     S::Error: std::fmt::Debug,
@@ -65,18 +55,19 @@ fn main() {
     let (live, _handle) = on.clone().reloadable();
     rt.block_on(async {
         match variant.as_str() {
-            "plain" => calls(&mut InMemory::empty()).await,
-            "retries-off" => calls(&mut off.layer(InMemory::empty())).await,
-            "retries-on" => calls(&mut on.layer(InMemory::empty())).await,
-            "reloadable" => calls(&mut live.layer(InMemory::empty())).await,
-            "plain-extension" => calls_with(&mut InMemory::empty(), true).await,
-            "extension" => calls_with(&mut on.layer(InMemory::empty()), true).await,
+            "plain" => calls(&mut InMemory::empty(), false).await,
+            "retries-off" => calls(&mut off.layer(InMemory::empty()), false).await,
+            "retries-on" => calls(&mut on.layer(InMemory::empty()), false).await,
+            "reloadable" => calls(&mut live.layer(InMemory::empty()), false).await,
+            "plain-extension" => calls(&mut InMemory::empty(), true).await,
+            "extension" => calls(&mut on.layer(InMemory::empty()), true).await,
             _ => {
-                calls(&mut InMemory::empty()).await;
-                calls(&mut off.layer(InMemory::empty())).await;
-                calls(&mut on.layer(InMemory::empty())).await;
-                calls(&mut live.layer(InMemory::empty())).await;
-                calls_with(&mut on.layer(InMemory::empty()), true).await;
+                calls(&mut InMemory::empty(), false).await;
+                calls(&mut off.layer(InMemory::empty()), false).await;
+                calls(&mut on.layer(InMemory::empty()), false).await;
+                calls(&mut live.layer(InMemory::empty()), false).await;
+                calls(&mut InMemory::empty(), true).await;
+                calls(&mut on.layer(InMemory::empty()), true).await;
             }
         }
     });

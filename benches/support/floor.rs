@@ -81,6 +81,7 @@ fn take_whole(body: &mut Body) -> Option<Bytes> {
 pub struct Watched {
     body: Body,
     deadline: Pin<Box<tokio::time::Sleep>>,
+    /// The trailers' status, as a layer records it (the bench reads none back).
     status: Option<tonic::Code>,
 }
 
@@ -164,6 +165,7 @@ where
                 .headers()
                 .get(GRPC_STATUS)
                 .and_then(|v| v.to_str().ok()?.parse::<i32>().ok());
+            // Both live as long as a retry could want them; the bench's calls never retry.
             drop((kept, status));
             Ok(response.map(|body| Watched {
                 body,
