@@ -56,45 +56,51 @@
 //! ## Reading order: one unary call, file by file
 //!
 //! The tower glue (`src/timeout/`) plans a call and hands its attempts to the attempt
-//! engine (`src/attempts/`), which reports what happens to the call's record. Counted
-//! honestly — every file of the glue and the engine whose code one unary call with
-//! retries on runs (the rules in `policy/` and the codecs in `wire/` are read through
-//! them) — that is fifteen files (`tests/reading_order.rs` holds this list to the
-//! tree):
+//! engine (`src/attempts/`), which reports what happens to the call's record. A unary
+//! call its route alone plans (nothing of its own, no scope, no hedging), with its
+//! span off, goes the lean way: a small record, its first attempt sent without the
+//! engine. Counted honestly — every file of the glue and the engine whose code such a
+//! call with retries on runs when its first attempt answers it (the rules in `policy/`
+//! and the codecs in `wire/` are read through them) — that is twelve files
+//! (`tests/reading_order.rs` holds this list to the tree):
 //!
-//! 1. `timeout/service.rs` — `TimeoutProfileService::call`: route, plan, write the
-//!    plan onto the request, open the record, start the engine.
+//! 1. `timeout/service.rs` — `TimeoutProfileService::call`: route, plan, and for a
+//!    lean call open its record, keep the request, write the deadline, send.
 //! 2. `timeout/state/shared.rs` — where the call finds the layer's state (one atomic
 //!    load), what that state holds, and the path's route and labels, asked of the
 //!    profile table once per path.
 //! 3. `timeout/per_call.rs` — what the caller set on the request (one lookup when it
 //!    set nothing).
 //! 4. `timeout/plan.rs` — the pure call plan over the rules in `policy/`: the resolved
-//!    timeout, the smallest cap, the timers, the retry and hedge plans.
-//! 5. `attempts/retries.rs` — the call's retry state, in a box reused per thread (the
-//!    one allocation retries cost), and the layer's retry budget, paid into by every
-//!    answer;
+//!    timeout, the smallest cap, the timers, the retry and hedge plans; a route's
+//!    plan, made once, and whether its calls go the lean way.
+//! 5. `timeout/record/lean.rs` — the lean call's record, in a box reused per thread:
+//!    its deadline, its first attempt's timeout, its one timer, the request kept for
+//!    a retry, the watch on tonic's cancel;
 //! 6. `attempts/replay/request.rs` — the request's head and bytes, kept for replay,
 //! 7. `attempts/replay/handle.rs` — and the spare handle on the inner service later
 //!    attempts go through.
-//! 8. `timeout/record/mod.rs` — the call's record, opened with the plan's timers, and
-//!    its watch on the caller's cancels,
-//! 9. `timeout/record/boxed.rs` — in a box reused per thread (moved as a pointer).
-//! 10. `timeout/response.rs` — the call's future (the engine's call loop and the
-//!     record), then the response body under the remaining timers.
-//! 11. `attempts/call_loop.rs` — attempts one after another under the call's one
-//!     timer,
-//! 12. `attempts/attempt.rs` — one attempt: wait for the inner service, call it, wait
-//!     for the response headers; the one writer of an attempt's `grpc-timeout`; and
-//!     the timer, armed lazily, re-armed without allocating.
-//! 13. `attempts/verdict.rs` — what an attempt's end means (the answer, a retry, or
-//!     the call's failure), reading a status or a transport error as the rules do.
-//! 14. `attempts/event.rs` — what the engine and the body report, and to whom (the
-//!     `Sink`),
-//! 15. `timeout/record/events.rs` — and what the record makes of it: metrics, logs,
-//!     the timeout status.
+//! 8. `attempts/retries.rs` — the per-thread free lists the boxes come from, and the
+//!    layer's retry budget, paid into by every answer.
+//! 9. `timeout/response.rs` — the call's future, then the response body under the
+//!    remaining timers.
+//! 10. `attempts/attempt.rs` — the one writer of an attempt's `grpc-timeout`, and the
+//!     timer, armed lazily, re-armed without allocating.
+//! 11. `attempts/call_loop.rs` — which of the attempt's own timeout and the call's
+//!     deadline fires first (and the loop that takes over when the first attempt
+//!     does not simply answer the call).
+//! 12. `timeout/record/mod.rs` — where a call's end is recorded (its duration, what
+//!     the advisor observes) and tonic's cancel read.
 //!
-//! A hedged call reads the same files (of `retries.rs`, the retry budget) and
+//! A call whose first attempt does not simply answer it (a trailers-only status, an
+//! error, a retry, a timeout, a cancel) opens its full record there and goes on in the
+//! engine; so does every call that is not lean from the start (a value of its own, a
+//! scope, a stream, its span on). It reads, besides, `timeout/record/boxed.rs` (the
+//! full record's box, moved as a pointer), `attempts/verdict.rs` (what an attempt's
+//! end means: the answer, a retry, or the call's failure), `attempts/event.rs` (what
+//! the engine and the body report, and to whom: the `Sink`) and
+//! `timeout/record/events.rs` (what the record makes of it: metrics, logs, the timeout
+//! status): sixteen files. A hedged call reads those but the lean record, and
 //! `attempts/hedges.rs` (its concurrent attempts), `attempts/hedge_verdict.rs` (what
 //! each one's end means) and `attempts/hedge_rate.rs` (the layer's cap on hedges):
 //! eighteen files; a learned delay adds `timeout/state/per_path.rs` (the route's

@@ -5,7 +5,9 @@
 //! sent through the layer's own handle on the inner service when it is ready at once;
 //! later ones through handles taken from the spare (`replay/handle.rs`). What each
 //! attempt's end means is `verdict.rs` (`hedge_verdict.rs` for hedges); what
-//! happens is reported to the call's [`Sink`].
+//! happens is reported to the call's [`Sink`]. A call whose first attempt went out
+//! without the loop (the layer's lean calls) is taken over at that attempt's end
+//! ([`CallLoop::take_over`]), judged as the loop would have judged it.
 
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
@@ -15,14 +17,15 @@ use tokio::time::Instant;
 use tonic::Status;
 use tower_service::Service;
 
-use super::attempt::Attempt;
 use super::attempt::Timer;
+use super::attempt::{Attempt, Ended};
 use super::event::{CallEnd, Event, Run, Sink};
 use super::hedge_verdict::poll_hedges;
 use super::hedges::{HedgeContext, HedgePlan, Hedges};
 use super::replay::{Kept, Spare};
-use super::retries::{Resend, Retries};
+use super::retries::{Resend, Retries, Retry};
 use super::verdict::{attempt_timed_out, judge, timed_out, Verdict};
+use crate::policy::cancel::CancelReason;
 use crate::policy::deadline::{Due, Phase, Progress};
 use crate::wire::details::DetectedBy;
 use crate::wire::error::BoxError;
@@ -124,6 +127,14 @@ impl<S, F> CallLoop<S, F> {
         }
     }
 
+    /// A call that is over: nothing in flight, nothing to report but that it is over.
+    pub(crate) fn over() -> Self {
+        CallLoop {
+            step: Step::Over { refused: None },
+            retry: None,
+        }
+    }
+
     /// The call is over: its retry state's box goes back to the thread's free list,
     /// and the attempt in flight, if any, is dropped in place, and with it the inner
     /// call: hyper resets the HTTP/2 stream, and the server sees the cancel.
@@ -218,20 +229,23 @@ where
         };
         match verdict {
             Verdict::Fail(err) => return Poll::Ready(Err(err)),
-            Verdict::Retry(retry) => {
-                call.on(Event::Retried {
-                    attempt: retry.attempt,
-                    backoff: retry.backoff,
-                    reason: retry.reason,
-                    status: retry.status,
-                });
-                step.set(Step::Backoff {
-                    timer: Box::pin(Timer::new()),
-                    resume: retry.resume,
-                    resend: retry.resend,
-                });
-            }
+            Verdict::Retry(retry) => step.set(backoff(retry, call)),
         }
+    }
+}
+
+/// The retry the rules decided, reported: the backoff before its attempt.
+fn backoff<S, F, R: Sink>(retry: Retry<S>, call: &mut Run<'_, R>) -> Step<S, F> {
+    call.on(Event::Retried {
+        attempt: retry.attempt,
+        backoff: retry.backoff,
+        reason: retry.reason,
+        status: retry.status,
+    });
+    Step::Backoff {
+        timer: Box::pin(Timer::new()),
+        resume: retry.resume,
+        resend: retry.resend,
     }
 }
 
@@ -275,15 +289,104 @@ fn alarm<S: Clone, F, R: Sink>(
         let seen = Progress::default();
         return Poll::Ready(Verdict::Fail(call.end(CallEnd::Cancelled { reason, seen })));
     }
-    let due = match (attempt, call.first_due()) {
-        (Some(attempt), Some(first)) if first.at < attempt.at => first,
-        (Some(attempt), _) => attempt,
-        (None, Some(first)) => first,
-        (None, None) => return Poll::Pending,
+    let Some(due) = earliest(attempt, call.first_due()) else {
+        return Poll::Pending;
     };
     ready!(timer.poll_until(due.at, cx));
-    Poll::Ready(match due.phase {
-        Phase::Attempt => attempt_timed_out(call, retry.as_mut()),
+    Poll::Ready(expired(due, call, retry.as_mut()))
+}
+
+/// Which of an attempt's own timeout and the call's first deadline fires first (the
+/// attempt's on a tie).
+#[inline]
+pub(crate) fn earliest(
+    attempt: Option<Due<Instant>>,
+    first: Option<Due<Instant>>,
+) -> Option<Due<Instant>> {
+    match (attempt, first) {
+        (Some(attempt), Some(first)) if first.at < attempt.at => Some(first),
+        (Some(attempt), _) => Some(attempt),
+        (None, first) => first,
+    }
+}
+
+/// The timer fired at `due`: the attempt's own timeout (a retry, or the call's
+/// timeout in the attempt phase), or the call's deadline.
+fn expired<S: Clone, R: Sink>(
+    due: Due<Instant>,
+    call: &mut Run<'_, R>,
+    retry: Option<&mut Retries<S>>,
+) -> Verdict<S> {
+    match due.phase {
+        Phase::Attempt => attempt_timed_out(call, retry),
         phase => Verdict::Fail(timed_out(call, phase, DetectedBy::Client)),
-    })
+    }
+}
+
+/// How a call's first attempt, sent without the loop (a lean call, the layer's
+/// `timeout/record/lean.rs`), ended when it did not simply answer the call.
+#[derive(Debug)]
+pub(crate) enum FirstEnd<R> {
+    /// It ended: answered (a trailers-only status) or failed; `expired` says whether
+    /// its own timeout had passed when it did.
+    Ended { ended: Ended<R>, expired: bool },
+    /// The call's one timer fired at `Due` (the attempt's own timeout, or the call's
+    /// deadline); the attempt is dropped.
+    Due(Due<Instant>),
+    /// The caller cancelled; the attempt is dropped.
+    Cancelled(CancelReason),
+}
+
+/// What the loop makes of a first attempt's end it did not see ([`CallLoop::take_over`]).
+#[derive(Debug)]
+pub(crate) enum TakeOver<S, F, B> {
+    /// The call's answer.
+    Answered(http::Response<B>),
+    /// The call's error (its record has ended).
+    Failed(BoxError),
+    /// A retry: the loop, waiting out its backoff.
+    Retrying(CallLoop<S, F>),
+}
+
+impl<S, F> CallLoop<S, F> {
+    /// Takes over a call whose first attempt went out without the loop, at its `end`,
+    /// as the loop would have judged it. `retry` (the request kept, the spare) ends here
+    /// unless the call goes on retrying.
+    pub(crate) fn take_over<B, R: Sink>(
+        end: FirstEnd<http::Response<B>>,
+        mut retry: Option<Retries<S>>,
+        call: &mut Run<'_, R>,
+    ) -> TakeOver<S, F, B>
+    where
+        S: Clone,
+    {
+        let verdict = match end {
+            FirstEnd::Ended { ended, expired } => match judge(ended, expired, call, retry.as_mut())
+            {
+                Ok(response) => Err(TakeOver::Answered(response)),
+                Err(verdict) => Ok(verdict),
+            },
+            FirstEnd::Due(due) => Ok(expired(due, call, retry.as_mut())),
+            FirstEnd::Cancelled(reason) => {
+                let seen = Progress::default();
+                Err(TakeOver::Failed(
+                    call.end(CallEnd::Cancelled { reason, seen }),
+                ))
+            }
+        };
+        let verdict = match verdict {
+            Ok(Verdict::Retry(next)) => {
+                return TakeOver::Retrying(CallLoop {
+                    step: backoff(next, call),
+                    retry,
+                })
+            }
+            Ok(Verdict::Fail(err)) => TakeOver::Failed(err),
+            Err(over) => over,
+        };
+        if let Some(retry) = retry {
+            retry.end();
+        }
+        verdict
+    }
 }

@@ -35,8 +35,8 @@ mod replay;
 mod retries;
 mod verdict;
 
-pub(crate) use attempt::{Attempt, Timer, WireTimeout};
-pub(crate) use call_loop::CallLoop;
+pub(crate) use attempt::{Attempt, Ended, Timer, WireTimeout};
+pub(crate) use call_loop::{earliest, CallLoop, FirstEnd, TakeOver};
 pub(crate) use event::{CallEnd, Deadlines, Event, Run, Sink};
 pub(crate) use hedge_delay::RecentLatency;
 pub(crate) use hedge_rate::HedgeRate;

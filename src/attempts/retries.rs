@@ -19,7 +19,7 @@ use bytes::Bytes;
 use tokio::time::Instant;
 
 use super::attempt::WireTimeout;
-use super::replay::Spare;
+use super::replay::{Kept, Spare};
 use super::ATTEMPTS_HEADER;
 use crate::policy::deadline::Cap;
 use crate::policy::retry::{
@@ -42,6 +42,16 @@ pub(crate) struct RetryPlan {
     /// Where the policy's attempt timeout came from; `None`: the policy has none, and
     /// every attempt runs under what remains of the call's deadline alone.
     pub(crate) attempt_source: Option<Source>,
+}
+
+impl RetryPlan {
+    /// The first attempt's timeout, when it is shorter than the call's deadline.
+    pub(crate) fn first_cap(&self) -> Option<Cap> {
+        match (self.first, &self.attempt_source) {
+            (Some(t), Some(source)) => Some(Cap::new(t, source.clone())),
+            _ => None,
+        }
+    }
 }
 
 /// The retry state of one call: a share of the spare, and the rest in a box reused
@@ -141,6 +151,20 @@ impl<S: Clone> Retries<S> {
         // Written field by field where the box is: nothing of its size is moved.
         let mut state = boxes::take();
         state.kept.keep(request, bytes);
+        Self::planned(spare, plan, state)
+    }
+
+    /// The state of a call whose first attempt went out with `kept`, the request kept
+    /// for replay, before the retries were planned (a lean call's, when the rules
+    /// take over after its first attempt).
+    pub(crate) fn of_kept(spare: Spare<S>, plan: &mut RetryPlan, kept: &mut Kept) -> Self {
+        let mut state = boxes::take();
+        std::mem::swap(&mut state.kept, kept);
+        Self::planned(spare, plan, state)
+    }
+
+    #[inline(always)]
+    fn planned(spare: Spare<S>, plan: &mut RetryPlan, mut state: Box<RetryState>) -> Self {
         state.policy = plan.policy;
         state.idempotent = plan.idempotent;
         state.min_timeout = plan.min_timeout;

@@ -10,10 +10,11 @@
 //! state, and in it the path's route and labels, asked of the profile table once per
 //! path) → `plan.rs` (the pure call plan: resolve, timers, the smallest cap, the wire
 //! header; `per_call.rs` holds the request extensions a caller sets) → `response.rs`
-//! (the call's future: the engine's call loop and the call record; then the response
-//! body, which waits for messages under the remaining timers) → `record/` (the per-call
-//! record: the engine's sink, which emits metrics, logs and the timeout status exactly
-//! once). The rooms beside the glue: `state/` (what every call of one layer reads and
+//! (the call's future: a lean call's first attempt, or the engine's call loop and the
+//! call record; then the response body, which waits for messages under the remaining
+//! timers) → `record/` (the per-call record: the engine's sink, which emits metrics,
+//! logs and the timeout status exactly once; and the lean record of a call answered at
+//! its first attempt, which opens the full one when it is not). The rooms beside the glue: `state/` (what every call of one layer reads and
 //! where it finds it, each path's route and labels and what is kept of it, the reload
 //! that swaps it, what was observed for the advisor), `handoff/` (a handoff's budget
 //! envelope, SW4-004, and the cancel cascade).

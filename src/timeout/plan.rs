@@ -121,6 +121,23 @@ impl RoutePlan {
         RoutePlan(planned.decided)
     }
 
+    /// What the route decides of its calls.
+    #[inline(always)]
+    pub(crate) fn decided(&self) -> &Decided {
+        &self.0
+    }
+
+    /// Whether the route's calls may be sent the lean way (`record/lean.rs`): unary,
+    /// not hedged, nothing clamped to log on each call.
+    pub(crate) fn is_lean(&self) -> bool {
+        let d = &self.0;
+        !d.streaming
+            && d.hedge.is_none()
+            && d.clamp.is_none()
+            && !d.gap_clamped
+            && d.idle_clamped.is_none()
+    }
+
     /// The plan of a call on `route` that the route alone decides
     /// ([`RoutePlan::decides`]): what [`plan`] would say, copied.
     #[inline]

@@ -4,7 +4,12 @@
 //!
 //! **The future** holds the call's record and the engine's `CallLoop`
 //! (`crate::attempts`), which carries out the attempts and reports to the record; when
-//! the response headers arrive the record moves into the body.
+//! the response headers arrive the record moves into the body. A lean call's future
+//! (`record/lean.rs`) holds its first attempt and its lean record instead: response
+//! headers that are no trailers-only status are the answer, and the lean record moves
+//! into the body; any other end of the attempt (a status, an error, a timer, a cancel)
+//! opens the full record and hands the call to the engine, which judges that end as
+//! its own.
 //!
 //! **The body.** Unary calls keep their single deadline until the body ends (tonic's
 //! own timer stops at the response headers). Streams get SW4-002 §4.1: the initial
@@ -29,10 +34,10 @@ use tokio::time::Instant;
 use tonic::Status;
 use tower_service::Service;
 
-use super::record::{CallRecord, Record};
+use super::record::{Alarm, CallRecord, LeanCall, Record};
 use crate::attempts::{
-    Attempt, CallEnd, CallLoop, Event, HedgeContext, HedgePlan, Kept, Retries, Run, Sink, Spare,
-    Timer,
+    Attempt, CallEnd, CallLoop, Ended, Event, FirstEnd, HedgeContext, HedgePlan, Kept, Retries,
+    Run, Sink, Spare, TakeOver, Timer,
 };
 use crate::policy::deadline::Progress;
 use crate::policy::progress::Heard;
@@ -40,7 +45,7 @@ use crate::wire::details::DetectedBy;
 use crate::wire::error::BoxError;
 use crate::wire::framing::MessageCounter;
 use crate::wire::status::{
-    code_of_error, code_of_headers, is_server_timeout_code, lost_connection,
+    code_of_error, code_of_headers, is_server_timeout_code, lost_connection, AnswerHead,
 };
 
 type Request = http::Request<tonic::body::Body>;
@@ -50,14 +55,35 @@ pin_project! {
     #[derive(Debug)]
     #[must_use = "futures do nothing unless polled"]
     pub struct ResponseFuture<S, F> {
-        // The call's attempts: over (nothing in flight) once the call is answered or
-        // failed, or from the start when it was refused before it was sent.
         #[pin]
-        attempts: CallLoop<S, F>,
-        // The call's record while the call is in flight; it moves into the response
-        // body with the answer. Taken from here rather than by replacing the whole
-        // future: the record is the largest part, and every copy costs.
-        record: Option<CallRecord>,
+        call: Call<S, F>,
+    }
+}
+
+pin_project! {
+    #[project = CallProj]
+    #[project_replace = CallReplace]
+    #[derive(Debug)]
+    enum Call<S, F> {
+        // A lean call's first attempt, sent without the engine (`record/lean.rs`):
+        // its record (taken once the call is answered or the engine takes over), and
+        // the share of the spare a retry's handles come from when the call is retried.
+        Lean {
+            #[pin]
+            attempt: F,
+            record: LeanCall,
+            spare: Option<Spare<S>>,
+        },
+        // The engine's attempts: over (nothing in flight) once the call is answered
+        // or failed, or from the start when it was refused before it was sent. The
+        // call's record while the call is in flight; it moves into the response body
+        // with the answer. Taken from here rather than by replacing the whole future:
+        // the record is the largest part, and every copy costs.
+        Full {
+            #[pin]
+            attempts: CallLoop<S, F>,
+            record: Option<CallRecord>,
+        },
     }
 }
 
@@ -71,8 +97,10 @@ impl<S, F> ResponseFuture<S, F> {
         retry: Option<Retries<S>>,
     ) -> Self {
         ResponseFuture {
-            attempts: CallLoop::start(first, retry),
-            record: Some(record),
+            call: Call::Full {
+                attempts: CallLoop::start(first, retry),
+                record: Some(record),
+            },
         }
     }
 
@@ -99,8 +127,10 @@ impl<S, F> ResponseFuture<S, F> {
             }
         };
         ResponseFuture {
-            attempts,
-            record: Some(record),
+            call: Call::Full {
+                attempts,
+                record: Some(record),
+            },
         }
     }
 
@@ -108,8 +138,29 @@ impl<S, F> ResponseFuture<S, F> {
     /// nothing left of the deadline, a delegation refused).
     pub(crate) fn failed(status: Status) -> Self {
         ResponseFuture {
-            attempts: CallLoop::refused(status),
-            record: None,
+            call: Call::Full {
+                attempts: CallLoop::refused(status),
+                record: None,
+            },
+        }
+    }
+
+    /// Whether the call went the lean way (and the engine has not taken over).
+    #[cfg(all(test, feature = "testing"))]
+    pub(crate) fn is_lean(&self) -> bool {
+        matches!(self.call, Call::Lean { .. })
+    }
+
+    /// A lean call whose first `attempt` is under way, with its `record`; `spare`
+    /// when the call is retried.
+    #[inline(always)]
+    pub(crate) fn lean(attempt: F, record: LeanCall, spare: Option<Spare<S>>) -> Self {
+        ResponseFuture {
+            call: Call::Lean {
+                attempt,
+                record,
+                spare,
+            },
         }
     }
 }
@@ -123,33 +174,117 @@ where
     type Output = Result<http::Response<TimeoutBody<B>>, BoxError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut this = self.project();
-        let Some(record) = this.record.as_mut() else {
-            // Refused before it was sent, or polled after it completed.
-            return Poll::Ready(Err(this.attempts.refusal().into()));
+        let mut call = self.project().call;
+        if let CallProj::Lean {
+            attempt, record, ..
+        } = call.as_mut().project()
+        {
+            let end = ready!(poll_lean(attempt, record, cx));
+            // The first attempt is over: dropped here, where it lies.
+            let CallReplace::Lean { record, spare, .. } =
+                call.as_mut().project_replace(Call::over())
+            else {
+                unreachable!("a lean call's future holds its attempt")
+            };
+            let mut lean = record;
+            let end = match end {
+                Ok(response) => {
+                    return Poll::Ready(Ok(response.map(|inner| TimeoutBody::lean(inner, lean))))
+                }
+                Err(end) => end,
+            };
+            // The engine takes over, with the call's full record.
+            let (mut record, retries) = lean.open(spare);
+            drop(lean);
+            let deadlines = record.deadlines();
+            match CallLoop::take_over(end, retries, &mut Run::new(&mut *record, deadlines)) {
+                TakeOver::Answered(response) => {
+                    record.answered(response.headers());
+                    return Poll::Ready(Ok(response.map(|body| TimeoutBody::new(body, record))));
+                }
+                TakeOver::Failed(err) => return Poll::Ready(Err(err)),
+                TakeOver::Retrying(attempts) => call.set(Call::Full {
+                    attempts,
+                    record: Some(record),
+                }),
+            }
+        }
+        let CallProj::Full {
+            mut attempts,
+            record: kept,
+        } = call.project()
+        else {
+            unreachable!("a call's future is lean until the engine takes over")
         };
-        let (mut timer, call) = record.parts();
-        let attempts = this.attempts.as_mut();
-        let answered = ready!(call.in_span_mut(
+        let Some(record) = kept.as_mut() else {
+            // Refused before it was sent, or polled after it completed.
+            return Poll::Ready(Err(attempts.refusal().into()));
+        };
+        let (mut timer, record) = record.parts();
+        let polled = attempts.as_mut();
+        let answered = ready!(record.in_span_mut(
             #[inline(always)]
             |call| {
                 let deadlines = call.deadlines();
-                attempts.poll(timer.as_mut(), &mut Run::new(call, deadlines), cx)
+                polled.poll(timer.as_mut(), &mut Run::new(call, deadlines), cx)
             }
         ));
         if let Ok(response) = &answered {
-            call.answered(response.headers());
+            record.answered(response.headers());
         }
         // The call is over: the attempt in flight, if any, is dropped here, and the
         // timer disarmed; the record moves into the body, or ends with the error.
-        this.attempts.as_mut().finish();
+        attempts.as_mut().finish();
         timer.clear();
-        Poll::Ready(match (answered, this.record.take()) {
+        Poll::Ready(match (answered, kept.take()) {
             (Ok(response), Some(record)) => Ok(response.map(|body| TimeoutBody::new(body, record))),
             (Err(err), _) => Err(err),
-            (Ok(_), None) => Err(this.attempts.refusal().into()),
+            (Ok(_), None) => Err(attempts.refusal().into()),
         })
     }
+}
+
+impl<S, F> Call<S, F> {
+    /// A call that is over: polled again, it answers that it is.
+    fn over() -> Self {
+        Call::Full {
+            attempts: CallLoop::over(),
+            record: None,
+        }
+    }
+}
+
+/// Polls a lean call's first attempt: the call's answer (response headers that are no
+/// trailers-only status), or how the attempt ended otherwise, for the engine to take
+/// over from.
+#[inline]
+fn poll_lean<F, B, E>(
+    attempt: Pin<&mut F>,
+    lean: &mut LeanCall,
+    cx: &mut Context<'_>,
+) -> Poll<Result<http::Response<B>, FirstEnd<http::Response<B>>>>
+where
+    F: Future<Output = Result<http::Response<B>, E>>,
+    E: Into<BoxError>,
+{
+    let ended = match attempt.poll(cx) {
+        Poll::Ready(Ok(response)) if AnswerHead::of(response.headers()).status.is_none() => {
+            lean.answered();
+            return Poll::Ready(Ok(response));
+        }
+        Poll::Ready(Ok(response)) => Ended::Answered(response),
+        Poll::Ready(Err(err)) => Ended::Failed(err.into()),
+        Poll::Pending => {
+            return lean.poll_alarm(true, cx).map(|alarm| {
+                Err(match alarm {
+                    Alarm::Cancelled(reason) => FirstEnd::Cancelled(reason),
+                    Alarm::Due(due) => FirstEnd::Due(due),
+                })
+            })
+        }
+    };
+    let expired = lean.expired();
+    Poll::Ready(Err(FirstEnd::Ended { ended, expired }))
 }
 
 pin_project! {
@@ -173,6 +308,12 @@ pin_project! {
             // A stream's count of what arrived (boxed: a unary body carries 8 bytes,
             // not 120, through every move of the response).
             stream: Option<Box<Arrived>>,
+        },
+        // A lean call's answer (`record/lean.rs`), under its deadline.
+        Lean {
+            #[pin]
+            inner: B,
+            call: LeanCall,
         },
         // The body ended, failed or timed out: the inner body (and with it the
         // HTTP/2 stream) and the timers are gone.
@@ -227,6 +368,16 @@ impl<B> TimeoutBody<B> {
                 call,
                 stream,
             },
+        }
+    }
+}
+
+impl<B> TimeoutBody<B> {
+    /// The answer of a lean call, watched with its record.
+    #[inline]
+    pub(crate) fn lean(inner: B, call: LeanCall) -> Self {
+        TimeoutBody {
+            state: State::Lean { inner, call },
         }
     }
 }
@@ -377,6 +528,62 @@ where
     ControlFlow::Break(outcome)
 }
 
+/// Polls a lean call's body once: its end recorded with the trailers' status, or the
+/// call's full record opened for a timeout (the server's, or the deadline's) or a
+/// cancel, which it reports as the engine's would.
+fn watch_lean<B>(inner: Pin<&mut B>, call: &mut LeanCall, cx: &mut Context<'_>) -> Watched<B::Data>
+where
+    B: Body,
+    B::Error: Into<BoxError>,
+{
+    let seen = Progress::default();
+    let outcome = match inner.poll_frame(cx) {
+        Poll::Ready(Some(Ok(frame))) => {
+            let Some(trailers) = frame.trailers_ref() else {
+                return ControlFlow::Continue(Poll::Ready(Some(Ok(frame))));
+            };
+            let code = code_of_headers(trailers);
+            if call.is_over() || !is_server_timeout_code(code, || call.deadline()) {
+                call.finish(code.unwrap_or(tonic::Code::Unknown));
+                return ControlFlow::Continue(Poll::Ready(Some(Ok(frame))));
+            }
+            let (mut record, _) = call.open::<()>(None);
+            let phase = record.server_phase(0);
+            let detected_by = DetectedBy::Server;
+            Some(Err(record.end(CallEnd::TimedOut {
+                phase,
+                detected_by,
+                seen,
+            })))
+        }
+        Poll::Ready(Some(Err(e))) => {
+            let e = lost_connection(e.into());
+            call.finish(code_of_error(&*e));
+            Some(Err(e))
+        }
+        Poll::Ready(None) => {
+            call.finish(tonic::Code::Unknown);
+            None
+        }
+        Poll::Pending => {
+            let alarm = match call.poll_alarm(false, cx) {
+                Poll::Ready(alarm) => alarm,
+                Poll::Pending => return ControlFlow::Continue(Poll::Pending),
+            };
+            let (mut record, _) = call.open::<()>(None);
+            Some(Err(record.end(match alarm {
+                Alarm::Cancelled(reason) => CallEnd::Cancelled { reason, seen },
+                Alarm::Due(due) => CallEnd::TimedOut {
+                    phase: due.phase,
+                    detected_by: DetectedBy::Client,
+                    seen,
+                },
+            })))
+        }
+    };
+    ControlFlow::Break(outcome)
+}
+
 impl<B> Body for TimeoutBody<B>
 where
     B: Body,
@@ -390,13 +597,21 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<B::Data>, BoxError>>> {
         let mut state = self.project().state;
-        let StateProj::Watched {
-            inner,
-            call,
-            stream,
-        } = state.as_mut().project()
-        else {
-            return Poll::Ready(None);
+        let (inner, call, stream) = match state.as_mut().project() {
+            StateProj::Watched {
+                inner,
+                call,
+                stream,
+            } => (inner, call, stream),
+            StateProj::Lean { inner, call } => {
+                let outcome = match watch_lean(inner, call, cx) {
+                    ControlFlow::Continue(passed) => return passed,
+                    ControlFlow::Break(outcome) => outcome,
+                };
+                state.set(State::Ended);
+                return Poll::Ready(outcome);
+            }
+            StateProj::Ended => return Poll::Ready(None),
         };
         let (timer, call) = call.parts();
         let stream = stream.as_deref_mut();
@@ -415,14 +630,14 @@ where
 
     fn is_end_stream(&self) -> bool {
         match &self.state {
-            State::Watched { inner, .. } => inner.is_end_stream(),
+            State::Watched { inner, .. } | State::Lean { inner, .. } => inner.is_end_stream(),
             State::Ended => true,
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match &self.state {
-            State::Watched { inner, .. } => inner.size_hint(),
+            State::Watched { inner, .. } | State::Lean { inner, .. } => inner.size_hint(),
             State::Ended => SizeHint::with_exact(0),
         }
     }

@@ -1,5 +1,8 @@
 //! [`TimeoutProfileService`]: per call, plan it, put the deadline on the wire, open
-//! the call record and start the timer.
+//! the call record and start the timer. A unary call its route alone plans, with its
+//! span off, goes the lean way when the inner service is ready at once: a small record
+//! (`record/lean.rs`), the request kept for a retry, its first attempt sent without
+//! the engine, which takes over only if that attempt does not simply answer it.
 
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -11,8 +14,8 @@ use tower_service::Service;
 use super::handoff::cascade::{remember, CascadeSender};
 use super::handoff::stamp::{refused, stamp_handoff};
 use super::per_call::{CallBudgetEnvelope, CallOptions};
-use super::plan::{asked, not_a_grpc_path, plan, CallPlan, Outer, RoutePlan};
-use super::record::CallRecord;
+use super::plan::{asked, not_a_grpc_path, plan, CallPlan, Decided, Outer, RoutePlan};
+use super::record::{CallRecord, LeanCall};
 use super::response::ResponseFuture;
 use super::state::reload::CurrentProfiles;
 use super::state::shared::{Found, Reader, Shared, Table};
@@ -21,9 +24,11 @@ use crate::attempts::{
     CallLoop, HedgeContext, HedgePlan, Kept, RecentLatency, Retries, RetryPlan, Spare, SpareSlot,
     WireTimeout,
 };
+use crate::config::ResolvedProfile;
 use crate::policy::deadline::{Phase, Progress};
 use crate::policy::hedge::HedgingDelay;
 use crate::policy::message::MessageField;
+use crate::policy::route::{Lookup, ProfileId};
 use crate::policy::streaming::millis;
 use crate::scope::{CancelSignal, Current};
 use crate::wire::details::DetectedBy;
@@ -136,6 +141,16 @@ where
             true => route_plan(shared, &found),
             false => None,
         };
+        let mut span = None;
+        if let Some(routed) = routed.filter(|plan| plan.is_lean() && lean(shared)) {
+            let made = route_span(shared, &found, routed);
+            if made.is_disabled() && ready_now(&mut self.inner) {
+                let call = (found.labels, found.route.profile);
+                let sent = (req, body, start);
+                return send_lean((&mut self.inner, &self.spare), shared, call, routed, sent);
+            }
+            span = Some(made);
+        }
         // Each arm makes the plan where it is kept (an `Option` of it would be moved).
         let mut planned = match routed {
             Some(routed) => routed.call_plan(&shared.profiles, found.route),
@@ -145,15 +160,14 @@ where
                 plan(&shared.profiles, found.route, options, asked, outer, peek)
             }
         };
-        let span = rpc_span(shared.settings.span_level, &planned);
+        let span = span.unwrap_or_else(|| {
+            let level = shared.settings.span_level;
+            rpc_span(level, &planned.route, planned.profile, &planned.decided)
+        });
         planned.log_clamps(&span);
         let mut head = Head::of(&mut planned);
         let handoff = Handoff::of(shared, &planned, options, scope, cancel.is_some());
-        let retry = planned.decided.retry.take();
-        let hedge = planned.decided.hedge.take().map(|plan| {
-            let recent = window(shared, &plan, &found.labels);
-            (plan, recent)
-        });
+        let attempts = Attempts::of(shared, &mut planned, &found.labels, head.total, start);
         let exhausted = planned.exhausted;
         let mut call = CallRecord::open(shared.clone(), found.labels, &mut planned, start, span);
         if exhausted {
@@ -175,34 +189,42 @@ where
         if let Some(signal) = cancel {
             call.watch_cancel(signal);
         }
-        let attempts = Attempts {
-            retry,
-            hedge,
-            total: head.total,
-            start,
-        };
         let handles = (&self.inner, &self.spare);
         let sending = keep(handles, shared, &req, &mut body, &mut call, attempts);
         *req.body_mut() = body;
         // Written once the request is kept: a kept head leaves it out anyway (each
         // attempt writes its own), and keeping then finds one header fewer to skip.
         head.write_wire(req.headers_mut());
-        match sending {
-            Sending::Hedged(spare, hedging) => {
-                ResponseFuture::hedged(&mut self.inner, spare, req, hedging, call)
-            }
-            Sending::Once(retry) => {
-                let inner = &mut self.inner;
-                // Sent where the attempt is kept: a closure would move it out.
-                let first = match call.enabled_span() {
-                    None => CallLoop::first_attempt(inner, req, start, retry.as_ref()),
-                    Some(span) => {
-                        let _entered = span.enter();
-                        CallLoop::first_attempt(inner, req, start, retry.as_ref())
-                    }
-                };
-                ResponseFuture::start(first, call, retry)
-            }
+        send(&mut self.inner, req, sending, call, start)
+    }
+}
+
+/// Sends the call's first attempt through `inner`, hedged or not, in the call's span
+/// when it is on.
+#[inline(always)]
+fn send<S>(
+    inner: &mut S,
+    req: Request,
+    sending: Sending<S>,
+    call: CallRecord,
+    start: Instant,
+) -> ResponseFuture<S, S::Future>
+where
+    S: Service<Request> + Clone,
+    S::Error: Into<BoxError>,
+{
+    match sending {
+        Sending::Hedged(spare, hedging) => ResponseFuture::hedged(inner, spare, req, hedging, call),
+        Sending::Once(retry) => {
+            // Sent where the attempt is kept: a closure would move it out.
+            let first = match call.enabled_span() {
+                None => CallLoop::first_attempt(inner, req, start, retry.as_ref()),
+                Some(span) => {
+                    let _entered = span.enter();
+                    CallLoop::first_attempt(inner, req, start, retry.as_ref())
+                }
+            };
+            ResponseFuture::start(first, call, retry)
         }
     }
 }
@@ -331,6 +353,30 @@ struct Attempts {
     start: Instant,
 }
 
+impl Attempts {
+    /// The plan's retry and hedging plans (taken out of it), with the route's recent
+    /// latency for a learned delay; `total`, the call's deadline from `start`.
+    #[inline(always)]
+    fn of(
+        shared: &Shared,
+        plan: &mut CallPlan<'_>,
+        labels: &LabelsRef,
+        total: Option<Duration>,
+        start: Instant,
+    ) -> Self {
+        let hedge = plan.decided.hedge.take().map(|plan| {
+            let recent = window(shared, &plan, labels);
+            (plan, recent)
+        });
+        Attempts {
+            retry: plan.decided.retry.take(),
+            hedge,
+            total,
+            start,
+        }
+    }
+}
+
 /// How the call's first attempt goes out.
 // Made and matched within `call`'s frame (`keep` is inlined there) and never stored:
 // boxing the hedged variant would cost an allocation per hedged call for nothing.
@@ -392,16 +438,21 @@ fn window(shared: &Shared, plan: &HedgePlan, labels: &LabelsRef) -> Option<Arc<R
 
 /// The RPC's span (clamp and timeout events are emitted inside it), at the layer's
 /// level: a disabled level costs nothing.
-fn rpc_span(level: tracing::Level, plan: &CallPlan<'_>) -> tracing::Span {
+fn rpc_span(
+    level: tracing::Level,
+    route: &Lookup<'_>,
+    profile: &ResolvedProfile,
+    decided: &Decided,
+) -> tracing::Span {
     macro_rules! span {
         ($make:ident) => {
             tracing::$make!(
                 "sw4rm_rpc",
-                service = plan.route.service,
-                method = plan.route.method,
-                profile = %plan.profile.profile.name,
-                timeout_ms = plan.decided.timers.total.as_ref().map(|c| millis(c.limit())),
-                streaming = plan.decided.streaming,
+                service = route.service,
+                method = route.method,
+                profile = %profile.profile.name,
+                timeout_ms = decided.timers.total.as_ref().map(|c| millis(c.limit())),
+                streaming = decided.streaming,
             )
         };
     }
@@ -412,6 +463,57 @@ fn rpc_span(level: tracing::Level, plan: &CallPlan<'_>) -> tracing::Span {
         tracing::Level::DEBUG => span!(debug_span),
         _ => span!(trace_span),
     }
+}
+
+/// The span of a call its route alone plans ([`rpc_span`]).
+#[inline(always)]
+fn route_span(shared: &Shared, found: &Found<'_>, plan: &RoutePlan) -> tracing::Span {
+    let profile = shared.profiles.get(found.route.profile);
+    rpc_span(
+        shared.settings.span_level,
+        &found.route,
+        profile,
+        plan.decided(),
+    )
+}
+
+/// Whether the layer's settings let a call go the lean way (`record/lean.rs`): any
+/// metric but gRPC's per-attempt families, which count each attempt as it starts.
+#[inline(always)]
+fn lean(shared: &Shared) -> bool {
+    let instruments = shared.settings.instruments.as_ref();
+    !instruments.is_some_and(crate::observe::metrics::Instruments::wants_tally)
+}
+
+/// Whether `inner` takes a call now (as a plain tonic call finds its channel ready).
+#[inline(always)]
+fn ready_now<S: Service<Request>>(inner: &mut S) -> bool {
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    matches!(inner.poll_ready(&mut cx), Poll::Ready(Ok(())))
+}
+
+/// Sends a call its route alone plans the lean way (`record/lean.rs`), through
+/// `inner`, ready now: its record opened, its request kept for a retry when the route
+/// retries, its deadline written, its first attempt sent.
+#[inline(always)]
+fn send_lean<S: Service<Request> + Clone>(
+    (inner, spare): (&mut S, &SpareSlot<S>),
+    shared: &Arc<Shared>,
+    call: (LabelsRef, ProfileId),
+    plan: &RoutePlan,
+    (mut req, mut body, start): (Request, tonic::body::Body, Instant),
+) -> ResponseFuture<S, S::Future> {
+    let decided = plan.decided();
+    let mut record = LeanCall::new(shared, call, plan, start);
+    let spare = match decided.retry {
+        Some(_) if record.keep(&req, &mut body, shared.settings.retry.replay_limit) => {
+            Some(spare.share(inner))
+        }
+        _ => None,
+    };
+    *req.body_mut() = body;
+    decided.wire.clone().apply(req.headers_mut());
+    ResponseFuture::lean(inner.call(req), record, spare)
 }
 
 #[cfg(test)]

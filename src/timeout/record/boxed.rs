@@ -24,6 +24,8 @@ use tokio::time::Instant;
 use super::{BudgetSpent, Record, State};
 use crate::attempts::Timer;
 use crate::attempts::{pop, push};
+use crate::policy::deadline::Timers;
+use crate::policy::route::ProfileId;
 use crate::timeout::plan::CallPlan;
 use crate::timeout::state::shared::Shared;
 use crate::timeout::state::LabelsRef;
@@ -55,6 +57,14 @@ thread_local! {
     static FREE: RefCell<Vec<Slot>> = const { RefCell::new(Vec::new()) };
 }
 
+/// What a record is opened with besides the layer's state, the labels and the start.
+struct Opening {
+    profile: ProfileId,
+    timers: Timers,
+    streaming: bool,
+    budget: Option<BudgetSpent>,
+}
+
 /// The record of one call in flight, in its box. It derefs to the [`Record`]; dropping
 /// it ends the record (the end event, once) and gives the box back.
 #[derive(Debug)]
@@ -74,21 +84,55 @@ impl CallRecord {
         start: Instant,
         span: tracing::Span,
     ) -> Self {
+        // The plan's timers are taken (the plan is borrowed, not moved: it is large).
+        let opening = Opening {
+            profile: plan.route.profile,
+            timers: std::mem::take(&mut plan.decided.timers),
+            streaming: plan.decided.streaming,
+            budget: plan.budget.map(BudgetSpent::from),
+        };
+        Self::open_with(shared, labels, opening, start, span)
+    }
+
+    /// Opens the record of a unary call sent the lean way (`lean.rs`) when its first
+    /// attempt did not simply answer it: its route's `timers`, no budget, no span.
+    pub(crate) fn open_lean(
+        shared: Arc<Shared>,
+        labels: LabelsRef,
+        (profile, timers): (ProfileId, Timers),
+        start: Instant,
+    ) -> Self {
+        let opening = Opening {
+            profile,
+            timers,
+            streaming: false,
+            budget: None,
+        };
+        Self::open_with(shared, labels, opening, start, tracing::Span::none())
+    }
+
+    #[inline(always)]
+    fn open_with(
+        shared: Arc<Shared>,
+        labels: LabelsRef,
+        opening: Opening,
+        start: Instant,
+        span: tracing::Span,
+    ) -> Self {
         let mut slot = take();
-        // Written where it is kept, taking the plan's timers (the plan is borrowed, not
-        // moved: it is large).
+        // Written where it is kept.
         *slot.as_mut().project().record = Some(Record {
             shared,
             labels,
-            profile: plan.route.profile,
+            profile: opening.profile,
             start,
-            timers: std::mem::take(&mut plan.decided.timers),
-            streaming: plan.decided.streaming,
+            timers: opening.timers,
+            streaming: opening.streaming,
             span,
             state: State::Open,
             attempts: None,
             attempt: None,
-            budget: plan.budget.map(BudgetSpent::from),
+            budget: opening.budget,
             header_code: None,
             sent: false,
             cancel: None,

@@ -17,8 +17,10 @@ macro_rules! logged {
 
 mod boxed;
 mod events;
+mod lean;
 
 pub(crate) use boxed::CallRecord;
+pub(crate) use lean::{Alarm, LeanCall};
 
 use std::num::NonZeroU32;
 use std::sync::atomic::Ordering;
@@ -101,6 +103,49 @@ impl From<BudgetNow> for BudgetSpent {
         BudgetSpent {
             paused_ms: u32::try_from(millis(budget.paused)).unwrap_or(u32::MAX),
             elapsed_ms: u32::try_from(millis(budget.ran)).unwrap_or(u32::MAX),
+        }
+    }
+}
+
+/// A call as its end is recorded: by its record, or by the lean record of a call
+/// answered at its first attempt (`lean.rs`).
+pub(super) struct Ending<'a> {
+    pub(super) shared: &'a Shared,
+    pub(super) labels: &'a LabelsRef,
+    pub(super) start: Instant,
+    pub(super) streaming: bool,
+}
+
+impl Ending<'_> {
+    /// Records the end of the call: its duration (and timeout) and what it observed,
+    /// counting it as lasting `counted` when given (else the time since it started,
+    /// read only where a metric or an observation wants it: a call of a layer that
+    /// records nothing reads no clock here).
+    pub(super) fn record(
+        &self,
+        counted: Option<std::time::Duration>,
+        timed_out: bool,
+        code: impl FnOnce() -> Code,
+    ) {
+        let elapsed = || counted.unwrap_or_else(|| self.start.elapsed());
+        let instruments = self.shared.settings.instruments.as_ref();
+        let attrs = || &self.shared.paths.get(self.labels).attrs;
+        // Unary calls only: a stream's duration is not what its timers bound.
+        let Some(observed) = self.shared.observed.as_ref().filter(|_| !self.streaming) else {
+            if let Some(instruments) = instruments {
+                instruments.record(elapsed(), timed_out, code, attrs());
+            }
+            return;
+        };
+        let elapsed = elapsed();
+        let code = if timed_out {
+            Code::DeadlineExceeded
+        } else {
+            code()
+        };
+        observed.record(self.labels.slot(), elapsed, timed_out, code == Code::Ok);
+        if let Some(instruments) = instruments {
+            instruments.record(elapsed, timed_out, || code, attrs());
         }
     }
 }
@@ -289,25 +334,13 @@ impl Record {
         timed_out: bool,
         code: impl FnOnce() -> Code,
     ) {
-        let elapsed = || counted.unwrap_or_else(|| self.start.elapsed());
-        let instruments = self.shared.settings.instruments.as_ref();
-        // Unary calls only: a stream's duration is not what its timers bound.
-        let Some(observed) = self.shared.observed.as_ref().filter(|_| !self.streaming) else {
-            if let Some(instruments) = instruments {
-                instruments.record(elapsed(), timed_out, code, &self.labels().attrs);
-            }
-            return;
+        let call = Ending {
+            shared: &self.shared,
+            labels: &self.labels,
+            start: self.start,
+            streaming: self.streaming,
         };
-        let elapsed = elapsed();
-        let code = if timed_out {
-            Code::DeadlineExceeded
-        } else {
-            code()
-        };
-        observed.record(self.labels.slot(), elapsed, timed_out, code == Code::Ok);
-        if let Some(instruments) = instruments {
-            instruments.record(elapsed, timed_out, || code, &self.labels().attrs);
-        }
+        call.record(counted, timed_out, code);
     }
 
     fn cap(&self, phase: Phase) -> Option<&Cap> {
@@ -477,23 +510,10 @@ impl Record {
         &mut self.request
     }
 
-    /// Polls the request body tonic made: it fails with `CANCELLED` once the caller
-    /// cancels (out of line: most calls carry no body to watch).
+    /// Polls the request body tonic made ([`poll_request_cancel`]).
     #[inline(never)]
     fn poll_request_cancel(&mut self, cx: &mut Context<'_>) -> Poll<CancelReason> {
-        use http_body::Body;
-        match std::pin::Pin::new(&mut self.request).poll_frame(cx) {
-            Poll::Ready(Some(Err(status))) if status.code() == Code::Cancelled => {
-                self.request = tonic::body::Body::empty();
-                Poll::Ready(CancelReason::CallCancelled)
-            }
-            // Anything else from a body already read: nothing more to learn from it.
-            Poll::Ready(Some(_)) => {
-                self.request = tonic::body::Body::empty();
-                Poll::Pending
-            }
-            Poll::Ready(None) | Poll::Pending => Poll::Pending,
-        }
+        poll_request_cancel(&mut self.request, cx)
     }
 
     /// The call was cancelled by its scope after it was sent: ends the record and
@@ -571,6 +591,28 @@ impl Record {
             sent,
             "SW4RM RPC cancelled by its scope"
         );
+    }
+}
+
+/// Polls `request`, the request body tonic made: it fails with `CANCELLED` once the
+/// caller cancels with `Request::cancellation_handle()`. Once it has said anything
+/// else, or the cancel, it is emptied: nothing more to learn from it.
+pub(super) fn poll_request_cancel(
+    request: &mut tonic::body::Body,
+    cx: &mut Context<'_>,
+) -> Poll<CancelReason> {
+    use http_body::Body;
+    match std::pin::Pin::new(&mut *request).poll_frame(cx) {
+        Poll::Ready(Some(Err(status))) if status.code() == Code::Cancelled => {
+            *request = tonic::body::Body::empty();
+            Poll::Ready(CancelReason::CallCancelled)
+        }
+        // Anything else from a body already read: nothing more to learn from it.
+        Poll::Ready(Some(_)) => {
+            *request = tonic::body::Body::empty();
+            Poll::Pending
+        }
+        Poll::Ready(None) | Poll::Pending => Poll::Pending,
     }
 }
 
