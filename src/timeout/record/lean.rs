@@ -21,6 +21,7 @@ use pin_project_lite::pin_project;
 use tokio::time::Instant;
 use tonic::Code;
 
+use super::boxed::KEPT_PER_THREAD;
 use super::{poll_request_cancel, CallRecord, Ending};
 use crate::attempts::{earliest, pop, push, Kept, Retries, RetryBudget, Spare, Timer};
 use crate::policy::cancel::CancelReason;
@@ -62,9 +63,6 @@ struct Lean {
 }
 
 type Slot = Pin<Box<Held>>;
-
-/// The most boxes one thread keeps for later calls.
-const KEPT_PER_THREAD: usize = 32;
 
 thread_local! {
     #[allow(clippy::vec_box)]
@@ -302,7 +300,8 @@ impl Drop for LeanCall {
 /// time, and records the same metrics and observations. The engine's run is forced by
 /// a subscriber that turns the call's span on; each run is checked to have gone the
 /// way it was meant to.
-#[cfg(all(test, feature = "testing"))]
+#[cfg(test)]
+#[cfg(feature = "testing")]
 mod tests {
     use std::future::Future;
     use std::time::Duration;
