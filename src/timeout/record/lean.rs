@@ -96,14 +96,21 @@ impl LeanCall {
             })
         });
         let decided = plan.decided();
-        let due = decided.timers.next(Progress::default());
+        // Placed on the clock; past any representable instant, never.
+        let due = decided.timers.next(Progress::default()).and_then(|due| {
+            let at = start.checked_add(due.at)?;
+            Some(Due {
+                at,
+                phase: due.phase,
+            })
+        });
         let first = decided.retry.as_ref().and_then(|retry| retry.first);
         *slot.as_mut().project().call = Some(Lean {
             shared: shared.clone(),
             labels,
             profile,
             start,
-            due: due.map(|due| due.map(|after| start + after)),
+            due,
             until: first.and_then(|timeout| start.checked_add(timeout)),
             kept: false,
         });
