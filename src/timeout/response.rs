@@ -181,12 +181,14 @@ where
         {
             let end = ready!(poll_lean(attempt, record, cx));
             // The first attempt is over: dropped here, where it lies.
-            let CallReplace::Lean { record, spare, .. } =
-                call.as_mut().project_replace(Call::over())
+            let CallReplace::Lean {
+                record: mut lean,
+                spare,
+                ..
+            } = call.as_mut().project_replace(Call::over())
             else {
                 unreachable!("a lean call's future holds its attempt")
             };
-            let mut lean = record;
             let end = match end {
                 Ok(response) => {
                     return Poll::Ready(Ok(response.map(|inner| TimeoutBody::lean(inner, lean))))
