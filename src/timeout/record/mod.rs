@@ -5,6 +5,10 @@
 //!
 //! The record also watches for the caller's cancels (the last part of this file): the
 //! cancel signal of the scope the call was made in, and tonic's cancellation handle.
+//!
+//! A lean call (`lean.rs`) keeps a smaller record while its first attempt is all there
+//! is to it, records its end the same way ([`Ending`]), and opens this one when that
+//! attempt does not simply answer it.
 
 /// Logs one of the call's events in its span (`call_event!`), naming the call by the
 /// record's labels.
