@@ -286,8 +286,7 @@ fn alarm<S: Clone, F, R: Sink>(
     };
     // The scope's cancel ends every attempt as the deadline does.
     if let Poll::Ready(reason) = call.poll_cancel(cx) {
-        let seen = Progress::default();
-        return Poll::Ready(Verdict::Fail(call.end(CallEnd::Cancelled { reason, seen })));
+        return Poll::Ready(cancelled(reason, call));
     }
     let Some(due) = earliest(attempt, call.first_due()) else {
         return Poll::Pending;
@@ -308,6 +307,13 @@ pub(crate) fn earliest(
         (Some(attempt), _) => Some(attempt),
         (None, first) => first,
     }
+}
+
+/// The caller cancelled (`reason`) while an attempt or a backoff waited: the call's
+/// failure.
+fn cancelled<S, R: Sink>(reason: CancelReason, call: &mut Run<'_, R>) -> Verdict<S> {
+    let seen = Progress::default();
+    Verdict::Fail(call.end(CallEnd::Cancelled { reason, seen }))
 }
 
 /// The timer fired at `due`: the attempt's own timeout (a retry, or the call's
@@ -360,33 +366,24 @@ impl<S, F> CallLoop<S, F> {
     where
         S: Clone,
     {
-        let verdict = match end {
-            FirstEnd::Ended { ended, expired } => match judge(ended, expired, call, retry.as_mut())
-            {
-                Ok(response) => Err(TakeOver::Answered(response)),
-                Err(verdict) => Ok(verdict),
-            },
-            FirstEnd::Due(due) => Ok(expired(due, call, retry.as_mut())),
-            FirstEnd::Cancelled(reason) => {
-                let seen = Progress::default();
-                Err(TakeOver::Failed(
-                    call.end(CallEnd::Cancelled { reason, seen }),
-                ))
-            }
+        let judged = match end {
+            FirstEnd::Ended { ended, expired } => judge(ended, expired, call, retry.as_mut()),
+            FirstEnd::Due(due) => Err(expired(due, call, retry.as_mut())),
+            FirstEnd::Cancelled(reason) => Err(cancelled(reason, call)),
         };
-        let verdict = match verdict {
-            Ok(Verdict::Retry(next)) => {
+        let over = match judged {
+            Err(Verdict::Retry(next)) => {
                 return TakeOver::Retrying(CallLoop {
                     step: backoff(next, call),
                     retry,
                 })
             }
-            Ok(Verdict::Fail(err)) => TakeOver::Failed(err),
-            Err(over) => over,
+            Err(Verdict::Fail(err)) => TakeOver::Failed(err),
+            Ok(response) => TakeOver::Answered(response),
         };
         if let Some(retry) = retry {
             retry.end();
         }
-        verdict
+        over
     }
 }

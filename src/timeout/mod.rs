@@ -14,10 +14,11 @@
 //! call record; then the response body, which waits for messages under the remaining
 //! timers) → `record/` (the per-call record: the engine's sink, which emits metrics,
 //! logs and the timeout status exactly once; and the lean record of a call answered at
-//! its first attempt, which opens the full one when it is not). The rooms beside the glue: `state/` (what every call of one layer reads and
-//! where it finds it, each path's route and labels and what is kept of it, the reload
-//! that swaps it, what was observed for the advisor), `handoff/` (a handoff's budget
-//! envelope, SW4-004, and the cancel cascade).
+//! its first attempt, which opens the full one when it is not). The rooms beside the
+//! glue: `state/` (what every call of one layer reads and where it finds it, each
+//! path's route and labels and what is kept of it, the reload that swaps it, what was
+//! observed for the advisor), `handoff/` (a handoff's budget envelope, SW4-004, and the
+//! cancel cascade).
 
 /// Emits one of a call's events inside its `sw4rm_rpc` span. An enabled span already
 /// names the call's service, method and profile, so the event leaves them out and a

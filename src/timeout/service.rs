@@ -142,7 +142,7 @@ where
             false => None,
         };
         let mut span = None;
-        if let Some(routed) = routed.filter(|plan| plan.is_lean() && lean(shared)) {
+        if let Some(routed) = routed.filter(|plan| plan.is_lean() && lean_allowed(shared)) {
             let made = route_span(shared, &found, routed);
             if made.is_disabled() && ready_now(&mut self.inner) {
                 let call = (found.labels, found.route.profile);
@@ -480,7 +480,7 @@ fn route_span(shared: &Shared, found: &Found<'_>, plan: &RoutePlan) -> tracing::
 /// Whether the layer's settings let a call go the lean way (`record/lean.rs`): any
 /// metric but gRPC's per-attempt families, which count each attempt as it starts.
 #[inline(always)]
-fn lean(shared: &Shared) -> bool {
+fn lean_allowed(shared: &Shared) -> bool {
     let instruments = shared.settings.instruments.as_ref();
     !instruments.is_some_and(crate::observe::metrics::Instruments::wants_tally)
 }

@@ -126,7 +126,7 @@ impl LeanCall {
     }
 
     #[inline(always)]
-    fn lean(&self) -> Option<&Lean> {
+    fn in_flight(&self) -> Option<&Lean> {
         self.slot.as_ref().and_then(|slot| slot.call.as_ref())
     }
 
@@ -157,25 +157,29 @@ impl LeanCall {
     /// call is retried (as the rules do for any answer).
     #[inline]
     pub(crate) fn answered(&self) {
-        if let Some(budget) = self.lean().filter(|c| c.kept).and_then(Lean::retry_budget) {
+        if let Some(budget) = self
+            .in_flight()
+            .filter(|c| c.kept)
+            .and_then(Lean::retry_budget)
+        {
             budget.succeed();
         }
     }
 
     /// Whether the first attempt's own timeout has passed.
     pub(crate) fn expired(&self) -> bool {
-        let until = self.lean().and_then(|call| call.until);
+        let until = self.in_flight().and_then(|call| call.until);
         until.is_some_and(|until| Instant::now() >= until)
     }
 
     /// When the server's answer would be the call's own deadline passing.
     pub(crate) fn deadline(&self) -> Option<Instant> {
-        self.lean()?.due.map(|due| due.at)
+        self.in_flight()?.due.map(|due| due.at)
     }
 
     /// Whether the call has ended (its end recorded, or its full record opened).
     pub(crate) fn is_over(&self) -> bool {
-        self.lean().is_none()
+        self.in_flight().is_none()
     }
 
     /// While the call waits: the caller's cancel, then the call's one timer, at the
