@@ -20,8 +20,8 @@ use tonic::Status;
 use super::cancel::CancelSignal;
 use super::long_work::{note_if_outside_the_layer, LongWork, Output, Produced};
 use super::outcome::Outcome;
-use super::progress::WorkState;
 use super::task::{current_caller_quiet, inbound_signal, serving};
+use super::work_state::WorkState;
 use crate::policy::cancel::CancelReason;
 
 /// One message of a [`ProgressStream`], before the handler's `frame` function turns

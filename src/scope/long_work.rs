@@ -13,8 +13,8 @@ use tokio::time::Instant;
 
 use super::cancel::CancelSignal;
 use super::outcome::{outcome, CapFrom, Ending, Limits, Outcome};
-use super::progress::WorkState;
 use super::task::{current_deadline, current_inbound, with_work};
+use super::work_state::WorkState;
 use crate::policy::cancel::CancelReason;
 use crate::policy::streaming::{millis, StreamingTimeoutPolicy};
 use crate::policy::wrap_up::WrapUp;
@@ -271,10 +271,7 @@ impl LongWork {
         F: FnOnce(Output<T>) -> Fut,
         Fut: Future<Output = R>,
     {
-        note_if_outside_the_layer();
-        let produced = Arc::new(Produced::Collect(Mutex::new(Vec::new())));
-        let state = Arc::new(WorkState::new(Instant::now()));
-        self.run_with(produced, state, None, work).await
+        self.run_collecting(None, work).await
     }
 
     /// Like [`LongWork::run`], and tells `tell` how the work ended when the guard is
@@ -291,11 +288,23 @@ impl LongWork {
         F: FnOnce(Output<T>) -> Fut,
         Fut: Future<Output = R>,
     {
+        self.run_collecting(Some(Box::new(tell)), work).await
+    }
+
+    /// Runs `work` under the guard, started now, collecting what it pushes.
+    async fn run_collecting<T, R, F, Fut>(
+        self,
+        tell: Option<OnAbandon<T>>,
+        work: F,
+    ) -> Outcome<R, T>
+    where
+        F: FnOnce(Output<T>) -> Fut,
+        Fut: Future<Output = R>,
+    {
         note_if_outside_the_layer();
         let produced = Arc::new(Produced::Collect(Mutex::new(Vec::new())));
         let state = Arc::new(WorkState::new(Instant::now()));
-        self.run_with(produced, state, Some(Box::new(tell)), work)
-            .await
+        self.run_with(produced, state, tell, work).await
     }
 
     /// Runs `work` under the guard, reporting to `state` (started now) and putting

@@ -45,6 +45,7 @@
 // scope when it plans a call.
 
 mod cancel;
+mod cancelled;
 mod caps;
 mod delegations;
 mod long_stream;
@@ -54,10 +55,12 @@ mod outcome;
 mod progress;
 mod server;
 mod task;
+mod work_state;
 mod wrap_up;
 
 pub use crate::policy::cancel::{child_grace, effective_grace, MIN_CANCEL_GRACE};
-pub use cancel::{cancel_reason, cancelled, is_cancelled, remembered_handoffs, Cancelled};
+pub use cancel::remembered_handoffs;
+pub use cancelled::{cancel_reason, cancelled, is_cancelled, Cancelled};
 pub use delegations::{
     CancelAnswer, Delegated, DelegationBook, Delegations, HandoffRefused, PeerText,
     EARLY_CANCEL_MEMORY, MAX_EARLY_CANCELS,
@@ -73,7 +76,8 @@ pub use server::{
 pub use task::{carry, current_deadline, detach, with_deadline, Scope, Scoped};
 pub use wrap_up::{remaining, should_wrap_up, wrap_up_notice, WrapUpNotice};
 
-pub(crate) use cancel::{own_grace_left, CancelSignal, RememberedHandoff, Watch};
+pub(crate) use cancel::{CancelSignal, RememberedHandoff, Watch};
+pub(crate) use cancelled::own_grace_left;
 pub(crate) use caps::{BudgetNow, Current, Tightened};
 pub(crate) use operation_budget::epoch_ms_now;
 pub(crate) use task::current;

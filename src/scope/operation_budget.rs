@@ -1,7 +1,6 @@
 //! [`OperationBudget`]: one time budget for a whole operation of many calls, which
 //! pauses while a human decides.
 
-use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -9,7 +8,6 @@ use tokio::time::Instant;
 
 use super::cancel::CancelSignal;
 use super::caps::BudgetNow;
-use super::task::{with_budget, Scoped};
 use crate::policy::cancel::CancelReason;
 use crate::policy::envelope::{incoming, Basis, Envelope};
 use crate::policy::inherit::budget_remaining;
@@ -259,14 +257,6 @@ impl OperationBudget {
         PauseGuard {
             budget: self.clone(),
         }
-    }
-
-    /// Runs `future` with every outgoing call capped by this budget (inside any
-    /// inherited deadline already in scope), and cancelled with the budget or the
-    /// enclosing scope.
-    #[must_use = "futures do nothing unless polled"]
-    pub fn run<F: Future>(&self, future: F) -> Scoped<F> {
-        with_budget(self.clone(), future)
     }
 
     /// Cancels the operation on purpose: every scope the budget runs (and what was

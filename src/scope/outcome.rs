@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tonic::Status;
 
-use super::progress::WorkState;
+use super::work_state::WorkState;
 use crate::policy::deadline::Phase;
 use crate::policy::route::{split_path, STANDARD_ROUTES};
 use crate::policy::source::Source;

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use super::cancel::CancelSignal;
 use super::caps::Current;
 use super::operation_budget::OperationBudget;
-use super::progress::WorkState;
+use super::work_state::WorkState;
 
 /// What a task's outgoing calls are capped by (opaque: see [`carry`], [`detach`],
 /// [`with_deadline`] and [`OperationBudget::run`]).
@@ -192,16 +192,22 @@ pub(crate) fn with_current_work<R>(f: impl FnOnce(&WorkState) -> R) -> Option<R>
     SCOPE.try_with(|s| s.work.as_deref().map(f)).ok().flatten()
 }
 
-/// Runs `future` under `budget`: the budget's own signal is the scope's (what is
-/// remembered on it lives as long as the budget), cancelled with the budget, or with
-/// the scope it is run in (the budget's work is part of that scope's).
-pub(crate) fn with_budget<F: Future>(budget: OperationBudget, future: F) -> Scoped<F> {
-    let mut scope = scope_now();
-    let signal = budget.signal().clone();
-    if let Some(parent) = &scope.cancel {
-        parent.adopt(&signal);
+impl OperationBudget {
+    /// Runs `future` with every outgoing call capped by this budget (inside any
+    /// inherited deadline already in scope), and cancelled with the budget or the
+    /// enclosing scope.
+    #[must_use = "futures do nothing unless polled"]
+    pub fn run<F: Future>(&self, future: F) -> Scoped<F> {
+        let mut scope = scope_now();
+        // The budget's own signal is the scope's (what is remembered on it lives as
+        // long as the budget), cancelled with the budget, or with the scope it is run
+        // in (the budget's work is part of that scope's).
+        let signal = self.signal().clone();
+        if let Some(parent) = &scope.cancel {
+            parent.adopt(&signal);
+        }
+        scope.cancel = Some(signal);
+        scope.budget = Some(self.clone());
+        SCOPE.scope(scope, future)
     }
-    scope.cancel = Some(signal);
-    scope.budget = Some(budget);
-    SCOPE.scope(scope, future)
 }

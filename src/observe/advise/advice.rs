@@ -282,38 +282,6 @@ impl Advice {
         &self.profiles
     }
 
-    /// The proposal as a TOML overlay the global configuration accepts: each verdict
-    /// as a comment above the values it changes. Check it with `sw4rm-timeouts check
-    /// FILE`; see it applied with `sw4rm-timeouts explain --config FILE`.
-    pub fn overlay(&self) -> String {
-        super::overlay::write(self)
-    }
-
-    /// The advice as one self-contained HTML page (inline SVG, nothing fetched from
-    /// elsewhere): per profile its verdict and replay, and per route a chart of its
-    /// successful calls' latency on a log axis with p50, p99 and p99.9 marked, the
-    /// timeout in use, the profile's min and max and the proposal as lines, and the
-    /// share that timed out. `sw4rm-timeouts advise --report FILE.html` writes it.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use sw4rm_timeouts::advise::{Advice, LatencySnapshot, RouteLatency};
-    /// use sw4rm_timeouts::ProfileSet;
-    ///
-    /// let mut latency = LatencySnapshot::default();
-    /// for i in 0..1_000u64 {
-    ///     latency.record(Duration::from_millis(15 + i % 10));
-    /// }
-    /// let route = RouteLatency::new("sw4rm.registry.RegistryService", "Heartbeat", "heartbeat", latency);
-    /// let page = Advice::new(&ProfileSet::standard(), &[route]).html_report();
-    /// assert!(page.starts_with("<!DOCTYPE html>"));
-    /// assert_eq!(page.matches("<svg ").count(), 1);
-    /// assert!(page.contains(r#"class="limit current" data-ms="5000""#));
-    /// ```
-    pub fn html_report(&self) -> String {
-        super::report::page(self)
-    }
-
     /// Proposals the overlay leaves as suggestions: they do not dominate the value in
     /// use (and, for a route's own profile, do not hold the route where it is).
     ///

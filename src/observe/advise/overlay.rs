@@ -34,8 +34,17 @@ impl Totals {
     }
 }
 
+impl Advice {
+    /// The proposal as a TOML overlay the global configuration accepts: each verdict
+    /// as a comment above the values it changes. Check it with `sw4rm-timeouts check
+    /// FILE`; see it applied with `sw4rm-timeouts explain --config FILE`.
+    pub fn overlay(&self) -> String {
+        write(self)
+    }
+}
+
 /// The overlay of `advice`.
-pub(super) fn write(advice: &Advice) -> String {
+fn write(advice: &Advice) -> String {
     let t = Totals::of(advice);
     let mut out = format!(
         "# SW4-002 timeouts proposed by sw4rm-timeouts advise from {} calls on {} \

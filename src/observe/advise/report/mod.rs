@@ -24,8 +24,35 @@ line.written{stroke:#1e8449}line.suggested{stroke:#d68910}\
 text.current{fill:#c0392b}text.min,text.max{fill:#666}text.written{fill:#1e8449}\
 text.suggested{fill:#b9770e}.meter{fill:#eee}.meter-fill{fill:#c0392b}";
 
+impl Advice {
+    /// The advice as one self-contained HTML page (inline SVG, nothing fetched from
+    /// elsewhere): per profile its verdict and replay, and per route a chart of its
+    /// successful calls' latency on a log axis with p50, p99 and p99.9 marked, the
+    /// timeout in use, the profile's min and max and the proposal as lines, and the
+    /// share that timed out. `sw4rm-timeouts advise --report FILE.html` writes it.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use sw4rm_timeouts::advise::{Advice, LatencySnapshot, RouteLatency};
+    /// use sw4rm_timeouts::ProfileSet;
+    ///
+    /// let mut latency = LatencySnapshot::default();
+    /// for i in 0..1_000u64 {
+    ///     latency.record(Duration::from_millis(15 + i % 10));
+    /// }
+    /// let route = RouteLatency::new("sw4rm.registry.RegistryService", "Heartbeat", "heartbeat", latency);
+    /// let page = Advice::new(&ProfileSet::standard(), &[route]).html_report();
+    /// assert!(page.starts_with("<!DOCTYPE html>"));
+    /// assert_eq!(page.matches("<svg ").count(), 1);
+    /// assert!(page.contains(r#"class="limit current" data-ms="5000""#));
+    /// ```
+    pub fn html_report(&self) -> String {
+        page(self)
+    }
+}
+
 /// The page.
-pub(super) fn page(advice: &Advice) -> String {
+fn page(advice: &Advice) -> String {
     let t = Totals::of(advice);
     let mut out = format!(
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n\
