@@ -1,5 +1,5 @@
 //! [`LongWork`]: the guard a handler runs long work under. The work is stopped when it
-//! is stuck (no [`super::progress`] for the idle limit) or at the hard cap (the smaller
+//! is stuck (no [`super::progress()`] for the idle limit) or at the hard cap (the smaller
 //! of the cap and the inbound deadline), whichever comes first; the handler gets a
 //! typed [`Outcome`] with what the work produced so far, and the status to answer.
 
@@ -20,7 +20,7 @@ use crate::policy::streaming::{millis, StreamingTimeoutPolicy};
 use crate::policy::wrap_up::WrapUp;
 
 /// A guard for long work inside a handler: an idle limit (reset by
-/// [`super::progress`] or by [`Output::push`]) and a hard cap, 0 turning either off.
+/// [`super::progress()`] or by [`Output::push`]) and a hard cap, 0 turning either off.
 /// The cap is lowered to the inbound deadline when the call has one (the handler's
 /// scope, [`super::InboundDeadlineLayer`]).
 ///
@@ -121,7 +121,7 @@ impl<T> Output<T> {
         self.state.report(None);
     }
 
-    /// A progress report without output (as [`super::progress`]).
+    /// A progress report without output (as [`super::progress()`]).
     pub fn progress(&self) {
         self.state.report(None);
     }
@@ -265,7 +265,7 @@ impl LongWork {
     }
 
     /// Runs `work` under the guard. `work` gets an [`Output`] to push what it produces
-    /// (each push is progress); [`super::progress`] anywhere in its task reports too.
+    /// (each push is progress); [`super::progress()`] anywhere in its task reports too.
     pub async fn run<T, R, F, Fut>(self, work: F) -> Outcome<R, T>
     where
         F: FnOnce(Output<T>) -> Fut,

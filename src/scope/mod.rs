@@ -14,7 +14,7 @@
 //!   runs the delegated work under what it was handed (SW4-004); handoffs made inside
 //!   carry an envelope one hop deeper.
 //! * **Long work inside a handler**: [`LongWork`] runs it under an idle limit and a
-//!   hard cap; [`progress`] (anywhere in the work's task, or in work taken along with
+//!   hard cap; [`progress()`] (anywhere in the work's task, or in work taken along with
 //!   [`carry`]) resets the idle limit; the handler gets a typed [`Outcome`] with what
 //!   the work produced, and the status to answer.
 //! * **Work moved to another task**: what the handler (or the future given to

@@ -262,7 +262,7 @@ impl OperationBudget {
     /// Cancels the operation on purpose: every scope the budget runs (and what was
     /// carried from them) is cancelled with [`CancelReason::BudgetCancelled`]. Their
     /// calls in flight end with `CANCELLED` (the server sees the stream reset), calls
-    /// started after fail at once, and [`crate::scope::cancelled`] wakes. `false` when
+    /// started after fail at once, and [`crate::scope::cancelled()`] wakes. `false` when
     /// the budget was cancelled already.
     ///
     /// ```

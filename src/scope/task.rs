@@ -122,7 +122,7 @@ pub fn detach<F: Future>(future: F) -> Scoped<F> {
     SCOPE.scope(Scope::default(), future)
 }
 
-/// Runs `future` reporting progress to `work` (see [`super::progress`]).
+/// Runs `future` reporting progress to `work` (see [`super::progress()`]).
 pub(crate) fn with_work<F: Future>(work: Arc<WorkState>, future: F) -> Scoped<F> {
     let mut scope = scope_now();
     scope.work = Some(work);

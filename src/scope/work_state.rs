@@ -1,6 +1,6 @@
 //! The state of one piece of long work, shared by its guard and the work: when it
 //! last moved, how often, its last marker, and when it is told to wrap up. A report
-//! ([`super::progress`]) is two relaxed atomic stores and a clock read: cheap enough
+//! ([`super::progress()`]) is two relaxed atomic stores and a clock read: cheap enough
 //! for a tight loop, and no lock.
 
 use std::sync::atomic::{AtomicU64, Ordering};

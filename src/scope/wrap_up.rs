@@ -1,5 +1,5 @@
 //! The wrap-up notice where work asks for it: [`should_wrap_up`] (a flag, cheap as
-//! [`super::progress`]), [`wrap_up_notice`] (a future to select on), and
+//! [`super::progress()`]), [`wrap_up_notice`] (a future to select on), and
 //! [`remaining`] (the time the scope has left), for long work under a
 //! [`super::LongWork`] with a wrap-up and for work under an
 //! [`super::OperationBudget`] with one.

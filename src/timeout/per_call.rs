@@ -280,7 +280,7 @@ impl CallBudgetEnvelope {
 pub(crate) struct CallOptions<'a>(Option<&'a http::Extensions>);
 
 /// A type the layer reads from a request's extensions as a per-call override. Only
-/// [`overrides!`] implements it, so a type read with [`CallOptions::get`] is one that
+/// `overrides!` implements it, so a type read with [`CallOptions::get`] is one that
 /// [`CallOptions::of`] looks for.
 pub(crate) trait Override: Clone + Send + Sync + 'static {}
 

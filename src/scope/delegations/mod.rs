@@ -243,7 +243,7 @@ impl Delegations {
     /// ([`OperationBudget::from_envelope`]; none sets no limit) until it ends.
     /// Refused before any work when the envelope grants nothing. Registered at once, so
     /// a `CancelDelegation` that comes right after `RequestHandoff` is answered finds
-    /// it. A cancelled delegation sees its scope cancelled ([`super::cancelled`]) and
+    /// it. A cancelled delegation sees its scope cancelled ([`super::cancelled()`]) and
     /// has the grace to wind down; still running at its end, it is dropped:
     /// [`Delegated::Forced`].
     pub fn run<F: Future>(
