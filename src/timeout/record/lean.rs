@@ -22,7 +22,7 @@ use tokio::time::Instant;
 use tonic::Code;
 
 use super::boxed::KEPT_PER_THREAD;
-use super::{poll_request_cancel, CallRecord, Ending};
+use super::{poll_request_cancel, CallRecord, Closing};
 use crate::attempts::{earliest, pop, push, Kept, Retries, RetryBudget, Spare, Timer};
 use crate::policy::cancel::CancelReason;
 use crate::policy::deadline::{Due, Phase, Progress};
@@ -212,7 +212,7 @@ impl LeanCall {
     pub(crate) fn finish(&mut self, code: Code) {
         let held = self.held();
         if let Some(call) = held.call.take() {
-            call.ending().record(None, false, || code);
+            call.closing().record(None, false, || code);
         }
         held.timer.clear();
     }
@@ -256,8 +256,8 @@ impl LeanCall {
 }
 
 impl Lean {
-    fn ending(&self) -> Ending<'_> {
-        Ending {
+    fn closing(&self) -> Closing<'_> {
+        Closing {
             shared: &self.shared,
             labels: &self.labels,
             start: self.start,
@@ -294,7 +294,7 @@ impl Drop for LeanCall {
             call,
         } = slot.as_mut().project();
         if let Some(call) = call.take() {
-            call.ending().record(None, false, || Code::Cancelled);
+            call.closing().record(None, false, || Code::Cancelled);
         }
         timer.clear();
         kept.clear();

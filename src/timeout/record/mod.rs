@@ -7,7 +7,7 @@
 //! cancel signal of the scope the call was made in, and tonic's cancellation handle.
 //!
 //! A lean call (`lean.rs`) keeps a smaller record while its first attempt is all there
-//! is to it, records its end the same way ([`Ending`]), and opens this one when that
+//! is to it, records its end the same way ([`Closing`]), and opens this one when that
 //! attempt does not simply answer it.
 
 /// Logs one of the call's events in its span (`call_event!`), naming the call by the
@@ -113,14 +113,14 @@ impl From<BudgetNow> for BudgetSpent {
 
 /// A call as its end is recorded: by its record, or by the lean record of a call
 /// answered at its first attempt (`lean.rs`).
-pub(super) struct Ending<'a> {
+pub(super) struct Closing<'a> {
     pub(super) shared: &'a Shared,
     pub(super) labels: &'a LabelsRef,
     pub(super) start: Instant,
     pub(super) streaming: bool,
 }
 
-impl Ending<'_> {
+impl Closing<'_> {
     /// Records the end of the call: its duration (and timeout) and what it observed,
     /// counting it as lasting `counted` when given (else the time since it started,
     /// read only where a metric or an observation wants it: a call of a layer that
@@ -338,7 +338,7 @@ impl Record {
         timed_out: bool,
         code: impl FnOnce() -> Code,
     ) {
-        let call = Ending {
+        let call = Closing {
             shared: &self.shared,
             labels: &self.labels,
             start: self.start,
