@@ -1,14 +1,19 @@
 //! Submit once, then follow, over loopback against a scripted scheduler: a task that
 //! takes five status polls to finish with one poll failing `UNAVAILABLE`; a cancel
 //! midway that sends `CancelTask` once; a slow submit whose answer is lost followed by
-//! status, never re-sent; a lost submit the scheduler never saw; a budget that runs
-//! out.
+//! status, never re-sent; a lost submit the scheduler never saw, said to be not taken
+//! only after its settle window; one the scheduler registers late, followed to its
+//! end; a budget that runs out (inside the settle window: indeterminate); a follow
+//! outside any budget ended by its own limit; a zero poll interval floored; a cancel
+//! bounded on a scheduler that does not answer it; an empty task id never polled.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sw4rm_timeouts::follow::{CancelSent, Follow, FollowError, SchedulerTask};
+use sw4rm_timeouts::follow::{
+    CancelSent, Follow, FollowError, SchedulerTask, DEFAULT_NOT_FOUND_SETTLE, NOT_FOUND_POLLS,
+};
 use sw4rm_timeouts::proto::sw4rm::scheduler::scheduler_service_server::{
     SchedulerService, SchedulerServiceServer,
 };
@@ -18,7 +23,9 @@ use sw4rm_timeouts::proto::sw4rm::scheduler::{
     PurgeActivityRequest, PurgeActivityResponse, ShutdownAgentRequest, ShutdownAgentResponse,
     SubmitTaskRequest, SubmitTaskResponse, TaskState,
 };
-use sw4rm_timeouts::{CallEffect, CancelReason, OperationBudget, Sw4rm, TimeoutProfileLayer};
+use sw4rm_timeouts::{
+    CallEffect, CancelReason, OperationBudget, Sw4rm, TimeoutDetails, TimeoutProfileLayer,
+};
 use tokio::time::Instant;
 use tonic::transport::server::TcpIncoming;
 use tonic::{Code, Request, Response, Status};
@@ -33,15 +40,29 @@ struct Book {
     submits: usize,
     polls: usize,
     cancels: usize,
+    /// The task ids the submits and the polls carried, in turn.
+    ids: Vec<String>,
 }
 
-/// A scheduler answering from a script; `loses_submit`: the submit arrives and is
-/// lost (never registered).
+/// When the scheduler makes a submitted task known to its status RPC.
+#[derive(Clone, Copy)]
+enum Registers {
+    /// As the submit arrives.
+    AtOnce,
+    /// This long after the submit arrived (a handler cut by the caller's timeout that
+    /// commits anyway).
+    After(Duration),
+    /// Never: the submit arrives and is lost.
+    Never,
+}
+
+/// A scheduler answering from a script.
 struct Scheduler {
     book: Arc<Mutex<Book>>,
     script: Answers,
     submit_latency: Duration,
-    loses_submit: bool,
+    registers: Registers,
+    cancel_latency: Duration,
 }
 
 fn unimplemented<T>() -> Result<Response<T>, Status> {
@@ -55,16 +76,24 @@ impl SchedulerService for Scheduler {
         r: Request<SubmitTaskRequest>,
     ) -> Result<Response<SubmitTaskResponse>, Status> {
         let id = r.into_inner().task_id;
-        self.book.lock().unwrap().submits += 1;
-        let register = || {
-            self.book
-                .lock()
-                .unwrap()
-                .tasks
-                .insert(id.clone(), self.script.clone());
-        };
-        if !self.loses_submit {
-            register();
+        {
+            let mut book = self.book.lock().unwrap();
+            book.submits += 1;
+            book.ids.push(id.clone());
+            match self.registers {
+                Registers::AtOnce => {
+                    book.tasks.insert(id.clone(), self.script.clone());
+                }
+                Registers::After(delay) => {
+                    // Committed whether or not the caller is still waiting.
+                    let (book, script) = (self.book.clone(), self.script.clone());
+                    tokio::spawn(async move {
+                        tokio::time::sleep(delay).await;
+                        book.lock().unwrap().tasks.insert(id, script);
+                    });
+                }
+                Registers::Never => {}
+            }
         }
         tokio::time::sleep(self.submit_latency).await;
         Ok(Response::new(SubmitTaskResponse {
@@ -80,6 +109,7 @@ impl SchedulerService for Scheduler {
         let id = r.into_inner().task_id;
         let mut book = self.book.lock().unwrap();
         book.polls += 1;
+        book.ids.push(id.clone());
         let Some(answers) = book.tasks.get_mut(&id) else {
             return Err(Status::not_found(format!("no task {id}")));
         };
@@ -102,6 +132,7 @@ impl SchedulerService for Scheduler {
         &self,
         r: Request<CancelTaskRequest>,
     ) -> Result<Response<CancelTaskResponse>, Status> {
+        tokio::time::sleep(self.cancel_latency).await;
         let id = r.into_inner().task_id;
         let mut book = self.book.lock().unwrap();
         book.cancels += 1;
@@ -144,12 +175,12 @@ impl SchedulerService for Scheduler {
 async fn scheduler(
     script: Answers,
     submit_latency: Duration,
-    loses_submit: bool,
+    registers: Registers,
 ) -> (Sw4rm, Arc<Mutex<Book>>) {
     scheduler_with(
         script,
         submit_latency,
-        loses_submit,
+        registers,
         TimeoutProfileLayer::standard(),
     )
     .await
@@ -158,18 +189,26 @@ async fn scheduler(
 async fn scheduler_with(
     script: Answers,
     submit_latency: Duration,
-    loses_submit: bool,
+    registers: Registers,
     layer: TimeoutProfileLayer,
 ) -> (Sw4rm, Arc<Mutex<Book>>) {
-    let book = Arc::new(Mutex::new(Book::default()));
+    serve(
+        Scheduler {
+            book: Arc::new(Mutex::new(Book::default())),
+            script,
+            submit_latency,
+            registers,
+            cancel_latency: Duration::ZERO,
+        },
+        layer,
+    )
+    .await
+}
+
+async fn serve(service: Scheduler, layer: TimeoutProfileLayer) -> (Sw4rm, Arc<Mutex<Book>>) {
+    let book = service.book.clone();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    let service = Scheduler {
-        book: book.clone(),
-        script,
-        submit_latency,
-        loses_submit,
-    };
     tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(SchedulerServiceServer::new(service))
@@ -209,7 +248,8 @@ async fn five_polls_one_failing_then_the_task_succeeds() {
     ];
     // The layer's own retries off, so the helper meets the failed poll itself.
     let layer = TimeoutProfileLayer::standard().without_retries();
-    let (client, book) = scheduler_with(script.into(), Duration::ZERO, false, layer).await;
+    let (client, book) =
+        scheduler_with(script.into(), Duration::ZERO, Registers::AtOnce, layer).await;
     let done = quick().run(&mut task(client)).await.unwrap();
     assert_eq!(done.status.state(), Succeeded);
     assert_eq!((done.polls, done.failed_polls), (5, 1));
@@ -220,7 +260,7 @@ async fn five_polls_one_failing_then_the_task_succeeds() {
 
 #[tokio::test]
 async fn a_cancel_midway_sends_cancel_task_once() {
-    let (client, book) = scheduler([Ok(Running)].into(), Duration::ZERO, false).await;
+    let (client, book) = scheduler([Ok(Running)].into(), Duration::ZERO, Registers::AtOnce).await;
     let budget = OperationBudget::new(Duration::from_secs(60));
     let canceller = budget.clone();
     let watched = book.clone();
@@ -255,7 +295,7 @@ async fn a_cancel_midway_sends_cancel_task_once() {
 
 #[tokio::test]
 async fn a_cancel_before_the_submit_sends_nothing() {
-    let (client, book) = scheduler([Ok(Running)].into(), Duration::ZERO, false).await;
+    let (client, book) = scheduler([Ok(Running)].into(), Duration::ZERO, Registers::AtOnce).await;
     let budget = OperationBudget::new(Duration::from_secs(60));
     budget.cancel();
     let err = budget
@@ -278,7 +318,7 @@ async fn a_slow_submit_is_followed_by_status_never_sent_again() {
     let (client, book) = scheduler(
         [Ok(Running), Ok(Succeeded)].into(),
         Duration::from_secs(30),
-        false,
+        Registers::AtOnce,
     )
     .await;
     let start = Instant::now();
@@ -297,20 +337,190 @@ async fn a_slow_submit_is_followed_by_status_never_sent_again() {
 }
 
 #[tokio::test]
-async fn a_submit_the_scheduler_never_took_is_reported_safe_to_send_again() {
-    let (client, book) = scheduler([Ok(Running)].into(), Duration::from_secs(30), true).await;
+async fn a_submit_the_scheduler_never_took_is_reported_safe_to_send_again_after_the_settle_window()
+{
+    let (client, book) = scheduler(
+        [Ok(Running)].into(),
+        Duration::from_secs(30),
+        Registers::Never,
+    )
+    .await;
+    let settle = Duration::from_millis(600);
+    let sent = Instant::now();
     let err = quick()
-        .submit_timeout(Duration::from_secs(1))
+        .submit_timeout(Duration::from_millis(200))
+        .not_found_settle(settle)
         .run(&mut task(client))
         .await
         .unwrap_err();
     assert!(matches!(err, FollowError::NotTaken(_)), "{err}");
-    assert_eq!(book.lock().unwrap().submits, 1);
+    assert!(sent.elapsed() >= settle, "not before the settle window");
+    let book = book.lock().unwrap();
+    assert_eq!(book.submits, 1);
+    assert!(
+        book.polls >= NOT_FOUND_POLLS as usize,
+        "{} polls",
+        book.polls
+    );
+}
+
+#[tokio::test]
+async fn a_submit_the_scheduler_registers_late_is_followed_to_its_end_not_declared_safe() {
+    // The submit is cut at 200 ms; the scheduler commits it 700 ms after it arrived:
+    // the early polls meet NOT_FOUND, which proves nothing within the settle window.
+    let (client, book) = scheduler(
+        [Ok(Running), Ok(Succeeded)].into(),
+        Duration::from_secs(30),
+        Registers::After(Duration::from_millis(700)),
+    )
+    .await;
+    let done = quick()
+        .submit_timeout(Duration::from_millis(200))
+        .not_found_settle(Duration::from_secs(3))
+        .run(&mut task(client))
+        .await
+        .unwrap();
+    assert_eq!(done.status.state(), Succeeded);
+    assert_eq!(
+        done.submit_unanswered,
+        Some(CallEffect::MutationIndeterminate)
+    );
+    assert!(
+        done.failed_polls >= 1,
+        "the early NOT_FOUNDs were polled again"
+    );
+    assert_eq!(book.lock().unwrap().submits, 1, "never sent again");
+}
+
+#[tokio::test]
+async fn a_budget_that_ends_inside_the_settle_window_is_indeterminate() {
+    let (client, _book) = scheduler(
+        [Ok(Running)].into(),
+        Duration::from_secs(30),
+        Registers::Never,
+    )
+    .await;
+    let err = OperationBudget::new(Duration::from_millis(800))
+        .run(
+            quick()
+                .submit_timeout(Duration::from_millis(200))
+                .run(&mut task(client)),
+        )
+        .await
+        .unwrap_err();
+    match err {
+        FollowError::Indeterminate {
+            status,
+            not_found_polls,
+            since_sent,
+        } => {
+            assert_eq!(status.code(), Code::NotFound);
+            assert!(not_found_polls >= 1);
+            assert!(since_sent >= Duration::from_millis(200));
+            assert!(since_sent < DEFAULT_NOT_FOUND_SETTLE);
+        }
+        other => panic!("{other}"),
+    }
+}
+
+#[tokio::test]
+async fn a_follow_outside_any_budget_ends_by_its_own_limit() {
+    let (client, book) = scheduler([Ok(Running)].into(), Duration::ZERO, Registers::AtOnce).await;
+    let limit = Duration::from_millis(500);
+    let start = Instant::now();
+    let err = quick()
+        .limit(limit)
+        .run(&mut task(client))
+        .await
+        .unwrap_err();
+    match err {
+        FollowError::BudgetSpent { last } => assert_eq!(last.unwrap().state(), Running),
+        other => panic!("{other}"),
+    }
+    assert!(start.elapsed() >= limit - Duration::from_millis(60));
+    assert!(book.lock().unwrap().polls >= 1);
+}
+
+#[tokio::test]
+async fn a_zero_poll_interval_is_floored() {
+    let (client, book) = scheduler([Ok(Running)].into(), Duration::ZERO, Registers::AtOnce).await;
+    let budget = Duration::from_millis(500);
+    let follow = Follow::new()
+        .poll_every(Duration::ZERO)
+        .poll_backoff(1.0, Duration::ZERO);
+    let err = OperationBudget::new(budget)
+        .run(follow.run(&mut task(client)))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, FollowError::BudgetSpent { .. }), "{err}");
+    // Each wait is at least 50 ms: at most ten polls in 500 ms (269 unfloored).
+    let polls = book.lock().unwrap().polls;
+    assert!((1..=10).contains(&polls), "{polls} polls");
+}
+
+#[tokio::test]
+async fn a_cancel_rpc_the_scheduler_does_not_answer_is_bounded() {
+    let (client, book) = serve(
+        Scheduler {
+            book: Arc::default(),
+            script: [Ok(Running)].into(),
+            submit_latency: Duration::ZERO,
+            registers: Registers::AtOnce,
+            cancel_latency: Duration::from_secs(60),
+        },
+        TimeoutProfileLayer::standard(),
+    )
+    .await;
+    let budget = OperationBudget::new(Duration::from_secs(60));
+    let canceller = budget.clone();
+    let watched = book.clone();
+    tokio::spawn(async move {
+        while watched.lock().unwrap().polls < 1 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        canceller.cancel();
+    });
+    let follow = quick().cancel_timeout(Duration::from_millis(300));
+    // Far above the bound, far below the route's 30 s that bounded it before.
+    let err = tokio::time::timeout(
+        Duration::from_secs(20),
+        budget.run(follow.run(&mut task(client))),
+    )
+    .await
+    .expect("the cancel RPC waited past its bound")
+    .unwrap_err();
+    match err {
+        FollowError::Cancelled {
+            cancel: CancelSent::Failed(status),
+            ..
+        } => {
+            assert_eq!(status.code(), Code::DeadlineExceeded);
+            let details = TimeoutDetails::from_status(&status).expect("timeout details");
+            assert!(details.configured_timeout_ms() <= 300, "{details}");
+        }
+        other => panic!("{other}"),
+    }
+}
+
+#[tokio::test]
+async fn an_empty_task_id_is_never_submitted_or_polled_empty() {
+    let (client, book) = scheduler([Ok(Succeeded)].into(), Duration::ZERO, Registers::AtOnce).await;
+    let mut task = SchedulerTask::new(client, SubmitTaskRequest::default());
+    assert!(!task.task_id().is_empty());
+    let done = quick().run(&mut task).await.unwrap();
+    assert_eq!(done.status.state(), Succeeded);
+    let book = book.lock().unwrap();
+    assert_eq!(book.ids.len(), 2, "{:?}", book.ids);
+    assert!(
+        book.ids.iter().all(|id| id == task.task_id()),
+        "{:?}",
+        book.ids
+    );
 }
 
 #[tokio::test]
 async fn a_budget_that_runs_out_leaves_the_task_running_and_says_so() {
-    let (client, book) = scheduler([Ok(Running)].into(), Duration::ZERO, false).await;
+    let (client, book) = scheduler([Ok(Running)].into(), Duration::ZERO, Registers::AtOnce).await;
     let follow = Follow::new()
         .poll_every(Duration::from_millis(100))
         .poll_backoff(1.0, Duration::from_millis(100));

@@ -54,6 +54,11 @@ pub trait LongOperation {
 /// until `SUCCEEDED`, `FAILED`, `CANCELLED` or `PREEMPTED`; `CancelTask` to cancel it.
 /// Each RPC goes through the client's layer under its profile (`task_submit`,
 /// `workflow_status`).
+///
+/// `GetTaskStatus` and `CancelTask` are SW4-002 additions that upstream SW4RM's 0.6.0
+/// `scheduler.proto` lacks: against a scheduler built from upstream's protos the first
+/// poll fails `UNIMPLEMENTED` ([`FollowError::Poll`](super::FollowError::Poll)).
+/// Implement [`LongOperation`] over the RPCs such a scheduler serves instead.
 #[derive(Clone, Debug)]
 pub struct SchedulerTask {
     client: Sw4rm,
@@ -62,7 +67,8 @@ pub struct SchedulerTask {
 
 impl SchedulerTask {
     /// The task `request` submits. Its `task_id` is what the status is asked by:
-    /// an empty one is given a random id.
+    /// an empty one is given a random id ([`task_id`](Self::task_id) reads it), so
+    /// no submit or poll ever carries `""`.
     pub fn new(client: Sw4rm, mut request: SubmitTaskRequest) -> Self {
         if request.task_id.is_empty() {
             request.task_id = crate::policy::ids::random_id();

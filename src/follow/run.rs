@@ -1,24 +1,46 @@
-//! Submit once, then follow: the loop of [`Follow::run`] and what it reports.
+//! Submit once, then follow: the loop of [`Follow::run`].
 
 use std::pin::{pin, Pin};
 use std::time::Duration;
 
-use tokio::time::sleep;
+use tokio::time::{sleep, Instant};
 use tonic::{Code, Status};
 
 use super::operation::{LongOperation, Submitted};
+use super::outcome::{CancelSent, FollowError, Followed};
 use crate::policy::cancel::CancelReason;
 use crate::policy::effect::CallEffect;
 use crate::policy::ids::{random_u64, unit_draw};
-use crate::policy::poll::{poll_wait, PollRule};
+use crate::policy::poll::{not_taken, poll_wait, PollRule};
 use crate::scope::{cancelled, detach, remaining, with_deadline, Cancelled};
 use crate::wire::cancel::CancelDetails;
 use crate::wire::details::TimeoutDetails;
 use crate::wire::status::passes;
 
+/// How long a follow runs at most when nobody said otherwise ([`Follow::limit`]),
+/// inside any budget of its scope: without it a follow outside any budget, of a task
+/// that stays `RUNNING`, would never return.
+pub const DEFAULT_FOLLOW_LIMIT: Duration = Duration::from_secs(3_600);
+
+/// How long the cancel RPC sent when the scope is cancelled may take
+/// ([`Follow::cancel_timeout`]): it runs outside the cancelled scope, so without a
+/// bound of its own it would wait its route's whole timeout on a scheduler that does
+/// not answer.
+pub const DEFAULT_CANCEL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long `NOT_FOUND` must hold, from the moment a submit whose answer was lost
+/// was sent, before the follow concludes it was not taken
+/// ([`Follow::not_found_settle`]).
+pub const DEFAULT_NOT_FOUND_SETTLE: Duration = Duration::from_secs(10);
+
+/// The least number of `NOT_FOUND` polls before the follow concludes a submit whose
+/// answer was lost was not taken (with [`DEFAULT_NOT_FOUND_SETTLE`]).
+pub const NOT_FOUND_POLLS: u32 = 3;
+
 /// How a long operation is followed: polled at an interval that starts at
 /// `poll_every` and grows by `backoff` up to `max_interval` (each wait half fixed,
-/// half random), inside the budget of the scope it runs in.
+/// half random, never below 50 ms), inside the budget of the scope it runs in and
+/// its own [`limit`](Follow::limit).
 ///
 /// ```no_run
 /// # async fn f(sw4rm: sw4rm_timeouts::Sw4rm) {
@@ -33,6 +55,7 @@ use crate::wire::status::passes;
 /// match followed {
 ///     Ok(done) => println!("t-7 ended {:?} after {} polls", done.status.state(), done.polls),
 ///     Err(FollowError::Cancelled { cancel, .. }) => println!("cancelled; CancelTask: {cancel:?}"),
+///     Err(FollowError::Indeterminate { .. }) => println!("t-7 may have started: follow it again"),
 ///     Err(other) => eprintln!("t-7: {other}"),
 /// }
 /// # }
@@ -42,6 +65,9 @@ use crate::wire::status::passes;
 pub struct Follow {
     rule: PollRule,
     submit_timeout: Option<Duration>,
+    cancel_timeout: Duration,
+    limit: Duration,
+    settle: Duration,
     max_failed_polls: u32,
     seed: Option<u64>,
 }
@@ -51,114 +77,6 @@ impl Default for Follow {
         Follow::new()
     }
 }
-
-/// What a followed operation ended with.
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub struct Followed<S> {
-    /// The terminal status.
-    pub status: S,
-    /// Status polls answered.
-    pub polls: u32,
-    /// Status polls that failed and were sent again.
-    pub failed_polls: u32,
-    /// `None` when the submit was answered; the effect of a submit whose answer was
-    /// lost (it was followed by status, never sent again).
-    pub submit_unanswered: Option<CallEffect>,
-}
-
-/// What the cancel RPC came to, when the scope was cancelled.
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub enum CancelSent {
-    /// Nothing had been submitted: nothing to cancel, nothing sent.
-    NotNeeded,
-    /// Sent; the server said whether it cancelled.
-    Answered {
-        /// Whether the server says it cancelled the operation.
-        cancelled: bool,
-    },
-    /// Sent, and it failed: the operation may run on.
-    Failed(Status),
-}
-
-/// Why a followed operation did not reach a terminal state.
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub enum FollowError<S> {
-    /// The submit never reached the transport: nothing happened; safe to run again.
-    NotSubmitted(Status),
-    /// The server answered the submit and did not take it.
-    Refused(String),
-    /// The server answered the submit with an error.
-    SubmitFailed(Status),
-    /// The submit's answer was lost, and the status RPC does not know the operation
-    /// (`NOT_FOUND`): it did not take effect; safe to submit again.
-    NotTaken(Status),
-    /// The scope was cancelled; the cancel RPC was sent once (if anything had been
-    /// submitted) and this is what it came to.
-    Cancelled {
-        /// Why the scope was cancelled.
-        reason: CancelReason,
-        /// The cancel RPC's outcome.
-        cancel: CancelSent,
-        /// The last status seen.
-        last: Option<S>,
-    },
-    /// The scope's budget ran out before a terminal state: the operation runs on.
-    BudgetSpent {
-        /// The last status seen.
-        last: Option<S>,
-    },
-    /// A status poll failed in a way that does not pass (or too many in a row did).
-    Poll {
-        /// The poll's status.
-        status: Status,
-        /// The last status seen.
-        last: Option<S>,
-    },
-}
-
-impl<S> std::fmt::Display for FollowError<S> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            FollowError::NotSubmitted(s) => {
-                write!(f, "not submitted (safe to run again): {}", s.message())
-            }
-            FollowError::Refused(r) => write!(f, "the server refused the submit: {r}"),
-            FollowError::SubmitFailed(s) => {
-                write!(f, "the submit failed: {:?} {}", s.code(), s.message())
-            }
-            FollowError::NotTaken(s) => write!(
-                f,
-                "the submit's answer was lost and the server does not know the operation \
-                 ({}): it did not take effect; safe to submit again",
-                s.message()
-            ),
-            FollowError::Cancelled { reason, cancel, .. } => {
-                write!(
-                    f,
-                    "cancelled ({}); the cancel RPC: {cancel:?}",
-                    reason.as_str()
-                )
-            }
-            FollowError::BudgetSpent { .. } => f.write_str(
-                "the budget ran out before the operation ended: it runs on (follow it again \
-                 with a new budget, or cancel it)",
-            ),
-            FollowError::Poll { status, .. } => {
-                write!(
-                    f,
-                    "a status poll failed: {:?} {}",
-                    status.code(),
-                    status.message()
-                )
-            }
-        }
-    }
-}
-
-impl<S: std::fmt::Debug> std::error::Error for FollowError<S> {}
 
 /// The wait a failed poll's server asked for (`grpc-retry-pushback-ms`).
 fn pushback(status: &Status) -> Option<Duration> {
@@ -172,7 +90,9 @@ fn pushback(status: &Status) -> Option<Duration> {
 
 impl Follow {
     /// Polls first after 500 ms, then ×1.5 each time up to 10 s; gives up after 10
-    /// failed polls in a row.
+    /// failed polls in a row; runs at most [`DEFAULT_FOLLOW_LIMIT`]; a cancel RPC
+    /// waits at most [`DEFAULT_CANCEL_TIMEOUT`]; a lost submit's `NOT_FOUND` must hold
+    /// for [`DEFAULT_NOT_FOUND_SETTLE`].
     pub fn new() -> Self {
         Follow {
             rule: PollRule {
@@ -181,12 +101,16 @@ impl Follow {
                 max: Duration::from_secs(10),
             },
             submit_timeout: None,
+            cancel_timeout: DEFAULT_CANCEL_TIMEOUT,
+            limit: DEFAULT_FOLLOW_LIMIT,
+            settle: DEFAULT_NOT_FOUND_SETTLE,
             max_failed_polls: 10,
             seed: None,
         }
     }
 
-    /// The first poll interval.
+    /// The first poll interval. No wait between polls is shorter than 50 ms, whatever
+    /// is set here (a zero interval would poll as fast as the server answers).
     pub fn poll_every(mut self, first: Duration) -> Self {
         self.rule.first = first;
         self
@@ -206,9 +130,41 @@ impl Follow {
 
     /// How long to wait for the submit's answer before following by status instead
     /// (default: the submit RPC's profile). A limit like an inherited deadline: not
-    /// raised to the profile's minimum.
+    /// raised to the profile's minimum. One past any representable instant
+    /// (`Duration::MAX`) is no limit of its own.
     pub fn submit_timeout(mut self, timeout: Duration) -> Self {
         self.submit_timeout = Some(timeout);
+        self
+    }
+
+    /// How long the whole follow may run, submit included, inside any budget of its
+    /// scope (default [`DEFAULT_FOLLOW_LIMIT`]); when it runs out the follow ends with
+    /// [`FollowError::BudgetSpent`] and the operation runs on. `Duration::MAX`: no
+    /// limit but the scope's.
+    pub fn limit(mut self, limit: Duration) -> Self {
+        self.limit = limit;
+        self
+    }
+
+    /// How long the cancel RPC may take when the scope is cancelled (default
+    /// [`DEFAULT_CANCEL_TIMEOUT`]): it is sent outside the cancelled scope, under this
+    /// bound instead of its route's whole timeout. When it runs out the follow ends at
+    /// once with [`CancelSent::Failed`].
+    pub fn cancel_timeout(mut self, timeout: Duration) -> Self {
+        self.cancel_timeout = timeout;
+        self
+    }
+
+    /// How long `NOT_FOUND` must hold, from the moment a submit whose answer was lost
+    /// was *sent*, over at least [`NOT_FOUND_POLLS`] polls, before the follow says it
+    /// was not taken ([`FollowError::NotTaken`]: safe to submit again); default
+    /// [`DEFAULT_NOT_FOUND_SETTLE`]. A handler cut by the caller's timeout may still
+    /// commit, and a scheduler may register a task a moment after it arrived: an
+    /// early `NOT_FOUND` proves nothing. A budget that ends inside the window ends the
+    /// follow with [`FollowError::Indeterminate`]. Set it to at least the time your
+    /// service may take to make a submit it received visible to its status RPC.
+    pub fn not_found_settle(mut self, settle: Duration) -> Self {
+        self.settle = settle;
         self
     }
 
@@ -230,17 +186,29 @@ impl Follow {
         self,
         operation: &mut O,
     ) -> Result<Followed<O::Status>, FollowError<O::Status>> {
-        let mut cancel = pin!(cancelled());
+        let until = deadline_after(self.limit);
         let mut run = Running {
+            draws: self.seed.unwrap_or_else(random_u64),
             follow: self,
-            draws: 0,
             last: None,
         };
-        run.draws = run.follow.seed.unwrap_or_else(random_u64);
-        let submit_unanswered = run.submit(operation, cancel.as_mut()).await?;
-        run.poll(operation, cancel.as_mut(), submit_unanswered)
-            .await
+        let follow = async {
+            let mut cancel = pin!(cancelled());
+            let sent = Instant::now();
+            let submit_unanswered = run.submit(operation, cancel.as_mut()).await?;
+            run.poll(operation, cancel.as_mut(), submit_unanswered, sent)
+                .await
+        };
+        match until {
+            Some(until) => with_deadline(until, follow).await,
+            None => follow.await,
+        }
     }
+}
+
+/// `now + after`, or `None` past any representable instant (no deadline then).
+fn deadline_after(after: Duration) -> Option<Instant> {
+    Instant::now().checked_add(after)
 }
 
 /// A follow under way.
@@ -250,6 +218,13 @@ struct Running<S> {
     last: Option<S>,
 }
 
+/// `NOT_FOUND`s seen for a submit whose answer was lost, before any status.
+#[derive(Default)]
+struct NotFound {
+    polls: u32,
+    last: Option<(Status, Duration)>,
+}
+
 impl<S> Running<S> {
     /// Sends the submit once; `Some(effect)` when its answer was lost.
     async fn submit<O: LongOperation<Status = S>>(
@@ -257,9 +232,10 @@ impl<S> Running<S> {
         operation: &mut O,
         mut cancel: Pin<&mut Cancelled>,
     ) -> Result<Option<CallEffect>, FollowError<S>> {
+        let bound = self.follow.submit_timeout.and_then(deadline_after);
         let sent = async {
-            match self.follow.submit_timeout {
-                Some(t) => with_deadline(tokio::time::Instant::now() + t, operation.submit()).await,
+            match bound {
+                Some(at) => with_deadline(at, operation.submit()).await,
                 None => operation.submit().await,
             }
         };
@@ -297,21 +273,21 @@ impl<S> Running<S> {
         }
     }
 
-    /// Polls until a terminal state.
+    /// Polls until a terminal state; `sent`: when the submit was sent.
     async fn poll<O: LongOperation<Status = S>>(
         &mut self,
         operation: &mut O,
         mut cancel: Pin<&mut Cancelled>,
         submit_unanswered: Option<CallEffect>,
+        sent: Instant,
     ) -> Result<Followed<S>, FollowError<S>> {
         let (mut interval, mut suggested) = (self.follow.rule.first, None);
         let (mut polls, mut failed, mut in_a_row) = (0u32, 0u32, 0u32);
+        let mut not_found = NotFound::default();
         loop {
             let wait = poll_wait(interval, suggested, unit_draw(&mut self.draws));
             if remaining().is_some_and(|left| left <= wait) {
-                return Err(FollowError::BudgetSpent {
-                    last: self.last.take(),
-                });
+                return Err(self.spent(not_found));
             }
             let answer = tokio::select! {
                 biased;
@@ -339,7 +315,20 @@ impl<S> Running<S> {
                         && submit_unanswered.is_some()
                         && polls == 0 =>
                 {
-                    return Err(FollowError::NotTaken(status));
+                    not_found.polls += 1;
+                    let since_sent = sent.elapsed();
+                    if not_taken(
+                        since_sent,
+                        not_found.polls,
+                        self.follow.settle,
+                        NOT_FOUND_POLLS,
+                    ) {
+                        return Err(FollowError::NotTaken(status));
+                    }
+                    failed += 1;
+                    suggested = None;
+                    not_found.last = Some((status, since_sent));
+                    interval = self.follow.rule.next(interval);
                 }
                 Err(status)
                     if passes(status.code()) && in_a_row + 1 < self.follow.max_failed_polls =>
@@ -358,16 +347,38 @@ impl<S> Running<S> {
         }
     }
 
+    /// The budget ends before a terminal state: indeterminate while a lost submit's
+    /// `NOT_FOUND` had not held over its settle window, else spent.
+    fn spent(&mut self, not_found: NotFound) -> FollowError<S> {
+        match not_found.last {
+            Some((status, since_sent)) => FollowError::Indeterminate {
+                status,
+                not_found_polls: not_found.polls,
+                since_sent,
+            },
+            None => FollowError::BudgetSpent {
+                last: self.last.take(),
+            },
+        }
+    }
+
     /// The scope was cancelled after the submit went out: sends the cancel RPC once,
-    /// outside the scope (a cancel must not be cancelled). A submit cut while it was
-    /// being sent may have arrived, so it is cancelled too (cancelling what never
-    /// arrived is harmless; leaving it running is not).
+    /// outside the scope (a cancel must not be cancelled) and under its own bound. A
+    /// submit cut while it was being sent may have arrived, so it is cancelled too
+    /// (cancelling what never arrived is harmless; leaving it running is not).
     async fn cancelled<O: LongOperation<Status = S>>(
         &mut self,
         reason: CancelReason,
         operation: &mut O,
     ) -> FollowError<S> {
-        let cancel = match detach(operation.cancel()).await {
+        let bound = self.follow.cancel_timeout;
+        let sent = detach(async {
+            match deadline_after(bound) {
+                Some(at) => with_deadline(at, operation.cancel()).await,
+                None => operation.cancel().await,
+            }
+        });
+        let cancel = match sent.await {
             Ok(cancelled) => CancelSent::Answered { cancelled },
             Err(status) => CancelSent::Failed(status),
         };
