@@ -209,9 +209,9 @@ pub mod route {
 
 pub use attempts::{HedgeCap, DEFAULT_HEDGE_BURST};
 pub use clients::{
-    cancel_safe, ConnectError, ConnectStage, Sw4rm, Sw4rmBuilder, Sw4rmChannel,
+    cancel_safe, ConnectError, ConnectStage, Sw4rm, Sw4rmBuilder, Sw4rmChannel, CONNECTION_WINDOW,
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_KEEPALIVE_INTERVAL, DEFAULT_KEEPALIVE_TIMEOUT,
-    RESET_STREAMS_REMEMBERED, RESET_STREAM_MEMORY,
+    RESET_STREAMS_REMEMBERED, RESET_STREAM_MEMORY, STALLED_STREAMS_HELD, STREAM_WINDOW,
 };
 pub use config::{
     ConfigError, ConfigIssue, GlobalConfig, ProfileSet, ProfileSetBuilder, ResolvedProfile,

@@ -29,7 +29,38 @@ pub const RESET_STREAMS_REMEMBERED: usize = 10_000;
 /// [`cancel_safe`].
 pub const RESET_STREAM_MEMORY: Duration = Duration::from_secs(30);
 
-/// The HTTP/2 settings a client that cancels calls at their deadline needs.
+/// The HTTP/2 stream window a connection built by [`cancel_safe`] gives each stream
+/// (512 KiB; hyper's own is 2 MiB). See [`STALLED_STREAMS_HELD`] for why.
+pub const STREAM_WINDOW: u32 = 512 * 1024;
+
+/// The HTTP/2 connection window a connection built by [`cancel_safe`] offers: the
+/// largest HTTP/2 allows (2³¹ − 1 bytes; hyper's own is 5 MiB). It costs no memory
+/// of its own: what a server may send unread is bounded by each stream's
+/// [`STREAM_WINDOW`].
+pub const CONNECTION_WINDOW: u32 = (1 << 31) - 1;
+
+/// How many streams may stall at once on a connection built by [`cancel_safe`],
+/// their readers gone quiet while their server sends small messages, before the
+/// connection itself is at risk (whatever the size of the messages: 40; for messages
+/// of 27 bytes, about 240).
+///
+/// h2 counts the framing overhead of every DATA frame under 256 bytes that was
+/// received and not yet read (256 − its size) against a budget of half the
+/// connection window, and closes the *connection* (`GOAWAY(ENHANCE_YOUR_CALM,
+/// "too_many_data_frames")`, every call on it failing) when the budget runs out. A
+/// stalled stream holds at most its window's worth of such frames. With hyper's
+/// windows one stalled reader of 27-byte progress messages (a `ToolFrame`, a
+/// `StreamItem`) took the connection down after about 11,400 frames; with these, a
+/// stalled stream of messages of the smallest gRPC frame (5 bytes) holds at most
+/// 512 KiB / 5 × 251 ≈ 26 MB of budget out of 1 GiB. The cost: one stream moves at
+/// most 512 KiB per round trip (≈ 50 MB/s at 10 ms, 5 MB/s at 100 ms); set a larger
+/// `initial_stream_window_size` on your `Endpoint` after [`cancel_safe`] for bulk
+/// transfers over long links. Past this bound the connection may still be lost, and
+/// its calls fail `UNAVAILABLE` (retried where the route allows).
+pub const STALLED_STREAMS_HELD: usize = 40;
+
+/// The HTTP/2 settings a client that cancels calls at their deadline, and reads
+/// streams of small messages at its own pace, needs.
 ///
 /// When a call is cancelled, its stream is reset; frames the server had already sent
 /// for it keep arriving. h2 ignores them only while it still remembers the reset
@@ -41,9 +72,13 @@ pub const RESET_STREAM_MEMORY: Duration = Duration::from_secs(30);
 /// [`RESET_STREAM_MEMORY`] (a few hundred bytes each, only while they exist), which
 /// covers late answers at thousands of cancellations a second.
 ///
+/// It also sets the windows ([`STREAM_WINDOW`], [`CONNECTION_WINDOW`]) so that one
+/// consumer that stops reading a stream of small messages cannot take the connection
+/// down, up to [`STALLED_STREAMS_HELD`] such streams at once.
+///
 /// [`Sw4rm`] applies it to the connections it builds; apply it yourself to an
 /// `Endpoint` whose `Channel` you pass to [`Sw4rm::with_layer`] or put under the layer.
-/// It replaces whatever the endpoint had for these two settings (tonic cannot read
+/// It replaces whatever the endpoint had for these four settings (tonic cannot read
 /// them back): to choose other values, set them after it, or with
 /// [`Sw4rmBuilder::reset_stream_memory`].
 ///
@@ -64,7 +99,14 @@ fn remember_resets(endpoint: Endpoint, streams: usize, memory: Duration) -> Endp
     endpoint
         .http2_max_concurrent_reset_streams(streams)
         .http2_reset_stream_duration(memory)
+        .initial_stream_window_size(STREAM_WINDOW)
+        .initial_connection_window_size(CONNECTION_WINDOW)
 }
+
+/// The longest keepalive interval or timeout handed to hyper: its timer adds them to
+/// the clock, which a `Duration::MAX` overflows (a panic in the connection's task).
+/// A year is no keepalive in practice.
+const KEEPALIVE_CEILING: Duration = Duration::from_secs(365 * 24 * 3_600);
 
 /// Who chose the connect timeout on the builder.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -192,7 +234,8 @@ impl Sw4rmBuilder {
     /// every 5 minutes unless configured to allow them) and
     /// [`DEFAULT_KEEPALIVE_TIMEOUT`] (20 s). A shorter interval needs a server that
     /// permits it. tonic cannot read keepalive settings back from an `Endpoint`, so the
-    /// builder's replace the endpoint's.
+    /// builder's replace the endpoint's. Either value is capped at a year
+    /// (`Duration::MAX` is a year).
     ///
     /// ```
     /// use std::time::Duration;
@@ -201,7 +244,10 @@ impl Sw4rmBuilder {
     /// # drop(builder);
     /// ```
     pub fn keepalive(mut self, interval: Duration, timeout: Duration) -> Self {
-        self.keepalive = Some((interval, timeout));
+        self.keepalive = Some((
+            interval.min(KEEPALIVE_CEILING),
+            timeout.min(KEEPALIVE_CEILING),
+        ));
         self
     }
 

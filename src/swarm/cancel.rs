@@ -171,7 +171,9 @@ async fn once(
     if let Some(timeout) = wait_for_end {
         call.metadata_mut()
             .insert(CANCEL_WAIT_KEY, MetadataValue::from_static(WAIT_ENDED));
-        call.set_timeout(timeout);
+        // Not `set_timeout`: tonic panics on a timeout it cannot write (a grace of
+        // `Duration::MAX`); the layer clamps this one into the route's bounds.
+        crate::CallTimeout::After(timeout).apply(&mut call);
     }
     let answered = client.handoff().cancel_delegation(call).await;
     CancelOutcome::of(answered.as_ref().map(|r| (r.metadata(), r.get_ref())))
@@ -184,7 +186,8 @@ async fn until_answered(
     request: CancelDelegation,
     grace: Duration,
 ) -> (CancelOutcome, u32) {
-    let until = Instant::now() + grace;
+    // A grace past any representable instant: sent until answered, whatever it takes.
+    let until = Instant::now().checked_add(grace);
     let mut backoff = Duration::from_millis(100);
     let mut sends = 0;
     loop {
@@ -194,7 +197,7 @@ async fn until_answered(
             &outcome,
             CancelOutcome::Unknown { code, .. } if passes(*code)
         );
-        if !passing || Instant::now() + backoff >= until {
+        if !passing || until.is_some_and(|until| Instant::now() + backoff >= until) {
             return (outcome, sends);
         }
         tokio::time::sleep(backoff).await;

@@ -119,6 +119,9 @@ pub(crate) fn causes<'a>(
 /// an HTTP/2 reset maps as gRPC's HTTP/2 protocol says, a refused connection is
 /// `Unavailable`, anything else `Unknown`.
 pub(crate) fn code_of_error(err: &(dyn std::error::Error + 'static)) -> Code {
+    if causes(err).any(is_go_away) {
+        return Code::Unavailable;
+    }
     causes(err)
         .find_map(|e| {
             if let Some(status) = e.downcast_ref::<tonic::Status>() {
@@ -143,6 +146,16 @@ fn io_error<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a std::io:
         .or_else(|| e.downcast_ref::<h2::Error>().and_then(h2::Error::get_io))
 }
 
+/// Whether `e` is the connection closed under the call by a `GOAWAY`, the server's or
+/// the client's own (h2 sends one when a peer exhausts a budget of its, such as
+/// `ENHANCE_YOUR_CALM` "too_many_data_frames"): gRPC says such a call is
+/// `UNAVAILABLE`, where tonic reports `ENHANCE_YOUR_CALM` as `RESOURCE_EXHAUSTED`, a
+/// code that reads like the server's own limit.
+fn is_go_away(e: &(dyn std::error::Error + 'static)) -> bool {
+    e.downcast_ref::<h2::Error>()
+        .is_some_and(h2::Error::is_go_away)
+}
+
 /// Whether `e` is a refused connection.
 fn is_refused(e: &(dyn std::error::Error + 'static)) -> bool {
     io_error(e).is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
@@ -162,15 +175,23 @@ fn is_lost(e: &(dyn std::error::Error + 'static)) -> bool {
 }
 
 /// A response body that failed because the connection under it was lost, where no
-/// status says more than `UNKNOWN`: `UNAVAILABLE` naming the cause, as gRPC says a
-/// lost connection is, which a caller may retry (tonic's channel makes it `UNKNOWN`
-/// "error reading a body from connection"). Any other error as it is.
+/// status says more than `UNKNOWN`, or that was closed under it by a `GOAWAY`:
+/// `UNAVAILABLE` naming the cause, as gRPC says a lost connection is, which a caller
+/// may retry (tonic's channel makes the first `UNKNOWN` "error reading a body from
+/// connection", the second `RESOURCE_EXHAUSTED` for `ENHANCE_YOUR_CALM`). Any other
+/// error as it is.
 pub(crate) fn lost_connection(err: Error) -> Error {
+    let cause = root_cause(&*err).to_string();
+    if causes(&*err).any(is_go_away) {
+        return Status::unavailable(format!(
+            "the connection to the server was closed under the call: {cause}"
+        ))
+        .into();
+    }
     let said = causes(&*err).find_map(|e| e.downcast_ref::<Status>().map(Status::code));
     if !matches!(said, None | Some(Code::Unknown)) || !causes(&*err).any(is_lost) {
         return err;
     }
-    let cause = root_cause(&*err).to_string();
     Status::unavailable(format!(
         "the connection to the server was lost while the response was read: {cause}"
     ))

@@ -1,0 +1,211 @@
+//! Every public setter that takes a `Duration` and runs something, given hostile
+//! values (0, 1 ns, `Duration::MAX`, `u64::MAX` ms): no panic, in the SDK or below
+//! it, and the work still ends (against the embedded server over loopback). A
+//! `Duration::MAX` is user input: a computed "time left", a value read from a file.
+
+use std::future::Future;
+use std::time::Duration;
+
+use sw4rm_timeouts::follow::{Follow, SchedulerTask};
+use sw4rm_timeouts::proto::sw4rm::registry::HeartbeatRequest;
+use sw4rm_timeouts::proto::sw4rm::scheduler::SubmitTaskRequest;
+use sw4rm_timeouts::swarm::{CancelWait, DelegationCancel};
+use sw4rm_timeouts::testing::TestServer;
+use sw4rm_timeouts::{
+    CallTimeout, OperationBudget, ProfileSet, RetryPolicy, Sw4rm, TimeoutProfileLayer,
+};
+use tonic::transport::Endpoint;
+
+/// One of `Follow`'s duration setters.
+type SetFollow = fn(Follow, Duration) -> Follow;
+
+const HOSTILE: [Duration; 4] = [
+    Duration::ZERO,
+    Duration::from_nanos(1),
+    Duration::MAX,
+    Duration::from_millis(u64::MAX),
+];
+
+/// Runs `case` for `value` on a task of its own: a panic there fails with the
+/// setter's name and value; so does work that does not end within `bound`.
+async fn no_panic<F, Fut>(setter: &str, value: Duration, bound: Duration, case: F)
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let ran = tokio::time::timeout(bound, tokio::spawn(case())).await;
+    match ran {
+        Ok(Ok(())) => {}
+        Ok(Err(panic)) => panic!("{setter}({value:?}) panicked: {panic:?}"),
+        Err(_) => panic!("{setter}({value:?}) did not end within {bound:?}"),
+    }
+}
+
+async fn heartbeat(sw4rm: &Sw4rm) -> Result<(), tonic::Status> {
+    sw4rm
+        .registry()
+        .heartbeat(HeartbeatRequest::default())
+        .await
+        .map(drop)
+}
+
+fn endpoint(server: &TestServer) -> Endpoint {
+    Endpoint::from_shared(server.url()).unwrap()
+}
+
+#[tokio::test]
+async fn the_connection_builder_takes_hostile_durations() {
+    let server = TestServer::start().await.unwrap();
+    let bound = Duration::from_secs(20);
+    for value in HOSTILE {
+        let e = endpoint(&server);
+        no_panic("Sw4rmBuilder::keepalive", value, bound, || async move {
+            let sw4rm = Sw4rm::builder(e).keepalive(value, value).connect().await;
+            // Connected or refused, a call on it answers; no panic in hyper's task.
+            if let Ok(sw4rm) = sw4rm {
+                let answer = heartbeat(&sw4rm).await;
+                assert!(
+                    answer
+                        .as_ref()
+                        .map_or_else(|s| s.code() != tonic::Code::Unknown, |_| true),
+                    "{answer:?}"
+                );
+            }
+        })
+        .await;
+        let e = endpoint(&server);
+        no_panic(
+            "Sw4rmBuilder::connect_timeout",
+            value,
+            bound,
+            || async move {
+                if let Ok(sw4rm) = Sw4rm::builder(e).connect_timeout(value).connect().await {
+                    let _ = heartbeat(&sw4rm).await;
+                }
+            },
+        )
+        .await;
+        let e = endpoint(&server);
+        no_panic(
+            "Sw4rmBuilder::reset_stream_memory",
+            value,
+            bound,
+            || async move {
+                let sw4rm = Sw4rm::builder(e)
+                    .reset_stream_memory(10, value)
+                    .connect()
+                    .await
+                    .unwrap();
+                heartbeat(&sw4rm).await.unwrap();
+            },
+        )
+        .await;
+    }
+}
+
+#[tokio::test]
+async fn calls_budgets_and_retries_take_hostile_durations() {
+    let server = TestServer::start().await.unwrap();
+    let sw4rm = Sw4rm::connect(server.url()).await.unwrap();
+    let bound = Duration::from_secs(20);
+    for value in HOSTILE {
+        let s = sw4rm.clone();
+        no_panic("CallTimeout::After", value, bound, || async move {
+            let mut request = tonic::Request::new(HeartbeatRequest::default());
+            CallTimeout::After(value).apply(&mut request);
+            let _ = s.registry().heartbeat(request).await;
+        })
+        .await;
+        let s = sw4rm.clone();
+        no_panic("OperationBudget::new", value, bound, || async move {
+            let budget = OperationBudget::new(value).with_max_pause(value);
+            let _ = budget.run(heartbeat(&s)).await;
+            let _ = budget.remaining();
+        })
+        .await;
+        let url = server.url();
+        no_panic(
+            "RetryPolicy backoffs and attempt timeout",
+            value,
+            bound,
+            || async move {
+                let policy = RetryPolicy::builder()
+                    .max_attempts(3)
+                    .initial_backoff(value)
+                    .max_backoff(value)
+                    .attempt_timeout(value)
+                    .build();
+                // Refused with an error, or taken and used.
+                if let Ok(policy) = policy {
+                    let profiles = ProfileSet::builder().retry("heartbeat", policy).build();
+                    if let Ok(profiles) = profiles {
+                        let sw4rm = Sw4rm::connect_with(url, TimeoutProfileLayer::new(profiles))
+                            .await
+                            .unwrap();
+                        let _ = heartbeat(&sw4rm).await;
+                    }
+                }
+            },
+        )
+        .await;
+        let url = server.url();
+        no_panic(
+            "TimeoutProfileLayer::with_cancel_cascade",
+            value,
+            bound,
+            || async move {
+                let layer = TimeoutProfileLayer::standard().with_cancel_cascade(value);
+                let sw4rm = Sw4rm::connect_with(url, layer).await.unwrap();
+                heartbeat(&sw4rm).await.unwrap();
+            },
+        )
+        .await;
+    }
+}
+
+#[tokio::test]
+async fn follow_and_delegation_cancels_take_hostile_durations() {
+    let server = TestServer::start().await.unwrap();
+    let sw4rm = Sw4rm::connect(server.url()).await.unwrap();
+    let bound = Duration::from_secs(20);
+    let budget = || OperationBudget::new(Duration::from_millis(300));
+    let task = |s: &Sw4rm| SchedulerTask::new(s.clone(), SubmitTaskRequest::default());
+    for value in HOSTILE {
+        let follows: [(&str, SetFollow); 6] = [
+            ("Follow::poll_every", |f, d| f.poll_every(d)),
+            ("Follow::poll_backoff", |f, d| f.poll_backoff(2.0, d)),
+            ("Follow::submit_timeout", |f, d| f.submit_timeout(d)),
+            ("Follow::limit", |f, d| f.limit(d)),
+            ("Follow::cancel_timeout", |f, d| f.cancel_timeout(d)),
+            ("Follow::not_found_settle", |f, d| f.not_found_settle(d)),
+        ];
+        for (setter, set) in follows {
+            let mut task = task(&sw4rm);
+            no_panic(setter, value, bound, || async move {
+                let follow = set(Follow::new(), value);
+                let _ = budget().run(follow.run(&mut task)).await;
+            })
+            .await;
+        }
+        for wait in [
+            CancelWait::Try,
+            CancelWait::UntilAcknowledged,
+            CancelWait::UntilEnded,
+        ] {
+            let s = sw4rm.clone();
+            no_panic(
+                "DelegationCancel::with_grace",
+                value,
+                bound,
+                || async move {
+                    let _ = DelegationCancel::new("c-1")
+                        .with_grace(value)
+                        .with_wait(wait)
+                        .send(&s)
+                        .await;
+                },
+            )
+            .await;
+        }
+    }
+}
