@@ -390,6 +390,33 @@ async fn the_epoch_deadline_counts_as_the_wall_time_does() {
         Delegation::new(none),
         Err(DelegationError::NoDeadline)
     ));
+    // An epoch deadline written in seconds lies in 1970: refused, saying so, before
+    // anything is sent (it read as a plain "budget exhausted").
+    let now_ms = 1_780_000_000_000;
+    let mut seconds = request(0, None);
+    seconds.budget.as_mut().unwrap().deadline_epoch_ms = now_ms / 1_000 + 30;
+    let err = Delegation::new(seconds)
+        .unwrap()
+        .with_epoch_now_ms(now_ms)
+        .run(&mut gateway)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            DelegationError::DeadlineLongPast {
+                reads_as_seconds: true,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .contains("years in the past: milliseconds since the epoch?"),
+        "{err}"
+    );
+    assert_eq!(log.lock().unwrap().len(), 1, "nothing more was sent");
 }
 
 #[tokio::test(start_paused = true)]

@@ -68,6 +68,33 @@ async fn schemes_other_than_http_and_https_are_refused() {
     }
 }
 
+#[tokio::test]
+async fn a_port_that_is_no_port_number_is_an_invalid_endpoint_not_a_refused_connection() {
+    for (url, port) in [
+        ("http://127.0.0.1:99999", "99999"),
+        ("http://127.0.0.1:0", "0"),
+        ("http://[::1]:70000", "70000"),
+    ] {
+        let err = Sw4rm::connect_with(url, TimeoutProfileLayer::standard())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, ConnectError::InvalidPort { .. }),
+            "{url}: {err}"
+        );
+        assert!(
+            err.to_string()
+                .contains(&format!("the port `{port}` is not a port number")),
+            "{err}"
+        );
+        let lazy = Sw4rm::builder(tonic::transport::Endpoint::from_static(url)).connect_lazy();
+        assert!(
+            matches!(lazy, Err(ConnectError::InvalidPort { .. })),
+            "{url}"
+        );
+    }
+}
+
 /// Built without a crypto provider, `https://` is refused before any connection, with
 /// the features to enable named.
 #[cfg(not(any(feature = "tls-ring", feature = "tls-aws-lc")))]

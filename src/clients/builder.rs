@@ -9,7 +9,7 @@ use std::time::Duration;
 use tonic::transport::Endpoint;
 
 use super::error::ConnectError;
-use super::scheme::{transport, TlsBuild, TlsConfigBy};
+use super::scheme::{bad_port, transport, TlsBuild, TlsConfigBy};
 use super::sniff::{FirstWords, Heard};
 use super::stage::{is_timeout, MarkingConnector, StageMark};
 use super::Sw4rm;
@@ -268,6 +268,12 @@ impl Sw4rmBuilder {
     /// The endpoint as it will connect, or why it must not.
     fn endpoint(&self) -> Result<Endpoint, ConnectError> {
         let uri = self.endpoint.uri();
+        if let Some(port) = uri.authority().and_then(|a| bad_port(a.as_str())) {
+            return Err(ConnectError::InvalidPort {
+                endpoint: uri.to_string(),
+                port: port.to_owned(),
+            });
+        }
         transport(uri.scheme_str(), TlsBuild::COMPILED, self.tls_by)
             .map_err(|e| ConnectError::scheme(uri.to_string(), e))?;
         let (streams, memory) = self.reset_streams;

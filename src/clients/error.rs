@@ -43,6 +43,14 @@ pub enum ConnectError {
         /// Why tonic rejected it.
         error: tonic::transport::Error,
     },
+    /// The endpoint's port is not a port number (1 to 65535): tonic would connect to
+    /// the scheme's default port instead.
+    InvalidPort {
+        /// The endpoint's URI.
+        endpoint: String,
+        /// The port as given.
+        port: String,
+    },
     /// The endpoint's scheme is neither `http` nor `https`.
     UnsupportedScheme {
         /// The endpoint's URI.
@@ -124,6 +132,11 @@ impl fmt::Display for ConnectError {
                 f,
                 "invalid SW4RM endpoint {endpoint:?}: {}",
                 root_cause(error)
+            ),
+            ConnectError::InvalidPort { endpoint, port } => write!(
+                f,
+                "invalid SW4RM endpoint {endpoint}: the port `{port}` is not a port number: \
+                 use one from 1 to 65535"
             ),
             ConnectError::UnsupportedScheme { endpoint, scheme } if scheme.is_empty() => write!(
                 f,

@@ -89,6 +89,20 @@ pub(crate) fn transport(
     }
 }
 
+/// The port of `authority` (`host:port`, `[v6]:port`) when it is there and no port
+/// number (1 to 65535): `http::Uri` then reports no port at all, and a connect would
+/// go to the scheme's default port.
+pub(crate) fn bad_port(authority: &str) -> Option<&str> {
+    let (_, port) = authority.rsplit_once(':')?;
+    if port.is_empty() || port.contains(']') {
+        return None;
+    }
+    match port.parse::<u16>() {
+        Ok(n) if n > 0 => None,
+        _ => Some(port),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,6 +156,25 @@ mod tests {
                 want,
                 "{scheme:?} {tls:?} {by:?}"
             );
+        }
+    }
+
+    #[test]
+    fn a_port_that_is_no_port_number_is_told() {
+        let table = [
+            ("127.0.0.1:50051", None),
+            ("127.0.0.1:99999", Some("99999")),
+            ("127.0.0.1:0", Some("0")),
+            ("127.0.0.1:-1", Some("-1")),
+            ("host:http", Some("http")),
+            ("host", None),
+            ("host:", None),
+            ("[::1]", None),
+            ("[::1]:443", None),
+            ("[::1]:70000", Some("70000")),
+        ];
+        for (authority, want) in table {
+            assert_eq!(bad_port(authority), want, "{authority}");
         }
     }
 }

@@ -140,6 +140,23 @@ pub(crate) fn incoming(
     }
 }
 
+/// How far in the past an epoch deadline may lie before it is refused as a mistake
+/// rather than taken as a budget spent: no clock skew is a day.
+pub(crate) const LONG_PAST_MS: u64 = 24 * 3_600 * 1_000;
+
+/// An epoch deadline that lies more than [`LONG_PAST_MS`] before `now_ms`: how far
+/// (ms), and whether it reads as *seconds* since the epoch (× 1,000 it lies within a
+/// year of now). `None` for a deadline that is not long past.
+pub(crate) fn long_past(deadline_epoch_ms: u64, now_ms: u64) -> Option<(u64, bool)> {
+    let ago = now_ms.checked_sub(deadline_epoch_ms)?;
+    if ago <= LONG_PAST_MS {
+        return None;
+    }
+    const YEAR_MS: u64 = 365 * 24 * 3_600 * 1_000;
+    let as_seconds = deadline_epoch_ms.saturating_mul(1_000).abs_diff(now_ms) <= YEAR_MS;
+    Some((ago, as_seconds))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -370,6 +387,30 @@ mod tests {
             let epoch = NOW.saturating_add_signed(epoch_offset);
             let (left, _) = incoming(&env(wall, epoch, 0, 0), NOW, ms(skew));
             prop_assert!(left.is_some_and(|l| l <= ms(wall)));
+        }
+    }
+
+    #[test]
+    fn an_epoch_deadline_long_past_is_told_and_seconds_are_recognised() {
+        const NOW: u64 = 1_780_000_000_000; // 2026
+        let day = LONG_PAST_MS;
+        // (deadline, now, long past by, reads as seconds)
+        let table = [
+            (NOW + 5_000, NOW, None),
+            (NOW - 5_000, NOW, None),
+            (NOW - day, NOW, None),
+            (NOW - day - 1, NOW, Some((day + 1, false))),
+            (
+                NOW / 1_000 + 30,
+                NOW,
+                Some((NOW - (NOW / 1_000 + 30), true)),
+            ),
+            (0, NOW, Some((NOW, false))),
+            (u64::MAX, NOW, None),
+            (5, 0, None),
+        ];
+        for (deadline, now, want) in table {
+            assert_eq!(long_past(deadline, now), want, "{deadline} at {now}");
         }
     }
 }

@@ -17,6 +17,7 @@ use super::outcome::{DelegationEnd, DelegationError, DelegationOutcome};
 use crate::policy::delegation::{
     left_ms, next_step, Answer, DelegationRules, Kept, Made, PolicyFields, Progress, Step,
 };
+use crate::policy::envelope::long_past;
 use crate::policy::idempotency::idempotency_token;
 use crate::policy::ids::{random_id, random_u64, unit_draw};
 use crate::policy::inherit::Propagation;
@@ -165,6 +166,15 @@ impl Delegation {
             sw4rm.redirect_terminal_reason = tracing::field::Empty,
         );
         let mut running = Running::start(self);
+        if let Some((ago, reads_as_seconds)) =
+            long_past(running.deadline_epoch_ms, running.epoch_start_ms)
+        {
+            return Err(DelegationError::DeadlineLongPast {
+                deadline_epoch_ms: running.deadline_epoch_ms,
+                ago: std::time::Duration::from_millis(ago),
+                reads_as_seconds,
+            });
+        }
         let result = running
             .drive(gateway, cancel.as_mut())
             .instrument(span.clone())

@@ -134,6 +134,17 @@ pub enum DelegationError {
     /// The request's `BudgetEnvelope` has no `deadline_epoch_ms` (SW4-005 §8 requires
     /// it for a delegation to another swarm).
     NoDeadline,
+    /// The request's `deadline_epoch_ms` lies more than a day in the past: a mistake
+    /// (seconds for milliseconds, most often), refused before sending rather than
+    /// reported as a budget spent.
+    DeadlineLongPast {
+        /// The envelope's `deadline_epoch_ms`.
+        deadline_epoch_ms: u64,
+        /// How far in the past it lies.
+        ago: std::time::Duration,
+        /// Whether, read as seconds since the epoch, it would lie within a year of now.
+        reads_as_seconds: bool,
+    },
     /// The scope the loop ran in was cancelled: nothing was sent after it, a wait was
     /// cut short.
     Cancelled {
@@ -159,6 +170,30 @@ impl fmt::Display for DelegationError {
                  deadline_epoch_ms 0, and SW4-005 requires an epoch deadline for a \
                  delegation to another swarm; set budget.deadline_epoch_ms",
             ),
+            DelegationError::DeadlineLongPast {
+                deadline_epoch_ms,
+                ago,
+                reads_as_seconds,
+            } => {
+                let days = ago.as_secs() / 86_400;
+                let ago = match days {
+                    0..=729 => format!("{days} days"),
+                    _ => format!("{} years", days / 365),
+                };
+                write!(
+                    f,
+                    "delegation refused before sending: the BudgetEnvelope's deadline_epoch_ms \
+                     {deadline_epoch_ms} is {ago} in the past"
+                )?;
+                if *reads_as_seconds {
+                    f.write_str(
+                        ": milliseconds since the epoch? (it reads as a deadline in seconds; \
+                         multiply by 1,000)",
+                    )
+                } else {
+                    f.write_str(": set it to now + the time the delegation may take, in ms")
+                }
+            }
             DelegationError::Cancelled { reason, sent_to } => write!(
                 f,
                 "delegation stopped by its scope's cancel ({}) after {} send(s): {}",
