@@ -29,10 +29,13 @@ use crate::policy::streaming::StreamingTimeoutPolicy;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum CallTimeout {
-    /// A deadline this long after the call starts.
+    /// A deadline this long after the call starts. `Duration::ZERO` is below every
+    /// profile's minimum, so the minimum applies (with the clamp warning): a
+    /// computed "time left" that reaches zero never turns into "no deadline".
     After(Duration),
     /// The spec's "timeout = 0": no deadline where the profile allows infinite, the
-    /// profile default (with a warning) where it does not.
+    /// profile default (with a warning) where it does not. The only way a call asks
+    /// for no deadline.
     Infinite,
 }
 

@@ -354,16 +354,33 @@ fn per_call_value(
     headers: &HeaderMap,
 ) -> Result<(Option<Duration>, Option<Duration>), Status> {
     if let Some(t) = options.get::<CallTimeout>() {
-        return Ok((Some(t.requested()), None));
+        return Ok((Some(requested(*t)), None));
     }
     match caller_grpc_timeout(headers) {
         Some(v) => {
             let d = grpc_timeout::parse(v.as_bytes())
                 .map_err(|e| Status::invalid_argument(e.to_string()))?;
+            let d = not_infinite(d);
             Ok((Some(d), Some(d)))
         }
         None => Ok((None, None)),
     }
+}
+
+/// A per-call request in the resolver's terms, where `Duration::ZERO` is SW4-002's
+/// "infinite": only [`CallTimeout::Infinite`] says that.
+fn requested(t: CallTimeout) -> Duration {
+    match t {
+        CallTimeout::Infinite => Duration::ZERO,
+        CallTimeout::After(d) => not_infinite(d),
+    }
+}
+
+/// A per-call duration of zero (`set_timeout(ZERO)`, a "time left" that reached
+/// zero) is below every minimum, never "infinite": the smallest duration, which the
+/// override rules raise to the profile's minimum with their warning.
+fn not_infinite(d: Duration) -> Duration {
+    d.max(Duration::from_nanos(1))
 }
 
 /// The `grpc-timeout` the caller wrote, if any. A generated client's request carries a
@@ -894,6 +911,24 @@ mod tests {
                 name: "infinite where allowed: no deadline, no header",
                 path: WAIT,
                 call_timeout: Some(CallTimeout::Infinite),
+                ..BASE
+            },
+            Row {
+                name: "a zero duration where infinite is allowed is the minimum, not no deadline",
+                path: WAIT,
+                call_timeout: Some(CallTimeout::After(Duration::ZERO)),
+                deadline: Some((ms(30_000), Source::PerCall)),
+                wire: Some("30000000u"),
+                clamp: Some(Bound::Min),
+                ..BASE
+            },
+            Row {
+                name: "set_timeout(ZERO) where infinite is allowed is the minimum too",
+                path: WAIT,
+                header: Some("0m"),
+                deadline: Some((ms(30_000), Source::PerCall)),
+                wire: Some("30000000u"),
+                clamp: Some(Bound::Min),
                 ..BASE
             },
             Row {
