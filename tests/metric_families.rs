@@ -180,10 +180,12 @@ async fn families_are_off_by_default() {
     names.sort();
     names.dedup();
     // The always-on families only: SW4-002's two, and the counters beside them (at 0
-    // from a route's first call); none of the opt-in families.
+    // from a route's first call; the reload counter at 0 from the start); none of the
+    // opt-in families.
     assert_eq!(
         names,
         [
+            "sw4rm_config_reloads_total",
             "sw4rm_rpc_cancelled_total",
             "sw4rm_rpc_duration_ms",
             "sw4rm_rpc_hedge_wins_total",

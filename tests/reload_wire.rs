@@ -180,6 +180,18 @@ async fn a_watched_file_is_picked_up_and_a_bad_one_is_refused() {
     let layer = TimeoutProfileLayer::new(builder.clone().build().unwrap())
         .with_meter_provider(&metrics.provider);
     let (layer, handle) = layer.reloadable();
+    // Before the first reload the counter is there, at 0 for each outcome (a Reloads
+    // panel reads 0, not "no data").
+    let before: Vec<(String, u64)> = metrics
+        .points()
+        .into_iter()
+        .filter(|p| p.name == "sw4rm_config_reloads_total")
+        .map(|p| (p.attrs["outcome"].clone(), p.value))
+        .collect();
+    assert!(
+        before.contains(&("applied".into(), 0)) && before.contains(&("refused".into(), 0)),
+        "{before:?}"
+    );
     let _watch = handle
         .watch_every(builder.clone(), Duration::from_millis(20))
         .expect("watch");

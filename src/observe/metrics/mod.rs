@@ -322,6 +322,18 @@ impl Instruments {
     }
 
     fn from_meter(meter: Meter) -> Self {
+        let instruments = Self::build(meter);
+        // The reload counter exists at 0 from the start, by outcome: a dashboard's
+        // Reloads panel reads 0 before the first reload, not "no data".
+        for outcome in ["applied", "refused"] {
+            instruments
+                .reloads
+                .add(0, &[KeyValue::new("outcome", outcome)]);
+        }
+        instruments
+    }
+
+    fn build(meter: Meter) -> Self {
         Instruments {
             timeouts: meter
                 .u64_counter(TIMEOUT_TOTAL)
