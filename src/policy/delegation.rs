@@ -148,6 +148,10 @@ pub(crate) enum Kept {
     SpilloverOff,
     /// `REDIRECT` past `max_redirects`.
     RedirectLimit,
+    /// `OVERLOADED` asking for a wait (ms) longer than the budget has left: not
+    /// waited, and the gateway's answer (its `retry_after_ms` with it) is the answer,
+    /// as upstream's `delegate_to_swarm` returns it.
+    WaitBeyondBudget(u64),
 }
 
 /// Why the loop stops with an answer of its own making.
@@ -162,9 +166,6 @@ pub(crate) enum Made {
     TargetTooLong(usize),
     /// `ACK_TIMEOUT`: the budget is spent.
     Exhausted,
-    /// `ACK_TIMEOUT`: `OVERLOADED` asked for a wait (ms) longer than the budget has
-    /// left; it is not waited.
-    WaitBeyondBudget(u64),
 }
 
 impl Made {
@@ -172,7 +173,7 @@ impl Made {
     pub(crate) fn code(&self) -> i32 {
         match self {
             Made::EmptyTarget | Made::Loop(_) | Made::TargetTooLong(_) => VALIDATION_ERROR,
-            Made::Exhausted | Made::WaitBeyondBudget(_) => ACK_TIMEOUT,
+            Made::Exhausted => ACK_TIMEOUT,
         }
     }
 
@@ -190,7 +191,7 @@ impl Made {
                 "Redirect target of {len} bytes refused: an agent id is at most \
                  {MAX_TARGET_LEN} bytes"
             ),
-            Made::Exhausted | Made::WaitBeyondBudget(_) => EXHAUSTED_TEXT.to_owned(),
+            Made::Exhausted => EXHAUSTED_TEXT.to_owned(),
         }
     }
 }
@@ -212,8 +213,8 @@ pub(crate) enum Step {
 /// the wall time and the epoch deadline, and of any scope's caps) and `unit` a draw in
 /// `[0, 1)` for the jitter. Checks, in upstream's order: accepted; budget spent;
 /// `REDIRECT` (spillover off, empty target, loop, then the bound); `OVERLOADED`
-/// (retries spent, then a wait the budget cannot hold: not waited, the budget is
-/// spent as far as this delegation goes).
+/// (retries spent, then a wait the budget cannot hold: not waited, and the gateway's
+/// own answer returned).
 pub(crate) fn next_step(
     answer: Answer<'_>,
     progress: &Progress,
@@ -235,7 +236,7 @@ pub(crate) fn next_step(
             }
             let wait = overloaded_wait_ms(answer.retry_after_ms, progress.retries, rules, unit);
             if wait > left_ms {
-                Step::Make(Made::WaitBeyondBudget(wait))
+                Step::Keep(Kept::WaitBeyondBudget(wait))
             } else {
                 Step::Retry(wait)
             }
@@ -440,7 +441,7 @@ mod tests {
                 visited(&["a"], 1, 0),
                 d,
                 219,
-                Step::Make(Made::WaitBeyondBudget(220)),
+                Step::Keep(Kept::WaitBeyondBudget(220)),
             ),
             (
                 answer(OVERLOADED, 200, ""),

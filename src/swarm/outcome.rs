@@ -36,7 +36,9 @@ pub enum DelegationEnd {
     /// The budget ran out before a gateway accepted: `ACK_TIMEOUT`.
     BudgetExhausted,
     /// `OVERLOADED` asked for a wait longer than the budget had left; it was not
-    /// waited: `ACK_TIMEOUT`.
+    /// waited, and the gateway's `OVERLOADED` answer (with its `retry_after_ms`) is
+    /// returned as is, as upstream's `delegate_to_swarm` returns it: code that reacts
+    /// to `OVERLOADED` keeps working.
     WaitBeyondBudget,
 }
 
@@ -62,7 +64,8 @@ impl DelegationEnd {
         }
     }
 
-    /// Whether the budget ended it (`ACK_TIMEOUT`).
+    /// Whether the budget ended it: `ACK_TIMEOUT` of the loop's making, or an
+    /// `OVERLOADED` whose wait it could not hold.
     pub fn is_budget(self) -> bool {
         matches!(
             self,
@@ -77,6 +80,7 @@ impl DelegationEnd {
             Kept::RetriesSpent => DelegationEnd::RetriesSpent,
             Kept::SpilloverOff => DelegationEnd::SpilloverOff,
             Kept::RedirectLimit => DelegationEnd::RedirectLimit,
+            Kept::WaitBeyondBudget(_) => DelegationEnd::WaitBeyondBudget,
         }
     }
 
@@ -86,7 +90,6 @@ impl DelegationEnd {
             Made::Loop(_) => DelegationEnd::RedirectLoop,
             Made::TargetTooLong(_) => DelegationEnd::RedirectTooLong,
             Made::Exhausted => DelegationEnd::BudgetExhausted,
-            Made::WaitBeyondBudget(_) => DelegationEnd::WaitBeyondBudget,
         }
     }
 }
@@ -101,9 +104,9 @@ impl fmt::Display for DelegationEnd {
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct DelegationOutcome {
-    /// The final answer: a gateway's own, or one the loop made (`VALIDATION_ERROR`
-    /// for a redirect it refused, `ACK_TIMEOUT` for a spent budget), in upstream's
-    /// wording.
+    /// The final answer: a gateway's own (an `OVERLOADED` whose wait the budget
+    /// could not hold included), or one the loop made (`VALIDATION_ERROR` for a
+    /// redirect it refused, `ACK_TIMEOUT` for a spent budget), in upstream's wording.
     pub response: HandoffResponse,
     /// Why the loop stopped.
     pub end: DelegationEnd,
