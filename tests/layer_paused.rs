@@ -954,6 +954,48 @@ async fn a_cancel_before_the_deadline_is_reported_as_a_cancel() {
     assert_eq!(status.code(), tonic::Code::Cancelled, "{status:?}");
 }
 
+/// A cancel made 2–20 ms before the deadline, on a runtime so busy that the call's
+/// task first runs after the deadline too: the cancel came first, so the call was
+/// cancelled (it read as a timeout when the task's own view of the time decided).
+#[tokio::test(start_paused = true)]
+async fn a_cancel_before_the_deadline_seen_after_it_is_still_a_cancel() {
+    for early_ms in [2, 5, 20] {
+        let mut h = harness(standard(), None);
+        let budget = sw4rm_timeouts::OperationBudget::new(Duration::from_secs(60));
+        h.svc.ready().await.unwrap();
+        let svc = &mut h.svc;
+        let mut call = Box::pin(budget.run(async move { svc.call(request(HEARTBEAT)).await }));
+        assert!(poll_once(&mut call).await.is_pending(), "sent, waiting");
+        tokio::time::advance(Duration::from_millis(5_000 - early_ms)).await;
+        assert!(budget.cancel());
+        // The deadline passes before the call's task runs again.
+        tokio::time::advance(Duration::from_millis(early_ms + 10)).await;
+        let status = tonic::Status::from_error(call.await.unwrap_err());
+        assert_eq!(
+            status.code(),
+            tonic::Code::Cancelled,
+            "{early_ms} ms early: {status:?}"
+        );
+    }
+    // The same while the response body is read.
+    let mut h = harness(standard(), Some(Duration::from_secs(1)));
+    let budget = sw4rm_timeouts::OperationBudget::new(Duration::from_secs(60));
+    let resp = budget
+        .run(respond(&mut h.svc, request(HEARTBEAT)))
+        .await
+        .unwrap();
+    let _tx = h.inner.next_feed().await;
+    let mut body: Wrapped = Box::pin(resp.into_body());
+    let mut read = Box::pin(next(&mut body));
+    assert!(poll_once(&mut read).await.is_pending());
+    drop(read);
+    tokio::time::advance(Duration::from_millis(4_000 - 5)).await;
+    assert!(budget.cancel());
+    tokio::time::advance(Duration::from_millis(20)).await;
+    let status = tonic::Status::from_error(next(&mut body).await.unwrap().unwrap_err());
+    assert_eq!(status.code(), tonic::Code::Cancelled, "{status:?}");
+}
+
 /// A request body as tonic's client makes one with a `CancellationHandle`: one frame,
 /// then the end, and an error once the caller cancels (tonic's `EncodeBody` does
 /// this; it never says it has ended).

@@ -35,6 +35,10 @@ pub(crate) struct CancelSignal {
     /// When the grace of a cancelled delegation ends (its delegator's
     /// `CancelDelegation`), passed on to children cancelled with it.
     grace_until: OnceLock<Instant>,
+    /// When the cancel was made (on the runtime's clock), passed on to children: a
+    /// call's task may first see it later, on a busy runtime, and the earlier of this
+    /// and its deadline decides how the call ends.
+    cancelled_at: OnceLock<Instant>,
 }
 
 /// Something to do when a signal is cancelled: given the reason, and the end of the
@@ -97,6 +101,11 @@ impl CancelSignal {
     /// `grace_until` (a delegation cancelled by its delegator): the signal's hooks and
     /// children see it.
     pub(crate) fn cancel_within(&self, reason: CancelReason, grace_until: Option<Instant>) -> bool {
+        self.cancel_at(reason, grace_until, Instant::now())
+    }
+
+    /// Cancels as [`cancel_within`](Self::cancel_within) does, the cancel made at `at`.
+    fn cancel_at(&self, reason: CancelReason, grace_until: Option<Instant>, at: Instant) -> bool {
         if self
             .reason
             .compare_exchange(0, reason.code(), Ordering::AcqRel, Ordering::Acquire)
@@ -104,6 +113,7 @@ impl CancelSignal {
         {
             return false;
         }
+        let _ = self.cancelled_at.set(at);
         if let Some(until) = grace_until {
             let _ = self.grace_until.set(until);
         }
@@ -119,7 +129,7 @@ impl CancelSignal {
         };
         let grace_until = self.grace_until();
         for child in children.iter().filter_map(Weak::upgrade) {
-            child.cancel_within(reason, grace_until);
+            child.cancel_at(reason, grace_until, at);
         }
         let hooks = {
             let mut list = self.hooks.lock().unwrap_or_else(|e| e.into_inner());
@@ -129,6 +139,11 @@ impl CancelSignal {
             hook(reason, grace_until);
         }
         true
+    }
+
+    /// When the cancel was made, once it was.
+    pub(crate) fn cancelled_at(&self) -> Option<Instant> {
+        self.cancelled_at.get().copied()
     }
 
     /// When the grace of a delegation cancelled by its delegator ends, once it was.
@@ -225,6 +240,11 @@ impl Watch {
     #[inline]
     pub(crate) fn reason(&self) -> Option<CancelReason> {
         self.signal.reason()
+    }
+
+    /// When the cancel was made, once it was.
+    pub(crate) fn cancelled_at(&self) -> Option<Instant> {
+        self.signal.cancelled_at()
     }
 
     /// Ready with the reason once the signal is cancelled.

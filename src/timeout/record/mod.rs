@@ -550,9 +550,12 @@ impl Record {
         if reason.is_deadline() {
             return self.timed_out(Phase::Total, seen, DetectedBy::Client);
         }
-        // A deadline already passed wins over a cancel that comes after it: on a busy
-        // runtime the call's task can first run after both.
-        if let Some(due) = self.next_due(*seen).filter(|d| d.at <= Instant::now()) {
+        // The earlier of the cancel and the deadline decides: on a busy runtime the
+        // call's task can first run after both, so the cancel is dated when it was
+        // made, not when the task saw it.
+        let cancelled_at = self.cancel.as_ref().and_then(Watch::cancelled_at);
+        let at = cancelled_at.unwrap_or_else(Instant::now);
+        if let Some(due) = self.next_due(*seen).filter(|d| d.at <= at) {
             return self.timed_out(due.phase, seen, DetectedBy::Client);
         }
         let elapsed_ms = millis(self.start.elapsed());
