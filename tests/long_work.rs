@@ -87,6 +87,11 @@ async fn work(name: String, out: scope::Output<u64>, dropped: Arc<AtomicBool>) {
             }
             std::future::pending::<()>().await;
         }
+        // 16 KiB every millisecond with `push`, for ever: more than any caller reads.
+        "flood" => loop {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            out.push(u64::MAX);
+        },
         _ => loop {
             tokio::time::sleep(tick).await;
             scope::progress();
@@ -96,6 +101,10 @@ async fn work(name: String, out: scope::Output<u64>, dropped: Arc<AtomicBool>) {
 
 fn tool_frame(frame: Frame<u64>) -> Result<ToolFrame, Status> {
     Ok(match frame {
+        Frame::Item(u64::MAX) => ToolFrame {
+            data: vec![7; 16 * 1024],
+            ..Default::default()
+        },
         Frame::Item(n) => ToolFrame {
             frame_no: n,
             data: format!("rows of step {n}").into_bytes(),
@@ -577,4 +586,94 @@ async fn a_caller_that_stops_reading_does_not_keep_the_work_alive() {
         started.elapsed() >= Duration::from_secs(2),
         "not before the deadline"
     );
+}
+
+/// A caller that stops reading a stream whose work pushes 16 KiB every millisecond:
+/// the guard holds at most its buffer for it (it held every item until the cap: 76
+/// MiB after 1.5 s for 20 such streams), ends the stream and stops the work, long
+/// before the 20 s cap.
+#[tokio::test]
+async fn a_stalled_reader_of_a_flooding_stream_costs_the_buffer_and_stops_the_work() {
+    use prost::Message;
+    let served = serve().await;
+    let tcp = tokio::net::TcpStream::connect(served.addr).await.unwrap();
+    let (client, connection) = h2::client::Builder::new()
+        .initial_window_size(16)
+        .handshake::<_, bytes::Bytes>(tcp)
+        .await
+        .unwrap();
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    let mut client = client.ready().await.unwrap();
+    let request = http::Request::builder()
+        .method("POST")
+        .uri(format!("http://{}{CALL_STREAM}", served.addr))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())
+        .unwrap();
+    let (response, mut send) = client.send_request(request, false).unwrap();
+    let call = ToolCall {
+        tool_name: "flood".into(),
+        stream: true,
+        ..Default::default()
+    }
+    .encode_to_vec();
+    let mut framed = vec![0u8];
+    framed.extend((call.len() as u32).to_be_bytes());
+    framed.extend(call);
+    send.send_data(bytes::Bytes::from(framed), true).unwrap();
+    let _never_read = response.await.unwrap().into_body();
+    // Bounded wait far below the cap: the outcome is what is asserted.
+    let mut waited = 0;
+    while !served.seen.work_dropped.load(Ordering::SeqCst) && waited < 1_000 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        waited += 1;
+    }
+    assert!(
+        served.seen.work_dropped.load(Ordering::SeqCst),
+        "the flooding work ran on for a reader that stopped"
+    );
+}
+
+/// `send` waits for room (the reader paces the work); `try_push` gives the item back
+/// when the buffer is full.
+#[tokio::test(start_paused = true)]
+async fn a_streams_buffer_paces_send_and_refuses_try_push_when_full() {
+    use tokio_stream::StreamExt;
+    let (told, mut accepted) = mpsc::unbounded_channel();
+    let mut stream = LongWork::new().buffer(2).stream(
+        move |out: scope::Output<u64>| async move {
+            for n in 0..6u64 {
+                out.send(n).await;
+                let _ = told.send(("sent", n));
+            }
+            let refused = (6..20u64).find(|n| out.try_push(*n).is_err());
+            let _ = told.send(("refused", refused.unwrap_or(0)));
+            std::future::pending::<()>().await
+        },
+        |frame| {
+            Ok::<_, Status>(match frame {
+                Frame::Item(n) => n,
+                _ => u64::MAX,
+            })
+        },
+    );
+    // Nothing read yet: two in the buffer, the third send waits.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut sent = Vec::new();
+    while let Ok(m) = accepted.try_recv() {
+        sent.push(m);
+    }
+    assert_eq!(sent, [("sent", 0), ("sent", 1)], "send waits for room");
+    for n in 0..6 {
+        assert_eq!(stream.next().await.unwrap().unwrap(), n);
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut last = None;
+    while let Ok(m) = accepted.try_recv() {
+        last = Some(m);
+    }
+    assert_eq!(last, Some(("refused", 6)), "4 and 5 unread: 6 given back");
 }

@@ -7,6 +7,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -18,7 +19,7 @@ use tokio::time::{Instant, Sleep};
 use tonic::Status;
 
 use super::cancel::CancelSignal;
-use super::long_work::{note_if_outside_the_layer, LongWork, Output, Produced};
+use super::long_work::{note_if_outside_the_layer, Forward, LongWork, Output, Produced};
 use super::outcome::Outcome;
 use super::task::{current_caller_quiet, inbound_signal, serving};
 use super::work_state::WorkState;
@@ -46,7 +47,11 @@ pub enum Frame<T> {
 /// the work.
 #[must_use = "streams do nothing unless polled, and dropping this one stops the work"]
 pub struct ProgressStream<T, M> {
-    rx: mpsc::UnboundedReceiver<T>,
+    rx: mpsc::Receiver<T>,
+    /// Set when the work's `push` met a full buffer: the stream ends after what the
+    /// buffer holds.
+    overflowed: Arc<AtomicBool>,
+    buffer: usize,
     end: oneshot::Receiver<Outcome<(), T>>,
     frame: Box<dyn FnMut(Frame<T>) -> M + Send>,
     task: JoinHandle<()>,
@@ -151,7 +156,8 @@ impl LongWork {
         M: Send + 'static,
     {
         note_if_outside_the_layer();
-        let (tx, rx) = mpsc::unbounded_channel();
+        let buffer = self.buffer_items();
+        let (forward, rx, overflowed) = Forward::new(buffer);
         let (end_tx, end) = oneshot::channel();
         let inbound = inbound_signal();
         let state = Arc::new(WorkState::new(Instant::now()));
@@ -165,7 +171,7 @@ impl LongWork {
             (own, caller) => own.or(caller),
         };
         let run = self.run_with(
-            Arc::new(Produced::Forward(tx, Default::default())),
+            Arc::new(Produced::Forward(forward)),
             state.clone(),
             tell,
             work,
@@ -176,6 +182,8 @@ impl LongWork {
         let now = Instant::now();
         ProgressStream {
             rx,
+            overflowed,
+            buffer,
             end,
             frame,
             task,
@@ -256,6 +264,17 @@ impl<T, M> Stream for ProgressStream<T, Result<M, Status>> {
                 };
                 return Poll::Ready(status.map(Err));
             }
+            Poll::Pending if this.overflowed.load(Ordering::Acquire) => {
+                // The work produced more than the caller read: what the buffer held
+                // is out; the stream ends here and the work is stopped.
+                this.stop();
+                return Poll::Ready(Some(Err(Status::resource_exhausted(format!(
+                    "the caller read more slowly than the work produced: the stream's \
+                     buffer of {} item(s) was full, after {} message(s); the stream ends \
+                     here, unfinished (the work can wait for room with Output::send)",
+                    this.buffer, this.sent
+                )))));
+            }
             Poll::Pending => {}
         }
         this.poll_heartbeat(cx)
@@ -270,5 +289,14 @@ impl<T, M> Drop for ProgressStream<T, M> {
             self.inbound.cancel(CancelReason::CallerGone);
             self.task.abort();
         }
+    }
+}
+
+impl<T, M> ProgressStream<T, M> {
+    /// Ends the stream before its work did: the work is stopped.
+    fn stop(&mut self) {
+        self.done = true;
+        self.inbound.cancel(CancelReason::CallerGone);
+        self.task.abort();
     }
 }

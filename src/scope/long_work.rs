@@ -6,6 +6,9 @@
 use std::future::Future;
 use std::pin::pin;
 use std::sync::{Arc, Mutex};
+
+pub(crate) use super::output::{Forward, Produced};
+pub use super::output::{Output, DEFAULT_STREAM_BUFFER};
 use std::task::Poll;
 use std::time::Duration;
 
@@ -52,102 +55,11 @@ pub struct LongWork {
     heartbeat: Option<Duration>,
     rpc: &'static str,
     wrap_up: Option<WrapUp>,
+    /// A stream's buffer, in items (`None`: [`DEFAULT_STREAM_BUFFER`]).
+    buffer: Option<usize>,
 }
 
-/// The work's side of the guard: what it produced so far, and progress reports.
-/// Cloned freely; pushing an item is a progress report.
-#[derive(Debug)]
-pub struct Output<T> {
-    produced: Arc<Produced<T>>,
-    state: Arc<WorkState>,
-}
-
-impl<T> Clone for Output<T> {
-    fn clone(&self) -> Self {
-        Output {
-            produced: self.produced.clone(),
-            state: self.state.clone(),
-        }
-    }
-}
-
-#[derive(Debug)]
-pub(crate) enum Produced<T> {
-    /// Kept until the outcome.
-    Collect(Mutex<Vec<T>>),
-    /// Sent on as it comes (a stream's messages), counted.
-    Forward(
-        tokio::sync::mpsc::UnboundedSender<T>,
-        std::sync::atomic::AtomicU64,
-    ),
-}
-
-impl<T> Produced<T> {
-    /// What was kept so far, taken out (nothing for a forwarding produced: it was sent).
-    fn take(&self) -> Vec<T> {
-        match self {
-            Produced::Collect(kept) => kept
-                .lock()
-                .map(|mut k| std::mem::take(&mut *k))
-                .unwrap_or_default(),
-            Produced::Forward(..) => Vec::new(),
-        }
-    }
-
-    /// Items sent on so far (none for a collecting produced: its items are kept).
-    fn sent(&self) -> u64 {
-        match self {
-            Produced::Collect(_) => 0,
-            Produced::Forward(_, sent) => sent.load(std::sync::atomic::Ordering::Relaxed),
-        }
-    }
-}
-
-impl<T> Output<T> {
-    /// Adds one item of output; counts as progress.
-    pub fn push(&self, item: T) {
-        match &*self.produced {
-            Produced::Collect(kept) => {
-                if let Ok(mut kept) = kept.lock() {
-                    kept.push(item);
-                }
-            }
-            Produced::Forward(tx, sent) => {
-                if tx.send(item).is_ok() {
-                    sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                }
-            }
-        }
-        self.state.report(None);
-    }
-
-    /// A progress report without output (as [`super::progress()`]).
-    pub fn progress(&self) {
-        self.state.report(None);
-    }
-
-    /// A progress report with a marker (as [`super::progress_at`]).
-    pub fn progress_at(&self, marker: u64) {
-        self.state.report(Some(marker));
-    }
-
-    /// Whether the work has been told to wrap up ([`LongWork::wrap_up`]): one atomic
-    /// load and a clock read.
-    pub fn should_wrap_up(&self) -> bool {
-        self.state.wrapping_up()
-    }
-
-    /// Ready once the work is told to wrap up (never without
-    /// [`LongWork::wrap_up`] and a cap): select on it beside the work, and return
-    /// what there is.
-    pub fn wrap_up_notice(&self) -> super::WrapUpNotice {
-        match self.state.notice() {
-            Some(at) => super::WrapUpNotice::at(at),
-            None => super::WrapUpNotice::never(),
-        }
-    }
-}
-
+/// What a guard dropped before its work ended tells.
 type OnAbandon<T> = Box<dyn FnOnce(Outcome<(), T>) + Send>;
 
 impl LongWork {
@@ -162,6 +74,21 @@ impl LongWork {
     pub fn idle_limit(mut self, limit: Duration) -> Self {
         self.idle = Some(limit).filter(|d| !d.is_zero());
         self
+    }
+
+    /// How many items a stream ([`LongWork::stream`]) holds for a caller that reads
+    /// more slowly than the work produces (default [`DEFAULT_STREAM_BUFFER`]; at least
+    /// one). That is what a slow or stalled reader costs: at most this many items in
+    /// memory. Past it [`Output::send`] waits, [`Output::try_push`] gives the item
+    /// back, and [`Output::push`] ends the stream with `RESOURCE_EXHAUSTED`.
+    pub fn buffer(mut self, items: usize) -> Self {
+        self.buffer = Some(items.max(1));
+        self
+    }
+
+    /// A stream's buffer, in items.
+    pub(crate) fn buffer_items(&self) -> usize {
+        self.buffer.unwrap_or(DEFAULT_STREAM_BUFFER)
     }
 
     /// The hard cap on the work's wall-clock time (zero: none; the inbound deadline
@@ -335,10 +262,7 @@ impl LongWork {
             limits,
             rpc,
         };
-        let output = Output {
-            produced: produced.clone(),
-            state: state.clone(),
-        };
+        let output = Output::new(produced.clone(), state.clone());
         let ending = {
             let mut work = pin!(with_work(state.clone(), work(output)));
             let mut sleep = pin!(tokio::time::sleep_until(start));

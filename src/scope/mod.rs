@@ -52,6 +52,7 @@ mod long_stream;
 mod long_work;
 mod operation_budget;
 mod outcome;
+mod output;
 mod progress;
 mod server;
 mod task;
@@ -66,7 +67,7 @@ pub use delegations::{
     EARLY_CANCEL_MEMORY, MAX_EARLY_CANCELS,
 };
 pub use long_stream::{Frame, ProgressStream};
-pub use long_work::{LongWork, Output};
+pub use long_work::{LongWork, Output, DEFAULT_STREAM_BUFFER};
 pub use operation_budget::{EnvelopeError, OperationBudget, PauseGuard, DEFAULT_MAX_CLOCK_SKEW};
 pub use outcome::{Ending, Outcome};
 pub use progress::{progress, progress_at};
