@@ -37,6 +37,20 @@ struct ScriptedGateway {
     script: Mutex<VecDeque<HandoffResponse>>,
     received: Arc<Mutex<Vec<Received>>>,
     caller: Sw4rm,
+    /// Sent 20 ms after the first answer, again (a gateway answering twice).
+    duplicate: Mutex<Option<HandoffResponse>>,
+    /// How long answers after the first take.
+    later_after: Duration,
+}
+
+/// A gateway's answer, as its `AcceptHandoff` or `RejectHandoff` call to the caller.
+async fn answer_back(caller: &Sw4rm, answer: HandoffResponse) {
+    let mut client = caller.handoff();
+    let sent = match answer.accepted {
+        true => client.accept_handoff(answer).await,
+        false => client.reject_handoff(answer).await,
+    };
+    sent.expect("the caller takes the answer");
 }
 
 /// The caller agent's own service: the gateways' answers arrive here.
@@ -80,15 +94,28 @@ impl HandoffService for ScriptedGateway {
                 ..HandoffResponse::default()
             });
         answer.request_id = message.request_id.clone();
+        let first = self.received.lock().unwrap().len() == 1;
+        let delay = if first {
+            Duration::ZERO
+        } else {
+            self.later_after
+        };
+        let duplicate = first
+            .then(|| self.duplicate.lock().unwrap().take())
+            .flatten()
+            .map(|mut d| {
+                d.request_id = message.request_id.clone();
+                d
+            });
         let caller = self.caller.clone();
         // The answer goes back as a call of its own, after this one returns.
         tokio::spawn(async move {
-            let mut client = caller.handoff();
-            let sent = match answer.accepted {
-                true => client.accept_handoff(answer).await,
-                false => client.reject_handoff(answer).await,
-            };
-            sent.expect("the caller takes the answer");
+            tokio::time::sleep(delay).await;
+            answer_back(&caller, answer).await;
+            if let Some(duplicate) = duplicate {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                answer_back(&caller, duplicate).await;
+            }
         });
         Ok(Response::new(Empty::default()))
     }
@@ -166,6 +193,16 @@ async fn serve(service: impl HandoffService) -> String {
 async fn swarm(
     script: Vec<HandoffResponse>,
 ) -> (SwarmGateway, Arc<Mutex<Vec<Received>>>, HandoffAnswers) {
+    swarm_answering_twice(script, None, Duration::ZERO).await
+}
+
+/// As [`swarm`], the first answer sent again 20 ms later as `duplicate`, and every
+/// answer after the first taking `later_after`.
+async fn swarm_answering_twice(
+    script: Vec<HandoffResponse>,
+    duplicate: Option<HandoffResponse>,
+    later_after: Duration,
+) -> (SwarmGateway, Arc<Mutex<Vec<Received>>>, HandoffAnswers) {
     let answers = HandoffAnswers::new();
     let caller_url = serve(Caller {
         answers: answers.clone(),
@@ -177,6 +214,8 @@ async fn swarm(
         script: Mutex::new(script.into()),
         received: received.clone(),
         caller,
+        duplicate: Mutex::new(duplicate),
+        later_after,
     })
     .await;
     let client = Sw4rm::connect_with(gateway_url, TimeoutProfileLayer::standard())
@@ -306,4 +345,37 @@ async fn a_wait_beyond_the_budget_answers_the_gateways_overloaded_without_the_wa
     assert_eq!(out.response.retry_after_ms, 60_000);
     assert_eq!(out.last_gateway_answer, None);
     assert_eq!(received.lock().unwrap().len(), 1);
+}
+
+/// Gateway A answers `REDIRECT → B`, then 20 ms later a duplicate "accepted" naming
+/// itself; B answers after 300 ms. The loop, waiting for B, takes B's answer, not A's
+/// late one (it returned `Accepted` with A's answer).
+#[tokio::test]
+async fn a_late_answer_from_a_gateway_sent_to_earlier_is_not_taken_for_a_later_send() {
+    let redirect = HandoffResponse {
+        rejection_code: ErrorCode::Redirect.into(),
+        redirect_to_agent_id: "gateway-b".into(),
+        ..HandoffResponse::default()
+    };
+    let late = HandoffResponse {
+        accepted: true,
+        accepting_agent: "gateway-a".into(),
+        ..HandoffResponse::default()
+    };
+    let (mut gateway, received, answers) =
+        swarm_answering_twice(vec![redirect], Some(late), Duration::from_millis(300)).await;
+    let policy = SwarmDelegationPolicy {
+        allow_spillover_routing: true,
+        ..Default::default()
+    };
+    let out = Delegation::new(request(20_000, policy))
+        .unwrap()
+        .run(&mut gateway)
+        .await
+        .unwrap();
+    assert_eq!(out.end, DelegationEnd::Accepted);
+    assert_eq!(out.sent_to, ["gateway-a", "gateway-b"]);
+    assert_eq!(out.response.accepting_agent, "gateway-b", "B's own answer");
+    assert_eq!(received.lock().unwrap().len(), 2);
+    assert_eq!(answers.waiting(), 0);
 }

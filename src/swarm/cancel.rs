@@ -44,7 +44,8 @@ pub struct CancelReport {
     /// of this agent's own grace when its delegator cancelled it (T-016), never
     /// below 5000 ms.
     pub grace: Duration,
-    /// `CancelDelegation`s sent (0 when abandoned).
+    /// `CancelDelegation` calls made (0 when abandoned): calls, not attempts on the
+    /// wire (the layer's retries of one call are inside it).
     pub sends: u32,
 }
 

@@ -3,7 +3,7 @@
 //! over a [`Sw4rm`] client ([`SwarmGateway`]), where the answer comes back as the
 //! gateway's `AcceptHandoff` or `RejectHandoff` call ([`HandoffAnswers`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -79,8 +79,17 @@ pub struct HandoffAnswers {
 /// waiting takes out its own entry and not a later send's.
 #[derive(Default)]
 struct Waiters {
-    by_id: HashMap<String, (u64, oneshot::Sender<HandoffResponse>)>,
+    by_id: HashMap<String, Waiter>,
     next: u64,
+}
+
+/// One send waiting: its number, the gateways the same request went to before it
+/// (an answer naming one of them is late, for an earlier send), and where the answer
+/// goes.
+struct Waiter {
+    number: u64,
+    earlier: Vec<String>,
+    tx: oneshot::Sender<HandoffResponse>,
 }
 
 impl fmt::Debug for HandoffAnswers {
@@ -99,11 +108,35 @@ impl HandoffAnswers {
 
     /// Gives `response` to the send waiting on its `request_id`; `false` (and the
     /// answer dropped) when none waits: an answer after the loop stopped waiting, or
-    /// for a request this agent did not send.
+    /// for a request this agent did not send; or when its `accepting_agent` names a
+    /// gateway the same request was sent to *before* the waiting send (a late or
+    /// duplicate answer to an earlier send: gateway A's "accepted" arriving while the
+    /// loop, redirected by A, waits for B).
+    ///
+    /// Answers are matched by `request_id`, which every send of one delegation
+    /// shares: a duplicate of an earlier answer from the *same* gateway that arrives
+    /// after the next send to it went out (after an `OVERLOADED`, say) cannot be told
+    /// from that send's answer. A gateway answers each send once.
     pub fn deliver(&self, response: HandoffResponse) -> bool {
-        let waiter = self.lock().by_id.remove(&response.request_id);
+        let mut waiting = self.lock();
+        let late = waiting.by_id.get(&response.request_id).is_some_and(|w| {
+            let agent = response.accepting_agent.trim();
+            !agent.is_empty() && w.earlier.iter().any(|e| e == agent)
+        });
+        if late {
+            drop(waiting);
+            tracing::debug!(
+                request_id = %cut(&response.request_id, QUOTE_LIMIT),
+                accepting_agent = %cut(&response.accepting_agent, QUOTE_LIMIT),
+                "SW4RM handoff answer from a gateway sent to earlier dropped: it answers an \
+                 earlier send"
+            );
+            return false;
+        }
+        let waiter = waiting.by_id.remove(&response.request_id);
+        drop(waiting);
         match waiter {
-            Some((_, tx)) => tx.send(response).is_ok(),
+            Some(w) => w.tx.send(response).is_ok(),
             None => {
                 tracing::debug!(
                     request_id = %cut(&response.request_id, QUOTE_LIMIT),
@@ -123,8 +156,9 @@ impl HandoffAnswers {
         self.waiting.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Waits for the answer to `request_id` (the one waiting before is replaced).
-    fn expect(&self, request_id: &str) -> Result<Waiting, Status> {
+    /// Waits for the answer to `request_id` (the one waiting before is replaced);
+    /// `earlier`: the gateways the same request went to before this send.
+    fn expect(&self, request_id: &str, earlier: Vec<String>) -> Result<Waiting, Status> {
         let (tx, rx) = oneshot::channel();
         let mut waiting = self.lock();
         if waiting.by_id.len() >= MAX_WAITING_ANSWERS && !waiting.by_id.contains_key(request_id) {
@@ -135,7 +169,14 @@ impl HandoffAnswers {
         }
         waiting.next += 1;
         let number = waiting.next;
-        waiting.by_id.insert(request_id.to_owned(), (number, tx));
+        waiting.by_id.insert(
+            request_id.to_owned(),
+            Waiter {
+                number,
+                earlier,
+                tx,
+            },
+        );
         Ok(Waiting {
             answers: self.clone(),
             request_id: request_id.to_owned(),
@@ -160,7 +201,7 @@ impl Drop for Waiting {
         if waiting
             .by_id
             .get(&self.request_id)
-            .is_some_and(|(number, _)| *number == self.number)
+            .is_some_and(|w| w.number == self.number)
         {
             waiting.by_id.remove(&self.request_id);
         }
@@ -185,12 +226,39 @@ impl Drop for Waiting {
 pub struct SwarmGateway {
     client: Sw4rm,
     answers: HandoffAnswers,
+    /// The gateways each recent request went to, in order (the last
+    /// [`SENDS_REMEMBERED`] requests).
+    sent: VecDeque<(String, Vec<String>)>,
 }
+
+/// Requests a [`SwarmGateway`] remembers the gateways of, to tell a late answer from
+/// an earlier gateway (see [`HandoffAnswers::deliver`]).
+const SENDS_REMEMBERED: usize = 64;
 
 impl SwarmGateway {
     /// Sends through `client`; answers arrive on `answers`.
     pub fn new(client: Sw4rm, answers: HandoffAnswers) -> Self {
-        SwarmGateway { client, answers }
+        SwarmGateway {
+            client,
+            answers,
+            sent: VecDeque::new(),
+        }
+    }
+
+    /// The gateways `request_id` went to before, and `to` noted as its next.
+    fn note_send(&mut self, request_id: &str, to: &str) -> Vec<String> {
+        let at = self.sent.iter().position(|(id, _)| id == request_id);
+        let mut entry = match at.and_then(|i| self.sent.remove(i)) {
+            Some(entry) => entry,
+            None => (request_id.to_owned(), Vec::new()),
+        };
+        let earlier: Vec<String> = entry.1.iter().filter(|g| *g != to).cloned().collect();
+        entry.1.push(to.to_owned());
+        if self.sent.len() >= SENDS_REMEMBERED {
+            self.sent.pop_front();
+        }
+        self.sent.push_back(entry);
+        earlier
     }
 }
 
@@ -199,7 +267,12 @@ impl Gateway for SwarmGateway {
         &mut self,
         request: Request<HandoffRequest>,
     ) -> impl Future<Output = Result<HandoffResponse, Status>> + Send {
-        let waiting = self.answers.expect(&request.get_ref().request_id);
+        let (id, to) = (
+            &request.get_ref().request_id,
+            request.get_ref().to_agent.trim(),
+        );
+        let earlier = self.note_send(id, to);
+        let waiting = self.answers.expect(id, earlier);
         let mut client = self.client.handoff();
         async move {
             let mut waiting = waiting?;
@@ -221,13 +294,13 @@ mod tests {
     fn waiting_answers_are_bounded_and_a_send_that_stops_waiting_leaves_nothing() {
         let answers = HandoffAnswers::new();
         let waiting: Vec<_> = (0..MAX_WAITING_ANSWERS)
-            .map(|i| answers.expect(&format!("r-{i}")).unwrap())
+            .map(|i| answers.expect(&format!("r-{i}"), Vec::new()).unwrap())
             .collect();
         assert_eq!(answers.waiting(), MAX_WAITING_ANSWERS);
-        let refused = answers.expect("one-too-many").err().unwrap();
+        let refused = answers.expect("one-too-many", Vec::new()).err().unwrap();
         assert_eq!(refused.code(), tonic::Code::ResourceExhausted);
         // The same id waits again in its place (a later send of the same request).
-        assert!(answers.expect("r-0").is_ok());
+        assert!(answers.expect("r-0", Vec::new()).is_ok());
         drop(waiting);
         assert_eq!(answers.waiting(), 0, "every send that stopped waiting left");
     }
@@ -235,7 +308,15 @@ mod tests {
     #[tokio::test]
     async fn an_answer_reaches_the_send_waiting_on_its_request_id() {
         let answers = HandoffAnswers::new();
-        let mut waiting = answers.expect("r-1").unwrap();
+        let mut waiting = answers.expect("r-1", vec!["gw-a".into()]).unwrap();
+        let late = HandoffResponse {
+            request_id: "r-1".into(),
+            accepted: true,
+            accepting_agent: "gw-a".into(),
+            ..HandoffResponse::default()
+        };
+        assert!(!answers.deliver(late), "gw-a answered an earlier send");
+        assert_eq!(answers.waiting(), 1, "still waiting for this send's answer");
         let other = HandoffResponse {
             request_id: "r-2".into(),
             ..HandoffResponse::default()
