@@ -379,3 +379,25 @@ async fn a_late_answer_from_a_gateway_sent_to_earlier_is_not_taken_for_a_later_s
     assert_eq!(received.lock().unwrap().len(), 2);
     assert_eq!(answers.waiting(), 0);
 }
+
+/// Upstream's vectors have non-ASCII producer ids (`λ-agent`): the token goes out as
+/// printable ASCII (it went out as raw UTF-8 in a text header, which gRPC does not
+/// allow), percent-encoded, and decodes to the token.
+#[tokio::test]
+async fn a_token_of_non_ascii_ids_goes_out_percent_encoded() {
+    let (mut gateway, received, _) = swarm(vec![]).await;
+    let mut request = request(20_000, SwarmDelegationPolicy::default());
+    request.from_agent = "\u{3bb}-agent".into();
+    let out = Delegation::new(request)
+        .unwrap()
+        .run(&mut gateway)
+        .await
+        .unwrap();
+    assert!(out.accepted());
+    let token = received.lock().unwrap()[0].token.clone();
+    let want = sw4rm_timeouts::idempotency_token("\u{3bb}-agent", "RequestHandoff", b"deleg-1")
+        .unwrap()
+        .replace('\u{3bb}', "%CE%BB");
+    assert_eq!(token.as_deref(), Some(want.as_str()));
+    assert!(want.is_ascii());
+}

@@ -73,3 +73,54 @@ pub fn idempotency_token(
     }
     Ok(token)
 }
+/// The token as a text header carries it: gRPC limits text metadata to printable
+/// ASCII, and an id such as `λ-agent` is not, so every byte outside 0x20–0x7E, and
+/// `%` itself, is written `%XX` (uppercase hex), as gRPC writes `grpc-message`. A
+/// token of printable ASCII (the usual case) is written unchanged; any URL
+/// percent-decoder gives the token back.
+pub(crate) fn header_text(token: &str) -> String {
+    let mut out = String::with_capacity(token.len());
+    for &byte in token.as_bytes() {
+        match byte {
+            b'%' => out.push_str("%25"),
+            0x20..=0x7e => out.push(char::from(byte)),
+            _ => {
+                let _ = fmt::Write::write_fmt(&mut out, format_args!("%{byte:02X}"));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_is_written_as_printable_ascii_and_reads_back() {
+        let table = [
+            ("agent:RequestHandoff:0011", "agent:RequestHandoff:0011"),
+            ("\u{3bb}-agent:op:ab", "%CE%BB-agent:op:ab"),
+            ("50%:op:ab", "50%25:op:ab"),
+            ("a\tb", "a%09b"),
+        ];
+        for (token, want) in table {
+            let text = header_text(token);
+            assert_eq!(text, want);
+            assert!(text.bytes().all(|b| (0x20..=0x7e).contains(&b)));
+            assert!(http::HeaderValue::from_str(&text).is_ok());
+            // Percent-decoding gives the token back.
+            let (raw, mut bytes, mut i) = (text.as_bytes(), Vec::new(), 0);
+            while i < raw.len() {
+                if raw[i] == b'%' {
+                    bytes.push(u8::from_str_radix(&text[i + 1..i + 3], 16).unwrap());
+                    i += 3;
+                } else {
+                    bytes.push(raw[i]);
+                    i += 1;
+                }
+            }
+            assert_eq!(String::from_utf8(bytes).unwrap(), token);
+        }
+    }
+}
