@@ -19,7 +19,7 @@ use sw4rm_timeouts::proto::sw4rm::tool::{
 use sw4rm_timeouts::route::RoutePattern;
 use sw4rm_timeouts::scope::{self, Ending, Frame, InboundDeadlineLayer, LongWork};
 use sw4rm_timeouts::{
-    CallProgress, CallStreamingPolicy, DetectedBy, Phase, ProgressRule, Source, Sw4rm,
+    CallEffect, CallProgress, CallStreamingPolicy, DetectedBy, Phase, ProgressRule, Source, Sw4rm,
     TimeoutDetails, TimeoutProfileLayer,
 };
 use tokio::sync::mpsc;
@@ -164,8 +164,13 @@ impl ToolService for LongTool {
         let dropped = self.seen.work_dropped.clone();
         let abandoned = self.seen.abandoned.clone();
         let ended = self.ended.clone();
-        let outcome = guard()
-            .for_rpc(INVOKE)
+        // "unnamed": the guard as the guide's first snippet makes it, with a cap, no
+        // idle limit, and no `for_rpc`.
+        let guard = match name.as_str() {
+            "unnamed" => LongWork::new().cap(Duration::from_millis(300)),
+            _ => guard().for_rpc(INVOKE),
+        };
+        let outcome = guard
             .run_or_tell(
                 move |out| work(name, out, dropped),
                 move |outcome| {
@@ -676,4 +681,43 @@ async fn a_streams_buffer_paces_send_and_refuses_try_push_when_full() {
         last = Some(m);
     }
     assert_eq!(last, Some(("refused", 6)), "4 and 5 unread: 6 given back");
+}
+
+/// The guard the guide's first snippet makes (a cap, no idle limit, no `for_rpc`)
+/// behind `InboundDeadlineLayer`: its status names the RPC from the inbound call, says
+/// "no idle limit", and says what it left behind: the work was stopped (it said
+/// `//: … (idle limit 0 ms)` and `effect=None`).
+#[tokio::test]
+async fn a_guards_timeout_names_its_rpc_and_says_the_work_was_stopped() {
+    let served = serve().await;
+    let sw4rm = caller(served.addr).await;
+    let mut req = Request::new(InvokeToolRequest {
+        call: Some(ToolCall {
+            tool_name: "unnamed".into(),
+            ..Default::default()
+        }),
+    });
+    req.set_timeout(Duration::from_secs(30));
+    let status = sw4rm.tool().invoke_tool(req).await.unwrap_err();
+    let d = TimeoutDetails::from_status(&status).expect("the guard's details");
+    assert_eq!(
+        (d.phase(), d.detected_by()),
+        (Phase::Total, DetectedBy::Server)
+    );
+    assert!(
+        status.message().starts_with(
+            "/sw4rm.tool.ToolService/InvokeTool: exceeded the wall-clock cap of 300 ms \
+             (no idle limit)"
+        ),
+        "{}",
+        status.message()
+    );
+    assert_eq!(
+        d.effect(),
+        Some(CallEffect::WorkStopped {
+            results: 0,
+            progress_marker: None,
+        })
+    );
+    assert!(!d.effect().unwrap().safe_to_resend());
 }

@@ -42,6 +42,16 @@ pub enum CallEffect {
         /// The last progress marker the stream reported, if any.
         progress_marker: Option<u64>,
     },
+    /// The server's own guard ([`crate::scope::LongWork`]) stopped the work at its
+    /// idle limit or cap: it does not run on, and what it did up to its last progress
+    /// marker may stand. Reconcile (from the marker) before sending it again.
+    WorkStopped {
+        /// Results the work had produced (delivered as messages on a stream, kept on
+        /// a unary call) when it was stopped.
+        results: u64,
+        /// The last progress marker the work reported, if any.
+        progress_marker: Option<u64>,
+    },
 }
 
 impl CallEffect {
@@ -52,6 +62,7 @@ impl CallEffect {
             CallEffect::ReadAborted => "read_aborted",
             CallEffect::MutationIndeterminate => "mutation_indeterminate",
             CallEffect::StreamEnded { .. } => "stream_ended",
+            CallEffect::WorkStopped { .. } => "work_stopped",
         }
     }
 
@@ -63,6 +74,10 @@ impl CallEffect {
             "mutation_indeterminate" => CallEffect::MutationIndeterminate,
             "stream_ended" => CallEffect::StreamEnded {
                 messages: messages.unwrap_or(0),
+                progress_marker: marker,
+            },
+            "work_stopped" => CallEffect::WorkStopped {
+                results: messages.unwrap_or(0),
                 progress_marker: marker,
             },
             _ => return None,
@@ -92,6 +107,16 @@ impl fmt::Display for CallEffect {
                     write!(f, ", last progress marker {m}")?;
                 }
                 f.write_str(": resume from there")
+            }
+            CallEffect::WorkStopped {
+                results,
+                progress_marker,
+            } => {
+                write!(f, "work stopped by the server after {results} result(s)")?;
+                if let Some(m) = progress_marker {
+                    write!(f, ", last progress marker {m}")?;
+                }
+                f.write_str(": it does not run on; reconcile before re-sending")
             }
         }
     }

@@ -16,7 +16,7 @@ use tokio::time::Instant;
 
 use super::cancel::CancelSignal;
 use super::outcome::{outcome, CapFrom, Ending, Limits, Outcome};
-use super::task::{current_deadline, current_inbound, with_work};
+use super::task::{current_deadline, current_inbound, current_rpc, with_work};
 use super::work_state::WorkState;
 use crate::policy::cancel::CancelReason;
 use crate::policy::streaming::{millis, StreamingTimeoutPolicy};
@@ -123,7 +123,9 @@ impl LongWork {
     }
 
     /// Names the RPC (`/package.Service/Method`) in the details of the status the
-    /// outcome gives, and the SW4-002 profile of a standard route.
+    /// outcome gives, and the SW4-002 profile of a standard route. Without it, a
+    /// handler behind [`super::InboundDeadlineLayer`] is named by its inbound call's
+    /// path.
     pub fn for_rpc(mut self, path: &'static str) -> Self {
         self.rpc = path;
         self
@@ -253,14 +255,18 @@ impl LongWork {
             state.set_notice(wrap_up.notice_after(cap));
         }
         let inbound = current_inbound();
-        let rpc = self.rpc;
+        // Named by `for_rpc`, else the inbound call's own path.
+        let rpc: Arc<str> = match self.rpc {
+            "" => current_rpc().unwrap_or_else(|| Arc::from("")),
+            path => Arc::from(path),
+        };
         let mut watch = Abandon {
             tell,
             inbound,
             state: state.clone(),
             produced: produced.clone(),
             limits,
-            rpc,
+            rpc: rpc.clone(),
         };
         let output = Output::new(produced.clone(), state.clone());
         let ending = {
@@ -334,7 +340,7 @@ struct Abandon<T> {
     state: Arc<WorkState>,
     produced: Arc<Produced<T>>,
     limits: Limits,
-    rpc: &'static str,
+    rpc: Arc<str>,
 }
 
 impl<T> Drop for Abandon<T> {
@@ -350,7 +356,7 @@ impl<T> Drop for Abandon<T> {
                     &self.state,
                     self.produced.take(),
                     self.limits,
-                    self.rpc,
+                    self.rpc.clone(),
                 )
                 .with_sent(self.produced.sent()),
             );

@@ -3,6 +3,7 @@
 //! caller decodes for the idle limit and the cap, `CANCELLED` only when the caller
 //! went away.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -10,6 +11,7 @@ use tonic::Status;
 
 use super::work_state::WorkState;
 use crate::policy::deadline::Phase;
+use crate::policy::effect::CallEffect;
 use crate::policy::route::{split_path, STANDARD_ROUTES};
 use crate::policy::source::Source;
 use crate::policy::streaming::millis;
@@ -49,7 +51,7 @@ pub struct Outcome<R, T> {
     messages: Option<u64>,
     /// Items sent on as they came (under `LongWork::stream`), not kept.
     sent: u64,
-    rpc: &'static str,
+    rpc: Arc<str>,
     /// It finished after its wrap-up notice.
     wrapped_up: bool,
 }
@@ -74,7 +76,7 @@ pub(super) fn outcome<R, T>(
     state: &WorkState,
     produced: Vec<T>,
     limits: Limits,
-    rpc: &'static str,
+    rpc: Arc<str>,
 ) -> Outcome<R, T> {
     let now = Instant::now();
     Outcome {
@@ -161,13 +163,29 @@ impl<R, T> Outcome<R, T> {
         self
     }
 
+    /// What the caller may know of the work the guard stopped: a stream that
+    /// delivered messages ended after them (resume from there); otherwise the work
+    /// was stopped, with what it had produced and its last marker.
+    fn effect(&self) -> CallEffect {
+        match self.messages {
+            Some(messages) if messages > 0 => CallEffect::StreamEnded {
+                messages,
+                progress_marker: self.marker,
+            },
+            _ => CallEffect::WorkStopped {
+                results: self.produced_count(),
+                progress_marker: self.marker,
+            },
+        }
+    }
+
     /// The status to answer when the work did not finish: `DEADLINE_EXCEEDED` with
     /// [`TimeoutDetails`] (phase [`Phase::Idle`] or [`Phase::Total`], the idle limit
     /// and the cap, the progress made; the RPC named by [`LongWork::for_rpc`](super::LongWork::for_rpc)) for the
     /// idle limit and the cap; `CANCELLED` only when the caller really went away;
     /// `None` when it finished.
     pub fn status(&self) -> Option<Status> {
-        let path = self.rpc;
+        let path = &*self.rpc;
         let phase = match self.ending {
             Ending::Finished(_) => return None,
             Ending::Idle => Phase::Idle,
@@ -217,7 +235,7 @@ impl<R, T> Outcome<R, T> {
                 since_progress_ms: millis(self.since_progress),
                 progress_marker: self.marker,
             }),
-            effect: None,
+            effect: Some(self.effect()),
         };
         Some(details.to_status())
     }

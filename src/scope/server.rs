@@ -18,7 +18,7 @@ use tower_service::Service;
 use std::sync::Arc;
 
 use super::cancel::CancelSignal;
-use super::task::{inbound_signal, serving_quiet, Scoped};
+use super::task::{inbound_signal, serving_rpc, Scoped};
 use crate::policy::cancel::CancelReason;
 use crate::policy::wrap_up::WrapUp;
 use crate::wire::grpc_timeout::{self, GRPC_TIMEOUT};
@@ -148,12 +148,14 @@ where
         };
         let call = inbound_signal();
         let quiet = stream_idle::read(req.headers());
+        // What a guard's status names (`LongWork` without `for_rpc`).
+        let rpc = Some(Arc::<str>::from(req.uri().path()));
         // An absurdly long deadline is as good as none (and must not overflow).
         let at = received.and_then(|r| Some((Instant::now().checked_add(r)?, r)));
         let Some((at, received)) = at else {
             return InboundDeadlineFuture {
                 state: State::Unbounded {
-                    inner: serving_quiet(None, quiet, None, call.clone(), self.inner.call(req)),
+                    inner: serving_rpc(rpc, None, quiet, None, call.clone(), self.inner.call(req)),
                 },
                 call: Some(call),
                 answered: false,
@@ -166,7 +168,14 @@ where
             .and_then(|w| at.checked_sub(w.reserve(received)));
         InboundDeadlineFuture {
             state: State::Bounded {
-                inner: serving_quiet(Some(at), quiet, notice, call.clone(), self.inner.call(req)),
+                inner: serving_rpc(
+                    rpc,
+                    Some(at),
+                    quiet,
+                    notice,
+                    call.clone(),
+                    self.inner.call(req),
+                ),
                 sleep: tokio::time::sleep_until(at),
                 at,
             },

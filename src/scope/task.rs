@@ -33,6 +33,9 @@ pub struct Scope {
     /// When the inbound call's handler is told to wrap up
     /// ([`super::InboundDeadlineLayer::with_wrap_up`]).
     pub(crate) wrap_up_at: Option<Instant>,
+    /// The inbound call's path (`/package.Service/Method`), when the server layer
+    /// opened the scope: a guard's status names it.
+    pub(crate) rpc: Option<Arc<str>>,
 }
 
 tokio::task_local! {
@@ -148,7 +151,27 @@ pub(crate) fn serving_quiet<F: Future>(
     call: Arc<CancelSignal>,
     future: F,
 ) -> Scoped<F> {
+    serving_rpc(None, deadline, caller_quiet, wrap_up_at, call, future)
+}
+
+/// The inbound call's path in the current scope, when the server layer opened it.
+pub(crate) fn current_rpc() -> Option<Arc<str>> {
+    SCOPE.try_with(|s| s.rpc.clone()).ok().flatten()
+}
+
+/// [`serving_quiet`] for the inbound call to `rpc`.
+pub(crate) fn serving_rpc<F: Future>(
+    rpc: Option<Arc<str>>,
+    deadline: Option<Instant>,
+    caller_quiet: Option<std::time::Duration>,
+    wrap_up_at: Option<Instant>,
+    call: Arc<CancelSignal>,
+    future: F,
+) -> Scoped<F> {
     let mut scope = scope_now();
+    if rpc.is_some() {
+        scope.rpc = rpc;
+    }
     scope.caller_quiet = caller_quiet.or(scope.caller_quiet);
     if let Some(at) = wrap_up_at {
         scope.wrap_up_at = Some(scope.wrap_up_at.map_or(at, |w| w.min(at)));

@@ -289,17 +289,25 @@ impl TimeoutDetails {
     }
 }
 
-/// Writes `effect` into an `ErrorInfo`'s metadata: `effect`, and for a stream
-/// `effect_messages` and `effect_progress_marker`.
+/// Writes `effect` into an `ErrorInfo`'s metadata: `effect`, and for a stream (or
+/// work stopped by its guard) `effect_messages` (the results) and
+/// `effect_progress_marker`.
 pub(crate) fn write_effect(effect: &CallEffect, metadata: &mut HashMap<String, String>) {
     metadata.insert("effect".to_owned(), effect.as_str().to_owned());
-    if let CallEffect::StreamEnded {
-        messages,
-        progress_marker,
-    } = effect
-    {
-        metadata.insert("effect_messages".to_owned(), messages.to_string());
-        if let Some(m) = progress_marker {
+    let counts = match *effect {
+        CallEffect::StreamEnded {
+            messages,
+            progress_marker,
+        } => Some((messages, progress_marker)),
+        CallEffect::WorkStopped {
+            results,
+            progress_marker,
+        } => Some((results, progress_marker)),
+        _ => None,
+    };
+    if let Some((n, marker)) = counts {
+        metadata.insert("effect_messages".to_owned(), n.to_string());
+        if let Some(m) = marker {
             metadata.insert("effect_progress_marker".to_owned(), m.to_string());
         }
     }
@@ -383,15 +391,16 @@ impl TimeoutDetails {
             )?,
             Phase::Total => write!(
                 f,
-                "/{service}/{method}: exceeded the wall-clock cap of {} ms (idle limit {} ms)",
-                self.configured_timeout_ms, work.idle_limit_ms
+                "/{service}/{method}: exceeded the wall-clock cap of {} ms ({})",
+                self.configured_timeout_ms,
+                IdleWords(work.idle_limit_ms)
             )?,
             phase => write!(
                 f,
-                "/{service}/{method}: exceeded its {} timeout of {} ms (idle limit {} ms; {})",
+                "/{service}/{method}: exceeded its {} timeout of {} ms ({}; {})",
                 phase.as_str(),
                 self.configured_timeout_ms,
-                work.idle_limit_ms,
+                IdleWords(work.idle_limit_ms),
                 CapWords(work.cap_ms)
             )?,
         }
@@ -411,11 +420,23 @@ impl TimeoutDetails {
         if let Some(marker) = work.progress_marker {
             write!(f, "last marker {marker}, ")?;
         }
-        write!(
-            f,
-            "last {} ms ago; {} profile, from {}, {} ms in all)",
-            work.since_progress_ms, self.profile_name, self.source, self.elapsed_ms
-        )
+        write!(f, "last {} ms ago; ", work.since_progress_ms)?;
+        if !self.profile_name.is_empty() {
+            write!(f, "{} profile, ", self.profile_name)?;
+        }
+        write!(f, "from {}, {} ms in all)", self.source, self.elapsed_ms)
+    }
+}
+
+/// "idle limit N ms", or "no idle limit" for 0.
+struct IdleWords(u64);
+
+impl fmt::Display for IdleWords {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            0 => f.write_str("no idle limit"),
+            ms => write!(f, "idle limit {ms} ms"),
+        }
     }
 }
 
