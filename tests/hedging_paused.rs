@@ -475,14 +475,49 @@ fn cancelled_by_the_caller(status: &tonic::Status) {
     );
 }
 
-/// tonic's own cancel (`Request::cancellation_handle()`) ends a call at once in every
-/// state the layer holds it in — waiting for headers, during a hedge delay, between
-/// retries — with `CANCELLED` and `CancelDetails`, and no further attempt is sent.
+/// A hedging layer that watches for tonic's cancel.
+fn watching(policy: HedgingPolicy) -> TimeoutProfileLayer {
+    layer(policy).with_tonic_cancel_watch()
+}
+
+/// Without the watch (the default), tonic's cancel works as in plain tonic: only
+/// while the request is still being written. A unary request is written at once, so
+/// the call goes on to its answer, and tonic's encode buffer is not held meanwhile.
+#[tokio::test(start_paused = true)]
+async fn without_the_watch_tonics_cancel_after_the_send_is_as_plain_tonics() {
+    let server = Scripted::new([ok_after(1_000)]);
+    let svc = ServiceBuilder::new()
+        .layer(layer(fixed(3, 5_000)))
+        .service(server.clone());
+    let mut client = sw4rm_timeouts::proto::sw4rm::scheduler::scheduler_service_client::SchedulerServiceClient::new(svc);
+    let mut request = tonic::Request::new(
+        sw4rm_timeouts::proto::sw4rm::scheduler::GetTaskStatusRequest::default(),
+    );
+    let handle = request.cancellation_handle();
+    tokio::spawn(async move {
+        tokio::time::sleep(ms(100)).await;
+        handle.cancel();
+    });
+    let start = Instant::now();
+    let answer = client.get_task_status(request).await;
+    // The server's own answer (its scripted empty body), at its time: not a cancel.
+    let code = answer.err().map(|s| s.code());
+    assert_ne!(code, Some(tonic::Code::Cancelled));
+    assert_eq!(start.elapsed(), ms(1_000));
+    let seen = server.seen();
+    assert_eq!(seen.len(), 1);
+    assert!(!cancelled(&seen[0]), "the attempt was not reset");
+}
+
+/// With [`TimeoutProfileLayer::with_tonic_cancel_watch`], tonic's own cancel
+/// (`Request::cancellation_handle()`) ends a call at once in every state the layer
+/// holds it in — waiting for headers, during a hedge delay, between retries — with
+/// `CANCELLED` and `CancelDetails`, and no further attempt is sent.
 #[tokio::test(start_paused = true)]
 async fn tonics_cancel_ends_the_call_at_once_in_every_state() {
     // Waiting for headers (a hedged call, its hedge not yet due).
     let server = Scripted::new([ok_after(10_000)]);
-    let (status, took) = cancelled_by_tonic(&layer(fixed(3, 500)), &server, ms(100)).await;
+    let (status, took) = cancelled_by_tonic(&watching(fixed(3, 500)), &server, ms(100)).await;
     cancelled_by_the_caller(&status);
     assert_eq!(took, ms(100));
     tokio::time::sleep(ms(2_000)).await;
@@ -492,7 +527,7 @@ async fn tonics_cancel_ends_the_call_at_once_in_every_state() {
 
     // During a hedge delay, after the first hedge: no third attempt.
     let server = Scripted::new([ok_after(10_000)]);
-    let (status, took) = cancelled_by_tonic(&layer(fixed(3, 500)), &server, ms(700)).await;
+    let (status, took) = cancelled_by_tonic(&watching(fixed(3, 500)), &server, ms(700)).await;
     cancelled_by_the_caller(&status);
     assert_eq!(took, ms(700));
     tokio::time::sleep(ms(2_000)).await;
@@ -513,7 +548,8 @@ async fn tonics_cancel_ends_the_call_at_once_in_every_state() {
         .unwrap();
     let retrying = TimeoutProfileLayer::new(profiles)
         .without_metrics()
-        .without_retry_budget();
+        .without_retry_budget()
+        .with_tonic_cancel_watch();
     // The server's pushback fixes the wait at 1 s (a jittered backoff could be shorter
     // than the 100 ms before the cancel).
     let pushed = status_after(0, tonic::Code::Unavailable).pushback("1000");

@@ -731,13 +731,23 @@ async fn keep_alives_do_not_reset_the_idle_limit_and_progress_does() {
         "{text}"
     );
     assert!(tx.is_closed(), "the inner body is dropped on expiry");
-    // Without the rule every message is progress: the same frames run to the cap.
+    // With a rule that counts every message as progress (what a stream without any
+    // rule does), the same frames run to the cap.
     let profiles = ProfileSet::builder()
         .without_global()
         .streaming("tool_call", long_policy(400, 3_000, 1_000))
         .build()
         .unwrap();
-    let mut h = harness(profiles, Some(Duration::ZERO));
+    let every = sw4rm_timeouts::ProgressRule::decoded(
+        |_: &sw4rm_timeouts::proto::sw4rm::tool::ToolFrame| sw4rm_timeouts::Heard::progress(None),
+    );
+    let layer = TimeoutProfileLayer::new(profiles)
+        .without_metrics()
+        .with_progress(
+            sw4rm_timeouts::route::RoutePattern::parse(CALL_STREAM).unwrap(),
+            every,
+        );
+    let mut h = harness_with(layer, Some(Duration::ZERO));
     let start = Instant::now();
     let mut body: Wrapped = Box::pin(call_body(&mut h.svc, request(CALL_STREAM)).await);
     let tx = h.inner.next_feed().await;
@@ -1035,11 +1045,15 @@ impl Body for CancellableBody {
     }
 }
 
-/// tonic's cancel while the response body is read: the body ends `CANCELLED` with
-/// `CancelDetails` at once, not at the deadline.
+/// tonic's cancel while the response body is read, with the layer watching for it
+/// (`with_tonic_cancel_watch`): the body ends `CANCELLED` with `CancelDetails` at
+/// once, not at the deadline.
 #[tokio::test(start_paused = true)]
 async fn tonics_cancel_ends_a_call_while_its_response_body_is_read() {
-    let mut h = harness(standard(), Some(Duration::from_secs(1)));
+    let layer = TimeoutProfileLayer::new(standard())
+        .without_metrics()
+        .with_tonic_cancel_watch();
+    let mut h = harness_with(layer, Some(Duration::from_secs(1)));
     let cancel = Arc::new(Cancel::default());
     let body = CancellableBody {
         frame: Some(Bytes::from_static(b"\0\0\0\0\0")),

@@ -115,6 +115,12 @@ impl ProgressRule {
         }))
     }
 
+    /// A rule on the message's protobuf bytes themselves (the crate's standard
+    /// rules, which read a field or two without decoding the message).
+    pub(crate) fn raw(rule: fn(&[u8]) -> Heard) -> Self {
+        ProgressRule(Arc::new(rule))
+    }
+
     /// What the rule says of one message's protobuf bytes.
     pub fn read(&self, payload: &[u8]) -> Heard {
         (self.0)(payload)
@@ -136,28 +142,45 @@ impl PartialEq for ProgressRule {
 
 impl Eq for ProgressRule {}
 
-/// The layer's progress rules by route: an exact method wins over its service.
+/// The layer's progress rules by route: an exact method wins over its service, and
+/// any rule set wins over the crate's standard ones.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct ProgressRoutes(Vec<(RoutePattern, ProgressRule)>);
+pub(crate) struct ProgressRoutes {
+    set: Vec<(RoutePattern, ProgressRule)>,
+    standard: Vec<(RoutePattern, ProgressRule)>,
+}
 
 /// No rules (every message of every stream is progress).
-pub(crate) static NO_PROGRESS_RULES: ProgressRoutes = ProgressRoutes(Vec::new());
+pub(crate) static NO_PROGRESS_RULES: ProgressRoutes = ProgressRoutes {
+    set: Vec::new(),
+    standard: Vec::new(),
+};
 
 impl ProgressRoutes {
+    /// These rules, with `rule` as the standard one of `pattern`: used where no rule
+    /// set with [`set`](Self::set) applies.
+    pub(crate) fn with_standard(mut self, pattern: RoutePattern, rule: ProgressRule) -> Self {
+        self.standard.push((pattern, rule));
+        self
+    }
+
     /// Sets the rule of `pattern`, replacing one set before.
     pub(crate) fn set(&mut self, pattern: RoutePattern, rule: ProgressRule) {
-        self.0.retain(|(p, _)| *p != pattern);
-        self.0.push((pattern, rule));
+        self.set.retain(|(p, _)| *p != pattern);
+        self.set.push((pattern, rule));
     }
 
     /// The rule for `service`/`method`, if any.
-    pub(crate) fn find(&self, service: &str, method: &str) -> Option<&ProgressRule> {
+    pub(crate) fn find<'a>(&'a self, service: &str, method: &str) -> Option<&'a ProgressRule> {
         let exact = |p: &str| split_path(p).is_some_and(|(s, m)| s == service && m == method);
-        let find = |pick: &dyn Fn(&RoutePattern) -> bool| {
-            self.0.iter().find(|(p, _)| pick(p)).map(|(_, rule)| rule)
+        let find = |rules: &'a [(RoutePattern, ProgressRule)]| {
+            let pick = |want: &dyn Fn(&RoutePattern) -> bool| {
+                rules.iter().find(|(p, _)| want(p)).map(|(_, rule)| rule)
+            };
+            pick(&|p| matches!(p, RoutePattern::Exact(path) if exact(path)))
+                .or_else(|| pick(&|p| matches!(p, RoutePattern::Service(s) if s == service)))
         };
-        find(&|p| matches!(p, RoutePattern::Exact(path) if exact(path)))
-            .or_else(|| find(&|p| matches!(p, RoutePattern::Service(s) if s == service)))
+        find(&self.set).or_else(|| find(&self.standard))
     }
 }
 
@@ -191,5 +214,13 @@ mod tests {
         routes.set(RoutePattern::Exact("/a.B/Watch".into()), every.clone());
         assert_eq!(routes.find("a.B", "Watch"), Some(&every));
         assert_eq!(NO_PROGRESS_RULES.find("a.B", "Watch"), None);
+        // A standard rule applies only where no rule set does, its service's included.
+        let standard = ProgressRule::raw(|_| Heard::KeepAlive);
+        let routes = ProgressRoutes::default()
+            .with_standard(RoutePattern::Exact("/a.C/Watch".into()), standard.clone());
+        assert_eq!(routes.find("a.C", "Watch"), Some(&standard));
+        let mut mine = routes.clone();
+        mine.set(RoutePattern::Service("a.C".into()), every.clone());
+        assert_eq!(mine.find("a.C", "Watch"), Some(&every));
     }
 }

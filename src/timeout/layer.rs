@@ -183,6 +183,25 @@ impl TimeoutProfileLayer {
         self.with_settings(|s| s.observe = true)
     }
 
+    /// Ends a call that may be retried or hedged at once, in every state (waiting for
+    /// headers, during a hedge delay, between retries, reading its response body),
+    /// when its caller cancels it with tonic's `Request::cancellation_handle()`: the
+    /// layer keeps tonic's request body and watches it, as tonic fails only that
+    /// body. Off by default, as tonic's own cancel works only while a request is still
+    /// being written, and a unary request is written at once. The cost: tonic's encode
+    /// buffer (8 KiB) held for each such call in flight, where it is freed as soon as
+    /// the request is sent otherwise (`benches/README.md`, "live heap per in-flight
+    /// call"). To end a call you no longer want, drop its future, or cancel its scope
+    /// (`OperationBudget::cancel`): both cost nothing.
+    ///
+    /// ```
+    /// let layer = sw4rm_timeouts::TimeoutProfileLayer::standard().with_tonic_cancel_watch();
+    /// # drop(layer);
+    /// ```
+    pub fn with_tonic_cancel_watch(self) -> Self {
+        self.with_settings(|s| s.watch_tonic_cancel = true)
+    }
+
     /// What this layer has observed, if built [`with_observations`](Self::with_observations).
     pub fn observations(&self) -> Option<Observations> {
         self.table.full().observed.as_ref().map(|_| Observations {

@@ -402,6 +402,7 @@ fn keep<S: Clone>(
     mut attempts: Attempts,
 ) -> Sending<S> {
     let limit = shared.settings.retry.replay_limit;
+    let watch_cancel = shared.settings.watch_tonic_cancel;
     if let Some((plan, recent)) = attempts.hedge {
         let context = HedgeContext {
             deadline: attempts.total.and_then(|t| attempts.start.checked_add(t)),
@@ -409,14 +410,14 @@ fn keep<S: Clone>(
             start: attempts.start,
             rate: shared.settings.hedge_cap.clone(),
         };
-        let watch = call.request_watch();
+        let watch = watch_cancel.then(|| call.request_watch());
         if let Some(kept) = take_whole(body, limit, |bytes| Kept::new(req, bytes), watch) {
             call.sending();
             call.attempt(1, None);
             return Sending::Hedged(spare.share(inner), (kept, plan, context));
         }
     }
-    let watch = call.request_watch();
+    let watch = watch_cancel.then(|| call.request_watch());
     let retry = attempts.retry.as_mut().and_then(|plan| {
         let keep = |bytes: &_| Retries::new(spare.share(inner), plan, req, bytes);
         take_whole(body, limit, keep, watch)
@@ -506,9 +507,7 @@ fn send_lean<S: Service<Request> + Clone>(
     let decided = plan.decided();
     let mut record = LeanCall::new(shared, call, plan, start);
     let spare = match decided.retry {
-        Some(_) if record.keep(&req, &mut body, shared.settings.retry.replay_limit) => {
-            Some(spare.share(inner))
-        }
+        Some(_) if record.keep(&req, &mut body, &shared.settings) => Some(spare.share(inner)),
         _ => None,
     };
     *req.body_mut() = body;

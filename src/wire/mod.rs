@@ -6,7 +6,8 @@
 //! Reading order: `grpc_timeout.rs` → `details.rs`; `framing.rs`,
 //! `message_field.rs`, `envelope.rs` and `reassembled.rs` for the body; `status.rs` for
 //! classifying answers; `error.rs` the layer's error type; `stream_idle.rs` the
-//! caller's quiet limit a long-work guard paces its progress messages by.
+//! caller's quiet limit a long-work guard paces its progress messages by;
+//! `tool_frame.rs` the standard progress rule of `ToolService/CallStream`.
 
 pub(crate) mod cancel;
 pub(crate) mod delegation_cancel;
@@ -22,3 +23,4 @@ pub(crate) mod partial;
 pub(crate) mod reassembled;
 pub(crate) mod status;
 pub mod stream_idle;
+pub(crate) mod tool_frame;

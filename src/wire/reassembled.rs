@@ -133,14 +133,15 @@ pub(crate) fn with_first_frame<R>(
 /// is replaced by one sending the same bytes. Otherwise the body is put back untouched
 /// (what was read is replayed first) and `None` says the call is sent once.
 ///
-/// A body taken whole that does not say it has ended goes to `watch`: tonic's
-/// request body (with a `Request::cancellation_handle()`) fails when the caller
-/// cancels, and only whoever polls it learns that.
+/// A body taken whole that does not say it has ended goes to `watch`, when there is
+/// one: tonic's request body (with a `Request::cancellation_handle()`) fails when the
+/// caller cancels, and only whoever polls it learns that. Without a watch it is
+/// dropped, as hyper drops a request body once sent.
 pub(crate) fn take_whole<K>(
     body: &mut tonic::body::Body,
     limit: usize,
     keep: impl FnOnce(&Bytes) -> K,
-    watch: &mut tonic::body::Body,
+    watch: Option<&mut tonic::body::Body>,
 ) -> Option<K> {
     let mut taken = std::mem::take(body);
     let mut cx = Context::from_waker(Waker::noop());
@@ -184,7 +185,9 @@ pub(crate) fn take_whole<K>(
             }
         }
     };
-    if whole && !taken.is_end_stream() {
+    // Kept to watch for tonic's cancel only when asked: it holds tonic's encode
+    // buffer (8 KiB) for as long as the call lasts.
+    if let Some(watch) = watch.filter(|_| whole && !taken.is_end_stream()) {
         *watch = std::mem::take(&mut taken);
     }
     if whole && frames.is_empty() {
@@ -242,8 +245,8 @@ mod tests {
     async fn a_unary_body_is_taken_whole_and_replayed_byte_identical() {
         let bytes = Bytes::from_static(b"\x00\x00\x00\x00\x03abc");
         let mut body = tonic::body::Body::new(Whole::new(bytes.clone()));
-        let taken =
-            take_whole(&mut body, 1024, Bytes::clone, &mut Default::default()).expect("whole");
+        let taken = take_whole(&mut body, 1024, Bytes::clone, Some(&mut Default::default()))
+            .expect("whole");
         assert_eq!(taken, bytes);
         let again = http_body_util::BodyExt::collect(body)
             .await
@@ -253,7 +256,7 @@ mod tests {
         // Too large: sent once, and still whole.
         let mut body = tonic::body::Body::new(Whole::new(bytes.clone()));
         assert_eq!(
-            take_whole(&mut body, 4, Bytes::clone, &mut Default::default()),
+            take_whole(&mut body, 4, Bytes::clone, Some(&mut Default::default())),
             None
         );
         let again = http_body_util::BodyExt::collect(body)

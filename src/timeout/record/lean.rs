@@ -28,7 +28,7 @@ use crate::policy::cancel::CancelReason;
 use crate::policy::deadline::{Due, Phase, Progress};
 use crate::policy::route::ProfileId;
 use crate::timeout::plan::RoutePlan;
-use crate::timeout::state::shared::Shared;
+use crate::timeout::state::shared::{Settings, Shared};
 use crate::timeout::state::LabelsRef;
 use crate::wire::reassembled::take_whole;
 
@@ -131,19 +131,22 @@ impl LeanCall {
     }
 
     /// Keeps the request for a retry: its head and its whole `body` (when it is all
-    /// there and within `limit`), as the full path keeps it; tonic's request body is
-    /// watched for its cancel. Whether it was kept (a request that is not is sent
-    /// once).
+    /// there and within the replay limit), as the full path keeps it; tonic's
+    /// request body is watched for its cancel when the layer was asked to
+    /// ([`crate::TimeoutProfileLayer::with_tonic_cancel_watch`]). Whether it was kept
+    /// (a request that is not is sent once).
     #[inline]
     pub(crate) fn keep(
         &mut self,
         request: &http::Request<tonic::body::Body>,
         body: &mut tonic::body::Body,
-        limit: usize,
+        settings: &Settings,
     ) -> bool {
         let HeldProj {
             kept, watch, call, ..
         } = self.held();
+        let limit = settings.retry.replay_limit;
+        let watch = settings.watch_tonic_cancel.then_some(watch);
         let whole = take_whole(body, limit, |bytes| kept.keep(request, bytes), watch);
         let kept = whole.is_some();
         if let Some(call) = call {

@@ -25,7 +25,8 @@ use crate::config::ProfileSet;
 use crate::observe::latency::LatencyStats;
 use crate::observe::metrics::{attributes, Attributes, BudgetReader, Instruments};
 use crate::policy::inherit::Propagation;
-use crate::policy::progress::ProgressRoutes;
+use crate::policy::progress::{ProgressRoutes, ProgressRule};
+use crate::policy::route::RoutePattern;
 use crate::policy::route::{Lookup, Matched, PathHasher, ProfileId, Routed};
 use crate::timeout::plan::RoutePlan;
 
@@ -69,6 +70,9 @@ pub(crate) struct Settings {
     pub(crate) observe: bool,
     /// Hedge calls whose policy says so (`without_hedging` turns it off).
     pub(crate) hedging: bool,
+    /// Whether a request body taken whole is kept to watch for tonic's cancel
+    /// ([`crate::TimeoutProfileLayer::with_tonic_cancel_watch`]).
+    pub(crate) watch_tonic_cancel: bool,
     /// Which messages of a stream are progress, by route (`with_progress`).
     pub(crate) progress: ProgressRoutes,
     /// Send `CancelDelegation` for the handoffs made in a scope when it is cancelled,
@@ -94,11 +98,22 @@ impl Settings {
             envelopes: true,
             observe: false,
             hedging: true,
-            progress: ProgressRoutes::default(),
+            watch_tonic_cancel: false,
+            progress: standard_progress(),
             cascade: None,
             hedge_cap: Some(Arc::new(HedgeRate::new(HedgeCap::default()))),
         }
     }
+}
+
+/// The crate's standard progress rules: `ToolService/CallStream` reads its
+/// `ToolFrame`s (progress unless empty and not final, marker `frame_no`), so that a
+/// cut tool stream says where to resume. Any rule the layer or a call sets wins.
+fn standard_progress() -> ProgressRoutes {
+    ProgressRoutes::default().with_standard(
+        RoutePattern::Exact("/sw4rm.tool.ToolService/CallStream".into()),
+        ProgressRule::raw(crate::wire::tool_frame::heard),
+    )
 }
 
 #[derive(Debug)]
