@@ -45,4 +45,6 @@ out=$(CARGO_TARGET_DIR="$root/target" cargo run --quiet --manifest-path "$app/Ca
 echo "$out"
 echo "$out" | grep -q "the server saw /sw4rm.registry.RegistryService/Heartbeat with grpc-timeout Some(\"5000000u\")"
 echo "$out" | grep -q "the server saw /sw4rm.registry.RegistryService/Heartbeat with grpc-timeout Some(\"1000000u\")"
+# The clamp's warning the README promises, printed by the subscriber it installs.
+echo "$out" | grep -q "WARN.*SW4RM timeout override clamped to the profile's bounds"
 echo "first try: built and ran from the packaged crate"

@@ -619,9 +619,11 @@ fn advise_judges_against_the_table_in_the_scrape() {
         standard.to_str().unwrap(),
     ]);
     assert_eq!(code, 0, "{err}");
+    // The file sets nothing: the values it is compared by are SW4-002's, and said so
+    // (they were attributed to the file).
     let named = format!(
         "the scrape and --config {} disagree: heartbeat default_timeout_ms: 1000 ms in the \
-         scrape, 5000 ms in --config {}",
+         scrape, 5000 ms in SW4-002's standard table (--config {} does not set it)",
         standard.display(),
         standard.display()
     );
@@ -630,6 +632,21 @@ fn advise_judges_against_the_table_in_the_scrape() {
         err.contains("heartbeat max_timeout_ms: 10000 ms in the scrape, 30000 ms"),
         "{err}"
     );
+    // A value the file does set is the file's.
+    let tuned = dir.join("tuned.toml");
+    std::fs::write(&tuned, "[profiles.heartbeat]\nmax_timeout_ms = 20000\n").unwrap();
+    let (code, _, err) = cli(&[
+        "advise",
+        scrape_path.to_str().unwrap(),
+        "--config",
+        tuned.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let named = format!(
+        "heartbeat max_timeout_ms: 10000 ms in the scrape, 20000 ms in --config {} (",
+        tuned.display()
+    );
+    assert!(err.contains(&named), "{err}");
 
     // Without the gauge: which table it fell back to, said.
     let bare: String = scrape

@@ -324,7 +324,18 @@ percentil = 90
         (|j| { j.create_file("sw4rm.toml", "[routes]\n\"/a.B/C\" = \"tool_cal\"\n")?; Ok(()) },
          "routes.\"/a.B/C\" = tool_cal: routes to a profile that does not exist (did you mean `tool_call`?)"),
         (|j| { j.create_file("sw4rm.toml", "[routes]\n\"a.B/C\" = \"tool_call\"\n")?; Ok(()) },
-         "a.B/C: route pattern must be /package.Service/Method or /package.Service/*"),
+         "routes.\"a.B/C\" = tool_call: route pattern must be /package.Service/Method or /package.Service/*"),
+        // A bad pattern and a missing profile in one route: both, in one pass.
+        (|j| { j.create_file("sw4rm.toml", "[routes]\n\"a.B/C\" = \"tool_cal\"\n")?; Ok(()) },
+         "routes.\"a.B/C\" = tool_cal: route pattern must be /package.Service/Method or /package.Service/*"),
+        (|j| { j.create_file("sw4rm.toml", "[routes]\n\"a.B/C\" = \"tool_cal\"\n")?; Ok(()) },
+         "routes.\"a.B/C\" = tool_cal: routes to a profile that does not exist (did you mean `tool_call`?)"),
+        // A table where a number belongs is shown as one, not as a value.
+        (|j| { j.create_file("sw4rm.toml", "[profiles.heartbeat.default_timeout_ms]\nx = 1\n")?; Ok(()) },
+         "sw4rm.toml: profiles.heartbeat.default_timeout_ms = {…}: must be a number of milliseconds"),
+        // A value that is missing, in a file: the file leads the line as on the others.
+        (|j| { j.create_file("sw4rm.toml", "[profiles.batch]\ndefault_timeout_ms = 100\n")?; Ok(()) },
+         "sw4rm.toml: profiles.batch.min_timeout_ms: profile `batch` is not a standard profile, so it must set min_timeout_ms"),
         (|j| { j.create_file("sw4rm.toml", "[profiles.heartbeat\n")?; Ok(()) },
          "sw4rm.toml: not valid TOML"),
         (|j| { j.create_file("sw4rm.toml", "[profiles.Heartbeat]\nmax_timeout_ms = 9000\n[profiles.heartbeat]\nmax_timeout_ms = 8000\n")?; Ok(()) },

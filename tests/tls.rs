@@ -187,6 +187,12 @@ mod with_tls {
         )) {
             assert!(matches!(err, ConnectError::Unreachable { .. }), "{err:?}");
             assert!(err.to_string().contains("UnknownIssuer"), "{err}");
+            // What to do, as the other TLS mistakes say.
+            assert!(
+                err.to_string()
+                    .contains("not signed by a CA this client trusts"),
+                "{err}"
+            );
         } else {
             assert!(
                 matches!(err, ConnectError::TlsUnavailable { .. }),
@@ -205,6 +211,7 @@ mod with_tls {
             err.to_string().contains("invalid peer certificate"),
             "{err}"
         );
+        assert!(err.to_string().contains("ca_certificate"), "{err}");
         assert_eq!(server.calls().len(), 0);
     }
 

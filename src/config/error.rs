@@ -40,7 +40,10 @@ impl fmt::Display for ConfigIssue {
             // A problem with the whole source (unreadable file, missing file).
             Source::File(path) if key_is_empty => write!(f, "{}: {rule}", path.display()),
             Source::Env(var) if key_is_empty => write!(f, "{}: {rule}", cut(var, SHOWN_VALUE)),
-            // A value that should be there and is not.
+            // A value that should be there and is not: where the rest was set.
+            Source::File(path) if value_is_empty => {
+                write!(f, "{}: {key}: {rule}", path.display())
+            }
             source if value_is_empty => write!(f, "{key}: {rule} (set in {source})"),
             Source::Env(var) => write!(f, "{}={value}: {rule}", cut(var, SHOWN_VALUE)),
             Source::File(path) => write!(f, "{}: {key} = {value}: {rule}", path.display()),

@@ -330,8 +330,9 @@ fn show(value: &Value) -> String {
             _ => String::new(),
         },
         Value::Empty(..) => String::new(),
-        Value::Dict(..) => "{table}".into(),
-        Value::Array(..) => "[list]".into(),
+        // Not the value itself: what kind it is, as TOML elides one.
+        Value::Dict(..) => "{…}".into(),
+        Value::Array(..) => "[…]".into(),
     }
 }
 

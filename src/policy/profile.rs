@@ -264,7 +264,10 @@ impl TimeoutProfile {
         out
     }
 
-    /// The default timeout as a [`Duration`].
+    /// The default timeout as a [`Duration`]: the field `default_timeout_ms` (the word
+    /// of `ProfileSetBuilder::default_timeout_ms`, which sets milliseconds), read in
+    /// the unit of [`TimeoutProfileBuilder::default_timeout`], which sets a
+    /// `Duration`. Each getter has its setter's word; the two setters differ in unit.
     pub fn default_timeout(&self) -> Duration {
         Duration::from_millis(u64::from(self.default_timeout_ms))
     }

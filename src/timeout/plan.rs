@@ -148,7 +148,7 @@ impl RoutePlan {
     ) -> CallPlan<'a> {
         CallPlan {
             route,
-            profile: profiles.get(route.profile),
+            profile: profiles.by_id(route.profile),
             decided: self.0.clone(),
             exhausted: false,
             budget: None,
@@ -214,7 +214,7 @@ pub(crate) fn plan<'a>(
     outer: &Outer<'_>,
     message: impl FnOnce(MessageField) -> Option<Duration>,
 ) -> CallPlan<'a> {
-    let profile = profiles.get(route.profile);
+    let profile = profiles.by_id(route.profile);
 
     let Asked {
         per_call,

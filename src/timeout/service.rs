@@ -469,7 +469,7 @@ fn rpc_span(
 /// The span of a call its route alone plans ([`rpc_span`]).
 #[inline(always)]
 fn route_span(shared: &Shared, found: &Found<'_>, plan: &RoutePlan) -> tracing::Span {
-    let profile = shared.profiles.get(found.route.profile);
+    let profile = shared.profiles.by_id(found.route.profile);
     rpc_span(
         shared.settings.span_level,
         &found.route,

@@ -250,6 +250,16 @@ pub(crate) fn tls_hint(cause: &str, endpoint: &str) -> Option<String> {
              port; use {plain} or the server's TLS port"
         ));
     }
+    if cause.contains("UnknownIssuer") || cause.contains("BadSignature") {
+        return Some(
+            "the server's certificate is not signed by a CA this client trusts: for a \
+             private CA give the client that CA (`ClientTlsConfig::ca_certificate` and \
+             `domain_name` on your `Endpoint`, through `Sw4rm::builder`); for a public \
+             one, the trust roots (`tls-native-roots` or `tls-webpki-roots`); the guide's \
+             TLS chapter, `sw4rm_timeouts::guide::tls`"
+                .to_owned(),
+        );
+    }
     if cause.contains("CaUsedAsEndEntity") {
         return Some(
             "the server presents a CA certificate (basicConstraints CA:TRUE) as its own, \

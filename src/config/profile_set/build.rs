@@ -430,6 +430,12 @@ fn build_routes(
             rule,
             source: setting.source.clone(),
         };
+        // The pattern and the profile are two problems where both are wrong: each is
+        // reported, in one pass.
+        let pattern = RoutePattern::parse(&setting.pattern);
+        if let Err(rule) = &pattern {
+            issues.push(issue(format!("route pattern {rule}")));
+        }
         let Some(&profile) = by_name.get(setting.profile.as_str()) else {
             if declared.contains_key(&setting.profile) {
                 // The profile exists but one of its values is wrong: that is reported
@@ -442,7 +448,7 @@ fn build_routes(
             )));
             continue;
         };
-        match RoutePattern::parse(&setting.pattern) {
+        match pattern {
             Ok(RoutePattern::Exact(path)) => {
                 let standard = STANDARD_ROUTES.iter().find(|r| r.path == path);
                 routes.insert_exact(
@@ -472,10 +478,8 @@ fn build_routes(
                     source: setting.source.clone(),
                 },
             ),
-            Err(rule) => issues.push(ConfigIssue {
-                value: setting.pattern.clone(),
-                ..issue(format!("route pattern {rule}"))
-            }),
+            // Reported above.
+            Err(_) => {}
         }
     }
     mark_idempotency(merged, &mut routes, issues);

@@ -260,7 +260,10 @@ impl ProfileSet {
         self.routes.lookup(path, self.fallback)
     }
 
-    pub(crate) fn get(&self, id: ProfileId) -> &ResolvedProfile {
+    /// The profile `id` names (not `get`: a user of `profiles()` reaches this type
+    /// through `Deref`, and a private `get` beside the public `profile(name)` reads
+    /// as an error).
+    pub(crate) fn by_id(&self, id: ProfileId) -> &ResolvedProfile {
         &self.profiles[id]
     }
 }

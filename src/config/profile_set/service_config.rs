@@ -98,7 +98,7 @@ impl ProfileSet {
     pub fn service_config(&self, mode: ServiceConfigMode) -> String {
         let mut entries: Vec<String> = Vec::new();
         let mut entry = |names: String, route: &crate::policy::route::Route| {
-            let profile = self.get(route.profile);
+            let profile = self.by_id(route.profile);
             let p = &profile.profile;
             let timeout = if route.streaming {
                 let total = profile.streaming.total_timeout_ms;

@@ -381,8 +381,8 @@ pub(super) fn resolution_text(r: Resolution) -> &'static str {
     match r {
         Resolution::Estimate => "the in-process estimate, within 1.6 % of the observed values",
         _ => {
-            "from Prometheus histogram buckets (1-2.5-5 steps): each value is its bucket's \
-             upper bound, up to 2.5x the observed value"
+            "from Prometheus histogram buckets (1, 1.5, 2, 3, 5, 7 steps): each value is its \
+             bucket's upper bound, up to 1.7x the observed value"
         }
     }
 }

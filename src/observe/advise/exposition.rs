@@ -3,7 +3,8 @@
 //! `profile` labels) and `sw4rm_rpc_timeout_total`.
 //!
 //! Bucket resolution costs precision: a quantile is only known to lie in its bucket
-//! (boundaries in 1-2.5-5 steps), and is reported as the bucket's upper bound. The
+//! (boundaries in steps of 1, 1.5, 2, 3, 5 and 7), and is reported as the bucket's
+//! upper bound. The
 //! duration histogram counts every call; calls that timed out (the timeout counter)
 //! are taken off its highest buckets, where they were recorded, and the rest count as
 //! successful calls (failures other than timeouts among them).

@@ -9,7 +9,9 @@ use std::collections::BTreeMap;
 use super::exposition::split;
 use crate::config::{ProfileSet, ProfileSetBuilder};
 use crate::observe::metrics::CONFIGURED_TIMEOUT_MS;
+use crate::policy::profile::ProfileField;
 use crate::policy::profile::TimeoutProfile;
+use crate::policy::source::Source;
 
 /// One profile's bounds as scraped (milliseconds; `None`: not in the scrape).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -33,8 +35,9 @@ pub struct ScrapedBounds {
 /// assert_eq!(table.profile("heartbeat").unwrap().default_ms, Some(1_000));
 /// let standard = ProfileSet::standard();
 /// assert_eq!(
-///     table.differences(&standard, "the standard table"),
-///     ["heartbeat default_timeout_ms: 1000 ms in the scrape, 5000 ms in the standard table"]
+///     table.differences(&standard, "--config sw4rm.toml"),
+///     ["heartbeat default_timeout_ms: 1000 ms in the scrape, 5000 ms in SW4-002's \
+///       standard table (--config sw4rm.toml does not set it)"]
 /// );
 /// let in_use = table.apply(ProfileSet::builder().without_global(), &standard).build()?;
 /// assert_eq!(in_use.profile("heartbeat").unwrap().default_timeout_ms, 1_000);
@@ -94,31 +97,39 @@ impl ScrapedTable {
     pub fn differences(&self, other: &ProfileSet, other_name: &str) -> Vec<String> {
         let mut lines = Vec::new();
         for (name, bounds) in &self.profiles {
-            let theirs = other.profile(name);
+            let theirs = other.resolved(name);
+            let value = |field: ProfileField, ms: fn(&TimeoutProfile) -> u32| {
+                theirs.map(|p| (ms(p.profile()), p.source_of(field)))
+            };
             let rows = [
                 (
                     "default_timeout_ms",
                     bounds.default_ms,
-                    theirs.map(|p| p.default_timeout_ms),
+                    value(ProfileField::Default, |p| p.default_timeout_ms),
                 ),
                 (
                     "min_timeout_ms",
                     bounds.min_ms,
-                    theirs.map(|p| p.min_timeout_ms),
+                    value(ProfileField::Min, |p| p.min_timeout_ms),
                 ),
                 (
                     "max_timeout_ms",
                     bounds.max_ms,
-                    theirs.map(|p| p.max_timeout_ms),
+                    value(ProfileField::Max, |p| p.max_timeout_ms),
                 ),
             ];
             for (key, scraped, theirs) in rows {
                 let Some(scraped) = scraped else { continue };
                 match theirs {
-                    Some(t) if t == scraped => {}
-                    Some(t) => lines.push(format!(
-                        "{name} {}: {scraped} ms in the scrape, {t} ms in {other_name}",
-                        key
+                    Some((t, _)) if t == scraped => {}
+                    // Where the value came from: the file only where it set it.
+                    Some((t, Source::Standard)) => lines.push(format!(
+                        "{name} {key}: {scraped} ms in the scrape, {t} ms in SW4-002's \
+                         standard table ({other_name} does not set it)"
+                    )),
+                    Some((t, source)) => lines.push(format!(
+                        "{name} {key}: {scraped} ms in the scrape, {t} ms in {other_name} \
+                         ({source})"
                     )),
                     None => lines.push(format!(
                         "{name} {key}: {scraped} ms in the scrape, no such profile in {other_name}"

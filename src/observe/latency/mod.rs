@@ -110,8 +110,9 @@ pub enum Resolution {
     /// The in-process estimate: within 1.6 % of the value of that rank.
     Estimate,
     /// Read from a Prometheus exposition of `sw4rm_rpc_duration_ms`: a quantile is
-    /// known only to lie in its histogram bucket (steps of 1-2.5-5), and is reported
-    /// as the bucket's upper bound (within 1/32 below it), up to 2.5 times the value.
+    /// known only to lie in its histogram bucket (steps of 1, 1.5, 2, 3, 5 and 7), and
+    /// is reported as the bucket's upper bound (within 1/32 below it), up to 1.7 times
+    /// the value.
     Buckets,
 }
 

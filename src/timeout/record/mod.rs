@@ -374,7 +374,7 @@ impl Record {
         seen: &Progress,
         detected_by: DetectedBy,
     ) -> Status {
-        let profile = self.shared.profiles.get(self.profile);
+        let profile = self.shared.profiles.by_id(self.profile);
         let (configured, source) = match self.cap(phase) {
             Some(cap) => (cap.limit(), cap.source.clone()),
             None => (Default::default(), profile.default_source().clone()),
@@ -419,7 +419,7 @@ impl Record {
         seen: &Progress,
         detected_by: DetectedBy,
     ) -> Status {
-        let profile = self.shared.profiles.get(self.profile);
+        let profile = self.shared.profiles.by_id(self.profile);
         let long_work = self
             .timers
             .idle_limit()
@@ -560,7 +560,7 @@ impl Record {
         }
         let elapsed_ms = millis(self.start.elapsed());
         self.end_record(reason, elapsed_ms, sent);
-        let profile = self.shared.profiles.get(self.profile);
+        let profile = self.shared.profiles.by_id(self.profile);
         let labels = self.labels();
         let details = CancelDetails {
             reason,
@@ -588,7 +588,7 @@ impl Record {
             instruments.cancelled(reason, &self.labels().attrs);
         }
         let labels = self.labels();
-        let profile = &self.shared.profiles.get(self.profile).profile.name;
+        let profile = &self.shared.profiles.by_id(self.profile).profile.name;
         call_event!(
             info,
             self.span,

@@ -52,7 +52,7 @@ pub(crate) fn routes_of(shared: &Shared) -> Vec<RouteLatency> {
             Some(RouteLatency::new(
                 labels.service.as_ref(),
                 labels.method.as_ref(),
-                shared.profiles.get(profile).profile.name.as_ref(),
+                shared.profiles.by_id(profile).profile.name.as_ref(),
                 stats.snapshot(),
             ))
         })

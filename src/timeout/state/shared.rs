@@ -398,7 +398,7 @@ pub(crate) struct Labels {
 
 impl Labels {
     fn of(profiles: &ProfileSet, route: &Lookup<'_>) -> Self {
-        let profile = &profiles.get(route.profile).profile.name;
+        let profile = &profiles.by_id(route.profile).profile.name;
         let (service, method): (Arc<str>, Arc<str>) = (route.service.into(), route.method.into());
         Labels {
             attrs: attributes(profile, service.clone(), method.clone()),
@@ -593,7 +593,7 @@ fn labels(profiles: &ProfileSet, route: &Lookup<'_>, path: &str) -> Labels {
     if route.matched == Matched::Fallback {
         tracing::debug!(
             path,
-            profile = %profiles.get(route.profile).profile.name,
+            profile = %profiles.by_id(route.profile).profile.name,
             "SW4RM path outside the routing table: using the fallback profile"
         );
     }
@@ -682,7 +682,7 @@ mod tests {
                 let got = &found.route;
                 assert_eq!(got.matched, want.matched, "{path} {sight}");
                 assert_eq!(
-                    &*profiles.get(got.profile).profile.name,
+                    &*profiles.by_id(got.profile).profile.name,
                     profile,
                     "{path} {sight}"
                 );
