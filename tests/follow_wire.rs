@@ -497,6 +497,12 @@ async fn a_cancel_rpc_the_scheduler_does_not_answer_is_bounded() {
             assert_eq!(status.code(), Code::DeadlineExceeded);
             let details = TimeoutDetails::from_status(&status).expect("timeout details");
             assert!(details.configured_timeout_ms() <= 300, "{details}");
+            // The follow's own bound, named as the budget it is (it read `inherited`).
+            assert_eq!(
+                details.source(),
+                &sw4rm_timeouts::Source::Budget,
+                "{details}"
+            );
         }
         other => panic!("{other}"),
     }

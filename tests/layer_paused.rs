@@ -820,15 +820,17 @@ async fn an_idle_limit_above_the_cap_is_clamped_with_a_warning() {
         if warned {
             assert_eq!(warnings.len(), 1, "{warnings:?}");
             let w = &warnings[0];
-            assert_eq!(
-                (
-                    w["idle_ms"].as_str(),
-                    w["idle_source"].as_str(),
-                    w["cap_ms"].as_str(),
-                    w["cap_source"].as_str()
-                ),
-                ("5000", "per_call", "1500", "per_call")
-            );
+            // The override clamp's fields, field for field.
+            let fields = [
+                "requested_ms",
+                "source",
+                "effective_ms",
+                "bound",
+                "bound_source",
+            ];
+            let got: Vec<_> = fields.iter().map(|f| w[*f].as_str()).collect();
+            assert_eq!(got, ["5000", "per_call", "1500", "total", "per_call"]);
+            assert!(w.contains_key("rule"), "{w:?}");
             assert_eq!(
                 (d.phase(), start.elapsed()),
                 (Phase::Total, Duration::from_millis(1_500))
@@ -842,6 +844,37 @@ async fn an_idle_limit_above_the_cap_is_clamped_with_a_warning() {
             );
         }
     }
+}
+
+/// A gap above the total is lowered to it with the warning fields every clamp has:
+/// what was asked and by whom, what is used, the bound, the rule and its source (the
+/// gap clamp said neither what was asked nor by whom).
+#[tokio::test(start_paused = true)]
+async fn a_gap_above_the_total_is_clamped_with_the_fields_every_clamp_has() {
+    let (events, _guard) = common::capture_events();
+    let mut h = long_work_harness(long_policy(0, 0, 0));
+    let mut req = request(CALL_STREAM);
+    req.extensions_mut().insert(
+        sw4rm_timeouts::CallStreamingPolicy::default()
+            .with_message_gap(Duration::from_millis(5_000))
+            .with_total(Duration::from_millis(1_500)),
+    );
+    let mut body: Wrapped = Box::pin(call_body(&mut h.svc, req).await);
+    let _tx = h.inner.next_feed().await;
+    let _ = next(&mut body).await;
+    let warnings = events.with_message("stream gap timeout clamped");
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    let w = &warnings[0];
+    let fields = [
+        "requested_ms",
+        "source",
+        "effective_ms",
+        "bound",
+        "bound_source",
+    ];
+    let got: Vec<_> = fields.iter().map(|f| w[*f].as_str()).collect();
+    assert_eq!(got, ["5000", "per_call", "1500", "total", "per_call"]);
+    assert!(w.contains_key("rule"), "{w:?}");
 }
 
 /// A progress rule runs once per complete message, however the message is split into
@@ -1080,4 +1113,55 @@ async fn tonics_cancel_ends_a_call_while_its_response_body_is_read() {
         sw4rm_timeouts::CancelReason::CallCancelled
     );
     assert_eq!(start.elapsed(), Duration::from_millis(500));
+}
+
+/// A budget run inside another's scope: both cap the calls, the smaller wins (the
+/// outer one was dropped, and a heartbeat under a 1 s budget ran its 4 s).
+#[tokio::test(start_paused = true)]
+async fn a_budget_inside_another_is_capped_by_both() {
+    use sw4rm_timeouts::OperationBudget;
+    for (outer_ms, inner_ms) in [(1_000, 60_000), (60_000, 1_000)] {
+        let mut h = harness(standard(), Some(Duration::from_secs(4)));
+        h.svc.ready().await.unwrap();
+        let svc = &mut h.svc;
+        let outer = OperationBudget::new(Duration::from_millis(outer_ms));
+        let inner = OperationBudget::new(Duration::from_millis(inner_ms));
+        let start = Instant::now();
+        // The inner budget is made to run inside the outer one's scope.
+        let answer = outer
+            .run(async move {
+                inner
+                    .run(async move { svc.call(request(HEARTBEAT)).await })
+                    .await
+            })
+            .await;
+        let Err(err) = answer else {
+            panic!(
+                "{outer_ms} / {inner_ms}: answered after {:?}",
+                start.elapsed()
+            )
+        };
+        assert_eq!(
+            start.elapsed(),
+            Duration::from_secs(1),
+            "{outer_ms} / {inner_ms}"
+        );
+        let d = details(err);
+        assert_eq!(
+            (d.configured_timeout_ms(), d.source()),
+            (1_000, &sw4rm_timeouts::Source::Budget),
+            "{outer_ms} / {inner_ms}"
+        );
+    }
+    // `scope::remaining` says the least of both.
+    let outer = OperationBudget::new(Duration::from_secs(2));
+    let inner = OperationBudget::new(Duration::from_secs(30));
+    let left = outer
+        .run(async {
+            inner
+                .run(async { sw4rm_timeouts::scope::remaining() })
+                .await
+        })
+        .await;
+    assert_eq!(left, Some(Duration::from_secs(2)));
 }

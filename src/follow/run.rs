@@ -12,7 +12,7 @@ use crate::policy::cancel::CancelReason;
 use crate::policy::effect::CallEffect;
 use crate::policy::ids::{random_u64, unit_draw};
 use crate::policy::poll::{not_taken, poll_wait, PollRule};
-use crate::scope::{cancelled, detach, remaining, with_deadline, Cancelled};
+use crate::scope::{cancelled, detach, remaining, Cancelled, OperationBudget};
 use crate::wire::cancel::CancelDetails;
 use crate::wire::details::TimeoutDetails;
 use crate::wire::status::passes;
@@ -129,9 +129,10 @@ impl Follow {
     }
 
     /// How long to wait for the submit's answer before following by status instead
-    /// (default: the submit RPC's profile). A limit like an inherited deadline: not
-    /// raised to the profile's minimum. One past any representable instant
-    /// (`Duration::MAX`) is no limit of its own.
+    /// (default: the submit RPC's profile). The submit runs under a budget of this
+    /// long (its timeout details say source `budget`, as do the follow's
+    /// [`limit`](Self::limit) and [`cancel_timeout`](Self::cancel_timeout)): a limit,
+    /// not raised to the profile's minimum. `Duration::MAX` is no limit of its own.
     pub fn submit_timeout(mut self, timeout: Duration) -> Self {
         self.submit_timeout = Some(timeout);
         self
@@ -186,7 +187,9 @@ impl Follow {
         self,
         operation: &mut O,
     ) -> Result<Followed<O::Status>, FollowError<O::Status>> {
-        let until = deadline_after(self.limit);
+        // The follow's own bounds are budgets (a cap the caller set on an operation:
+        // timeout details say `budget`), inside any budget of the scope.
+        let limit = OperationBudget::new(self.limit);
         let mut run = Running {
             draws: self.seed.unwrap_or_else(random_u64),
             follow: self,
@@ -199,16 +202,8 @@ impl Follow {
             run.poll(operation, cancel.as_mut(), submit_unanswered, sent)
                 .await
         };
-        match until {
-            Some(until) => with_deadline(until, follow).await,
-            None => follow.await,
-        }
+        limit.run(follow).await
     }
-}
-
-/// `now + after`, or `None` past any representable instant (no deadline then).
-fn deadline_after(after: Duration) -> Option<Instant> {
-    Instant::now().checked_add(after)
 }
 
 /// A follow under way.
@@ -232,10 +227,10 @@ impl<S> Running<S> {
         operation: &mut O,
         mut cancel: Pin<&mut Cancelled>,
     ) -> Result<Option<CallEffect>, FollowError<S>> {
-        let bound = self.follow.submit_timeout.and_then(deadline_after);
+        let bound = self.follow.submit_timeout;
         let sent = async {
             match bound {
-                Some(at) => with_deadline(at, operation.submit()).await,
+                Some(t) => OperationBudget::new(t).run(operation.submit()).await,
                 None => operation.submit().await,
             }
         };
@@ -372,12 +367,8 @@ impl<S> Running<S> {
         operation: &mut O,
     ) -> FollowError<S> {
         let bound = self.follow.cancel_timeout;
-        let sent = detach(async {
-            match deadline_after(bound) {
-                Some(at) => with_deadline(at, operation.cancel()).await,
-                None => operation.cancel().await,
-            }
-        });
+        // Made inside the detached scope: the budget must not adopt the cancelled one.
+        let sent = detach(async { OperationBudget::new(bound).run(operation.cancel()).await });
         let cancel = match sent.await {
             Ok(cancelled) => CancelSent::Answered { cancelled },
             Err(status) => CancelSent::Failed(status),

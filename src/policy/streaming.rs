@@ -94,8 +94,9 @@ pub(crate) struct SourcedPolicy<'a> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct StreamTimers {
     pub(crate) timers: Timers,
-    /// Set when the gap was lowered to the total (logged as a warning).
-    pub(crate) gap_clamped: bool,
+    /// The gap as asked, when it was lowered to the total (logged as a warning naming
+    /// both values and their sources).
+    pub(crate) gap_clamped: Option<Cap>,
     /// The idle limit as asked, when it was lowered to the total (logged as a
     /// warning naming both values and their sources).
     pub(crate) idle_clamped: Option<Cap>,
@@ -132,10 +133,10 @@ pub(crate) fn stream_timers(
     .or_else(|| effective.cloned());
     let total = pick(call.total_timeout_ms, p.total_timeout_ms, total_src);
     let mut idle = pick(call.idle_timeout_ms, p.idle_timeout_ms, idle_src);
-    let mut gap_clamped = false;
+    let mut gap_clamped = None;
     if let (Some(g), Some(t)) = (&gap, &total) {
         if g.limit() > t.limit() {
-            gap_clamped = g.was_set();
+            gap_clamped = g.was_set().then(|| g.clone());
             gap = Some(t.clone());
         }
     }
@@ -243,7 +244,7 @@ mod tests {
             profile: StreamingTimeoutPolicy,
             per_call: Option<StreamingTimeoutPolicy>,
             want: Timers,
-            gap_clamped: bool,
+            gap_clamped: Option<Cap>,
         }
         let eff = || cap(30_000, Source::Standard);
         let rows = [
@@ -252,21 +253,21 @@ mod tests {
                 profile: policy(0, 0, 0),
                 per_call: None,
                 want: Timers::stream(eff(), eff(), None),
-                gap_clamped: false,
+                gap_clamped: None,
             },
             Row {
                 effective: None,
                 profile: policy(0, 0, 0),
                 per_call: None,
                 want: Timers::default(),
-                gap_clamped: false,
+                gap_clamped: None,
             },
             Row {
                 effective: eff(),
                 profile: policy(1_000, 200, 0),
                 per_call: None,
                 want: Timers::stream(cap(1_000, file.clone()), cap(200, file.clone()), None),
-                gap_clamped: false,
+                gap_clamped: None,
             },
             // The gap falls back to the standard deadline: nobody set it, so lowering
             // it to the total is not said.
@@ -275,28 +276,28 @@ mod tests {
                 profile: policy(0, 0, 10_000),
                 per_call: None,
                 want: Timers::stream(eff(), cap(10_000, file.clone()), cap(10_000, file.clone())),
-                gap_clamped: false,
+                gap_clamped: None,
             },
             Row {
                 effective: eff(),
                 profile: policy(0, 500, 0),
                 per_call: Some(policy(0, 0, 9_000)),
                 want: Timers::stream(eff(), cap(500, file.clone()), cap(9_000, Source::PerCall)),
-                gap_clamped: false,
+                gap_clamped: None,
             },
             Row {
                 effective: eff(),
                 profile: policy(0, 500, 1_000),
                 per_call: Some(policy(0, 2_000, 0)),
                 want: Timers::stream(eff(), cap(1_000, file.clone()), cap(1_000, file.clone())),
-                gap_clamped: true,
+                gap_clamped: cap(2_000, Source::PerCall),
             },
             Row {
                 effective: None,
                 profile: policy(0, 0, 10_000),
                 per_call: None,
                 want: Timers::stream(None, None, cap(10_000, file.clone())),
-                gap_clamped: false,
+                gap_clamped: None,
             },
         ];
         for row in rows {

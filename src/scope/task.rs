@@ -19,6 +19,9 @@ use super::work_state::WorkState;
 pub struct Scope {
     pub(crate) deadline: Option<Instant>,
     pub(crate) budget: Option<OperationBudget>,
+    /// The budgets `budget` runs inside (a budget run in another's scope), outermost
+    /// first: each still caps the calls, as budgets only shrink.
+    pub(crate) outer_budgets: Option<Arc<[OperationBudget]>>,
     /// The long work the task reports progress to ([`super::LongWork`]).
     pub(crate) work: Option<Arc<WorkState>>,
     /// The cancel signal of the inbound call the task serves, when the server layer
@@ -57,7 +60,7 @@ pub(crate) fn current(now: Instant) -> (Option<Current>, Option<Arc<CancelSignal
             }
             let caps = Current {
                 inherited: s.deadline.map(|d| d.saturating_duration_since(now)),
-                budget: s.budget.as_ref().and_then(|b| b.cap_at(now)),
+                budget: smallest_budget(s, now),
                 delegation: s.budget.as_ref().and_then(OperationBudget::delegation),
             };
             (Some(caps), cancel)
@@ -215,6 +218,31 @@ pub(crate) fn with_current_work<R>(f: impl FnOnce(&WorkState) -> R) -> Option<R>
     SCOPE.try_with(|s| s.work.as_deref().map(f)).ok().flatten()
 }
 
+/// The budget of `scope` with the least left at `now`, among its own and those it
+/// runs inside (a paused one caps nothing while it is paused).
+fn smallest_budget(scope: &Scope, now: Instant) -> Option<super::caps::BudgetNow> {
+    let own = scope.budget.as_ref().and_then(|b| b.cap_at(now));
+    let outer = scope.outer_budgets.as_deref().unwrap_or_default();
+    outer
+        .iter()
+        .filter_map(|b| b.cap_at(now))
+        .chain(own)
+        .min_by_key(|b| b.remaining)
+}
+
+/// What is left of the scope's budgets at `now`: the least, among its own and those
+/// it runs inside (`None` without a budget, or when none has a limit).
+pub(crate) fn budgets_remaining(scope: &Scope) -> Option<std::time::Duration> {
+    let outer = scope.outer_budgets.as_deref().unwrap_or_default();
+    scope
+        .budget
+        .iter()
+        .chain(outer)
+        .map(OperationBudget::remaining)
+        .filter(|d| *d != std::time::Duration::MAX)
+        .min()
+}
+
 impl OperationBudget {
     /// Runs `future` with every outgoing call capped by this budget (inside any
     /// inherited deadline already in scope), and cancelled with the budget or the
@@ -230,7 +258,12 @@ impl OperationBudget {
             parent.adopt(&signal);
         }
         scope.cancel = Some(signal);
-        scope.budget = Some(self.clone());
+        // A budget run inside another's scope: the outer one still caps its calls.
+        if let Some(outer) = scope.budget.replace(self.clone()) {
+            let mut all = scope.outer_budgets.as_deref().unwrap_or_default().to_vec();
+            all.push(outer);
+            scope.outer_budgets = Some(all.into());
+        }
         SCOPE.scope(scope, future)
     }
 }

@@ -84,11 +84,7 @@ pub fn remaining() -> Option<Duration> {
     let now = Instant::now();
     with_current_scope(|s| {
         let inherited = s.deadline.map(|d| d.saturating_duration_since(now));
-        let budget = s
-            .budget
-            .as_ref()
-            .map(OperationBudget::remaining)
-            .filter(|d| *d != Duration::MAX);
+        let budget = super::task::budgets_remaining(s);
         match (inherited, budget) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

@@ -68,8 +68,9 @@ pub(crate) struct Decided {
     pub(crate) wire: WireTimeout,
     /// A request that SW4-002 §2.2 changed, to log.
     pub(crate) clamp: Option<Clamp>,
-    /// Set when a stream's gap timer was lowered to its total, to log.
-    pub(crate) gap_clamped: bool,
+    /// A stream's gap timer as asked, when it was lowered to its total, to log
+    /// (boxed, as the idle limit's).
+    pub(crate) gap_clamped: Option<Box<Cap>>,
     /// A stream's idle limit as asked, when it was lowered to its total, to log
     /// (boxed: rare, and every call's plan would carry its 32 bytes).
     pub(crate) idle_clamped: Option<Box<Cap>>,
@@ -134,7 +135,7 @@ impl RoutePlan {
         !d.streaming
             && d.hedge.is_none()
             && d.clamp.is_none()
-            && !d.gap_clamped
+            && d.gap_clamped.is_none()
             && d.idle_clamped.is_none()
     }
 
@@ -288,7 +289,7 @@ struct Streamed {
     streaming: bool,
     /// A per-call stream total that SW4-002 §2.2 changed.
     clamp: Option<Clamp>,
-    gap_clamped: bool,
+    gap_clamped: Option<Box<Cap>>,
     idle_clamped: Option<Box<Cap>>,
 }
 
@@ -308,7 +309,7 @@ fn call_timers(
             timers: Timers::unary(deadline),
             streaming,
             clamp: None,
-            gap_clamped: false,
+            gap_clamped: None,
             idle_clamped: None,
         };
     }
@@ -323,7 +324,7 @@ fn call_timers(
         None => outer.progress.find(route.service, route.method).cloned(),
     };
     let mut timers = st.timers.with_progress_rule(rule);
-    let mut gap_clamped = st.gap_clamped;
+    let mut gap_clamped = st.gap_clamped.map(Box::new);
     let mut idle_clamped = st.idle_clamped.map(Box::new);
     let mut clamp = None;
     let call_total = call_policy.map_or(0, |p| p.total_timeout_ms);
@@ -405,14 +406,14 @@ fn stream_total(
     profile: &ResolvedProfile,
     requested: Duration,
     timers: &mut Timers,
-    gap_clamped: &mut bool,
+    gap_clamped: &mut Option<Box<Cap>>,
 ) -> Option<Clamp> {
     let (Some(effective), Some(bound)) = apply_override(&profile.profile, requested) else {
         return None;
     };
     timers.total = Some(Cap::new(effective, Source::PerCall));
     if let Some(gap) = timers.gap_mut().filter(|g| g.limit() > effective) {
-        *gap_clamped = gap.was_set();
+        *gap_clamped = gap.was_set().then(|| Box::new(gap.clone()));
         *gap = Cap::new(effective, Source::PerCall);
     }
     Some(Clamp {
@@ -530,7 +531,7 @@ impl CallPlan<'_> {
     pub(crate) fn log_clamps(&self, span: &tracing::Span) {
         if self.decided.clamp.is_some()
             || self.decided.idle_clamped.is_some()
-            || self.decided.gap_clamped
+            || self.decided.gap_clamped.is_some()
         {
             self.log_clamped(span);
         }
@@ -556,35 +557,38 @@ impl CallPlan<'_> {
                 "SW4RM timeout override clamped to the profile's bounds"
             );
         }
+        // The stream clamps say what the override clamp says, field for field: what
+        // was asked and by whom, what is used, the bound, the rule and its source.
+        let total = self.decided.timers.total.as_ref();
         if let (Some(asked), Some(idle), Some(total)) = (
             &self.decided.idle_clamped,
             self.decided.timers.idle_limit(),
-            self.decided.timers.total.as_ref(),
+            total,
         ) {
             call_event!(
                 warn,
                 span,
                 (call.0, call.1, call.2),
-                idle_ms = millis(asked.limit()),
-                idle_source = %asked.source,
-                cap_ms = millis(total.limit()),
-                cap_source = %total.source,
+                requested_ms = millis(asked.limit()),
                 effective_ms = millis(idle.limit()),
+                bound = "total",
+                rule = "a stream's idle limit is at most its total timeout (the cap)",
+                source = asked.source.level(),
+                bound_source = %total.source,
                 "SW4RM stream idle limit above its cap: clamped to the cap"
             );
         }
-        if self.decided.gap_clamped {
+        if let (Some(asked), Some(total)) = (&self.decided.gap_clamped, total) {
             call_event!(
                 warn,
                 span,
                 (call.0, call.1, call.2),
-                effective_ms = self
-                    .decided
-                    .timers
-                    .total
-                    .as_ref()
-                    .map_or(0, |c| millis(c.limit())),
+                requested_ms = millis(asked.limit()),
+                effective_ms = millis(total.limit()),
                 bound = "total",
+                rule = "a stream's gap timeout is at most its total timeout",
+                source = asked.source.level(),
+                bound_source = %total.source,
                 "SW4RM stream gap timeout clamped to the total timeout"
             );
         }
@@ -1237,7 +1241,7 @@ mod tests {
                 p.decided.timers.gap().unwrap().limit() <= ms(10_000),
                 "{gap_ms}"
             );
-            assert_eq!(p.decided.gap_clamped, said, "{gap_ms}");
+            assert_eq!(p.decided.gap_clamped.is_some(), said, "{gap_ms}");
         }
     }
 

@@ -20,15 +20,20 @@ pub const TIMEOUT_REASON: &str = "SW4RM_RPC_TIMEOUT";
 /// `ErrorInfo.domain` of every SW4-002 timeout.
 pub const TIMEOUT_DOMAIN: &str = "sw4rm.timeouts";
 
-/// Which timer noticed the deadline.
+/// Which timer noticed the deadline (the guide's tonic chapter has a table of when
+/// each appears).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum DetectedBy {
-    /// This crate's timer.
+    /// This crate's timer: the call's deadline, an attempt's timeout, a stream's
+    /// timers, or a scope's cap spent at or before the send.
     Client,
-    /// tonic's transport timer (reported by tonic as `Cancelled`).
+    /// tonic's transport timer (reported by tonic as `Cancelled`) fired before the
+    /// layer's: a `grpc-timeout` it enforces, or an `Endpoint::timeout`.
     Transport,
-    /// The server answered `DEADLINE_EXCEEDED`.
+    /// The server answered `DEADLINE_EXCEEDED` (or `CANCELLED`) at or after our
+    /// deadline, or a server's `LongWork` guard stopped the work at its idle limit or
+    /// cap.
     Server,
 }
 
