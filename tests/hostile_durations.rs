@@ -1,6 +1,10 @@
 //! Every public setter that takes a `Duration` and runs something, given hostile
 //! values (0, 1 ns, `Duration::MAX`, `u64::MAX` ms): no panic, in the SDK or below
-//! it, and the work still ends (against the embedded server over loopback). A
+//! it, and the work still ends (against the embedded server over loopback). The
+//! connection builder, per-call timeouts, budgets and their pauses, retry and hedging
+//! policies and the hedge cap, propagation, streaming policies per call and per
+//! profile, the cancel cascade, long work and its wrap-up, `Follow`, and delegation
+//! cancels. A
 //! `Duration::MAX` is user input: a computed "time left", a value read from a file.
 
 use std::future::Future;
@@ -207,5 +211,117 @@ async fn follow_and_delegation_cancels_take_hostile_durations() {
             )
             .await;
         }
+    }
+}
+
+#[tokio::test]
+async fn hedging_propagation_streams_and_long_work_take_hostile_durations() {
+    use sw4rm_timeouts::proto::sw4rm::tool::ToolCall;
+    use sw4rm_timeouts::scope::LongWork;
+    use sw4rm_timeouts::{
+        CallStreamingPolicy, HedgeCap, HedgingPolicy, Propagation, StreamingTimeoutPolicy, WrapUp,
+    };
+    let server = TestServer::start().await.unwrap();
+    let bound = Duration::from_secs(20);
+    for value in HOSTILE {
+        let url = server.url();
+        no_panic(
+            "HedgingPolicy delays, HedgeCap::per",
+            value,
+            bound,
+            || async move {
+                let policy = HedgingPolicy::builder()
+                    .max_attempts(2)
+                    .delay(value)
+                    .min_delay(value)
+                    .max_delay(value)
+                    .build();
+                if let Ok(policy) = policy {
+                    let profiles = ProfileSet::builder().hedging("heartbeat", policy).build();
+                    if let Ok(profiles) = profiles {
+                        let layer = TimeoutProfileLayer::new(profiles)
+                            .with_hedge_cap(HedgeCap::share(0.5).per(value));
+                        let sw4rm = Sw4rm::connect_with(url, layer).await.unwrap();
+                        let _ = heartbeat(&sw4rm).await;
+                    }
+                }
+            },
+        )
+        .await;
+        let url = server.url();
+        no_panic("Propagation::with_*", value, bound, || async move {
+            let propagation = Propagation::default()
+                .with_hop_offset(value)
+                .with_max_propagated(value)
+                .with_floor(value);
+            let layer = TimeoutProfileLayer::standard().with_propagation(propagation);
+            let sw4rm = Sw4rm::connect_with(url, layer).await.unwrap();
+            let budget = OperationBudget::new(Duration::from_secs(5));
+            let _ = budget.run(heartbeat(&sw4rm)).await;
+        })
+        .await;
+        let url = server.url();
+        no_panic("CallStreamingPolicy::with_*", value, bound, || async move {
+            let sw4rm = Sw4rm::connect(url).await.unwrap();
+            let mut request = tonic::Request::new(ToolCall::default());
+            CallStreamingPolicy::default()
+                .with_initial(value)
+                .with_message_gap(value)
+                .with_idle(value)
+                .with_total(value)
+                .apply(&mut request);
+            if let Ok(stream) = sw4rm.tool().call_stream(request).await {
+                let mut stream = stream.into_inner();
+                while let Ok(Some(_)) = stream.message().await {}
+            }
+        })
+        .await;
+        let url = server.url();
+        no_panic(
+            "ProfileSetBuilder::streaming",
+            value,
+            bound,
+            || async move {
+                let millis = u32::try_from(value.as_millis()).unwrap_or(u32::MAX);
+                let policy = StreamingTimeoutPolicy {
+                    initial_timeout_ms: millis,
+                    message_gap_timeout_ms: millis,
+                    total_timeout_ms: millis,
+                    idle_timeout_ms: millis,
+                };
+                if let Ok(profiles) = ProfileSet::builder().streaming("tool_call", policy).build() {
+                    let sw4rm = Sw4rm::connect_with(url, TimeoutProfileLayer::new(profiles))
+                        .await
+                        .unwrap();
+                    if let Ok(stream) = sw4rm.tool().call_stream(ToolCall::default()).await {
+                        let mut stream = stream.into_inner();
+                        while let Ok(Some(_)) = stream.message().await {}
+                    }
+                }
+            },
+        )
+        .await;
+        no_panic(
+            "LongWork limits, WrapUp::before_end",
+            value,
+            bound,
+            || async move {
+                let guard = LongWork::new()
+                    .idle_limit(value)
+                    .cap(value)
+                    .caller_idle_limit(value)
+                    .wrap_up(WrapUp::before_end(value));
+                let budget = OperationBudget::new(Duration::from_millis(200))
+                    .with_wrap_up(WrapUp::before_end(value));
+                let outcome = budget
+                    .run(guard.run(|out| async move {
+                        out.push(1u8);
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }))
+                    .await;
+                let _ = outcome.status();
+            },
+        )
+        .await;
     }
 }
