@@ -819,18 +819,11 @@ async fn an_idle_limit_above_the_cap_is_clamped_with_a_warning() {
         let warnings = events.with_message("idle limit above its cap");
         if warned {
             assert_eq!(warnings.len(), 1, "{warnings:?}");
-            let w = &warnings[0];
             // The override clamp's fields, field for field.
-            let fields = [
-                "requested_ms",
-                "source",
-                "effective_ms",
-                "bound",
-                "bound_source",
-            ];
-            let got: Vec<_> = fields.iter().map(|f| w[*f].as_str()).collect();
-            assert_eq!(got, ["5000", "per_call", "1500", "total", "per_call"]);
-            assert!(w.contains_key("rule"), "{w:?}");
+            assert_eq!(
+                clamp_fields(&warnings[0]),
+                ["5000", "per_call", "1500", "total", "per_call"]
+            );
             assert_eq!(
                 (d.phase(), start.elapsed()),
                 (Phase::Total, Duration::from_millis(1_500))
@@ -864,17 +857,27 @@ async fn a_gap_above_the_total_is_clamped_with_the_fields_every_clamp_has() {
     let _ = next(&mut body).await;
     let warnings = events.with_message("stream gap timeout clamped");
     assert_eq!(warnings.len(), 1, "{warnings:?}");
-    let w = &warnings[0];
-    let fields = [
+    // The override clamp's fields, field for field.
+    assert_eq!(
+        clamp_fields(&warnings[0]),
+        ["5000", "per_call", "1500", "total", "per_call"]
+    );
+}
+
+/// What every clamp warning says: what was asked and by whom, what is used, the
+/// bound and its source (and a rule, in words).
+fn clamp_fields(w: &std::collections::BTreeMap<String, String>) -> Vec<&str> {
+    assert!(w.contains_key("rule"), "{w:?}");
+    [
         "requested_ms",
         "source",
         "effective_ms",
         "bound",
         "bound_source",
-    ];
-    let got: Vec<_> = fields.iter().map(|f| w[*f].as_str()).collect();
-    assert_eq!(got, ["5000", "per_call", "1500", "total", "per_call"]);
-    assert!(w.contains_key("rule"), "{w:?}");
+    ]
+    .iter()
+    .map(|f| w[*f].as_str())
+    .collect()
 }
 
 /// A progress rule runs once per complete message, however the message is split into

@@ -537,15 +537,12 @@ async fn a_per_call_rule_replaces_the_routes() {
     drop(served);
 }
 
-/// A caller that stops reading: a raw HTTP/2 client that gives the stream a 16-byte
-/// window and never reads (so never gives any back). The server cannot send, hyper
-/// stops polling the response stream — and the caller's deadline still ends the
-/// work, its future dropped (what it held freed).
-#[tokio::test]
-async fn a_caller_that_stops_reading_does_not_keep_the_work_alive() {
+/// A caller that stops reading: a raw HTTP/2 client that calls `CallStream` for
+/// `tool` (with `grpc_timeout` when given), gives the stream a 16-byte window and never
+/// reads (so never gives any back). The response body, to hold unread.
+async fn never_reading(addr: SocketAddr, tool: &str, grpc_timeout: Option<&str>) -> h2::RecvStream {
     use prost::Message;
-    let served = serve().await;
-    let tcp = tokio::net::TcpStream::connect(served.addr).await.unwrap();
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
     let (client, connection) = h2::client::Builder::new()
         .initial_window_size(16)
         .handshake::<_, bytes::Bytes>(tcp)
@@ -555,18 +552,19 @@ async fn a_caller_that_stops_reading_does_not_keep_the_work_alive() {
         let _ = connection.await;
     });
     let mut client = client.ready().await.unwrap();
-    let request = http::Request::builder()
+    let mut request = http::Request::builder()
         .method("POST")
-        .uri(format!("http://{}{CALL_STREAM}", served.addr))
+        .uri(format!("http://{addr}{CALL_STREAM}"))
         .header("content-type", "application/grpc")
-        .header("te", "trailers")
-        .header("grpc-timeout", "2S")
-        .body(())
+        .header("te", "trailers");
+    if let Some(t) = grpc_timeout {
+        request = request.header("grpc-timeout", t);
+    }
+    let (response, mut send) = client
+        .send_request(request.body(()).unwrap(), false)
         .unwrap();
-    let started = Instant::now();
-    let (response, mut send) = client.send_request(request, false).unwrap();
     let call = ToolCall {
-        tool_name: "forever".into(),
+        tool_name: tool.into(),
         stream: true,
         ..Default::default()
     }
@@ -575,8 +573,18 @@ async fn a_caller_that_stops_reading_does_not_keep_the_work_alive() {
     framed.extend((call.len() as u32).to_be_bytes());
     framed.extend(call);
     send.send_data(bytes::Bytes::from(framed), true).unwrap();
-    let response = response.await.unwrap();
-    let _never_read = response.into_body();
+    response.await.unwrap().into_body()
+}
+
+/// A caller that stops reading: a raw HTTP/2 client that gives the stream a 16-byte
+/// window and never reads (so never gives any back). The server cannot send, hyper
+/// stops polling the response stream — and the caller's deadline still ends the
+/// work, its future dropped (what it held freed).
+#[tokio::test]
+async fn a_caller_that_stops_reading_does_not_keep_the_work_alive() {
+    let served = serve().await;
+    let started = Instant::now();
+    let _never_read = never_reading(served.addr, "forever", Some("2S")).await;
     // The bound only turns a hang into a failure; the outcome is what is asserted.
     let mut waited = 0;
     while !served.seen.work_dropped.load(Ordering::SeqCst) && waited < 3_000 {
@@ -599,37 +607,8 @@ async fn a_caller_that_stops_reading_does_not_keep_the_work_alive() {
 /// before the 20 s cap.
 #[tokio::test]
 async fn a_stalled_reader_of_a_flooding_stream_costs_the_buffer_and_stops_the_work() {
-    use prost::Message;
     let served = serve().await;
-    let tcp = tokio::net::TcpStream::connect(served.addr).await.unwrap();
-    let (client, connection) = h2::client::Builder::new()
-        .initial_window_size(16)
-        .handshake::<_, bytes::Bytes>(tcp)
-        .await
-        .unwrap();
-    tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    let mut client = client.ready().await.unwrap();
-    let request = http::Request::builder()
-        .method("POST")
-        .uri(format!("http://{}{CALL_STREAM}", served.addr))
-        .header("content-type", "application/grpc")
-        .header("te", "trailers")
-        .body(())
-        .unwrap();
-    let (response, mut send) = client.send_request(request, false).unwrap();
-    let call = ToolCall {
-        tool_name: "flood".into(),
-        stream: true,
-        ..Default::default()
-    }
-    .encode_to_vec();
-    let mut framed = vec![0u8];
-    framed.extend((call.len() as u32).to_be_bytes());
-    framed.extend(call);
-    send.send_data(bytes::Bytes::from(framed), true).unwrap();
-    let _never_read = response.await.unwrap().into_body();
+    let _never_read = never_reading(served.addr, "flood", None).await;
     // Bounded wait far below the cap: the outcome is what is asserted.
     let mut waited = 0;
     while !served.seen.work_dropped.load(Ordering::SeqCst) && waited < 1_000 {

@@ -250,6 +250,26 @@ fn request(wall_ms: u64, policy: SwarmDelegationPolicy) -> HandoffRequest {
     }
 }
 
+/// A policy that follows redirects.
+fn spillover() -> SwarmDelegationPolicy {
+    SwarmDelegationPolicy {
+        allow_spillover_routing: true,
+        ..Default::default()
+    }
+}
+
+/// The delegation of [`request`] with 20 s of budget and `policy`, run to its end.
+async fn delegate(
+    gateway: &mut SwarmGateway,
+    policy: SwarmDelegationPolicy,
+) -> sw4rm_timeouts::swarm::DelegationOutcome {
+    Delegation::new(request(20_000, policy))
+        .unwrap()
+        .run(gateway)
+        .await
+        .unwrap()
+}
+
 fn overloaded(retry_after_ms: u64) -> HandoffResponse {
     HandoffResponse {
         rejection_code: ErrorCode::Overloaded.into(),
@@ -300,15 +320,7 @@ async fn a_redirect_chain_is_followed_within_the_budget() {
     };
     let (mut gateway, received, _) =
         swarm(vec![redirect(" gateway-b "), redirect("gateway-c")]).await;
-    let policy = SwarmDelegationPolicy {
-        allow_spillover_routing: true,
-        ..Default::default()
-    };
-    let out = Delegation::new(request(20_000, policy))
-        .unwrap()
-        .run(&mut gateway)
-        .await
-        .unwrap();
+    let out = delegate(&mut gateway, spillover()).await;
     assert_eq!(out.end, DelegationEnd::Accepted);
     assert_eq!(out.sent_to, ["gateway-a", "gateway-b", "gateway-c"]);
     assert_eq!(out.response.accepting_agent, "gateway-c");
@@ -364,15 +376,7 @@ async fn a_late_answer_from_a_gateway_sent_to_earlier_is_not_taken_for_a_later_s
     };
     let (mut gateway, received, answers) =
         swarm_answering_twice(vec![redirect], Some(late), Duration::from_millis(300)).await;
-    let policy = SwarmDelegationPolicy {
-        allow_spillover_routing: true,
-        ..Default::default()
-    };
-    let out = Delegation::new(request(20_000, policy))
-        .unwrap()
-        .run(&mut gateway)
-        .await
-        .unwrap();
+    let out = delegate(&mut gateway, spillover()).await;
     assert_eq!(out.end, DelegationEnd::Accepted);
     assert_eq!(out.sent_to, ["gateway-a", "gateway-b"]);
     assert_eq!(out.response.accepting_agent, "gateway-b", "B's own answer");

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use opentelemetry::metrics::MeterProvider;
 use tokio::time::{sleep, Instant};
-use tonic::metadata::{MetadataMap, MetadataValue};
+use tonic::metadata::MetadataMap;
 use tonic::Request;
 use tracing::Instrument;
 
@@ -18,7 +18,6 @@ use crate::policy::delegation::{
     left_ms, next_step, Answer, DelegationRules, Kept, Made, PolicyFields, Progress, Step,
 };
 use crate::policy::envelope::long_past;
-use crate::policy::idempotency::{header_text, idempotency_token};
 use crate::policy::ids::{random_id, random_u64, unit_draw};
 use crate::policy::inherit::Propagation;
 use crate::policy::quote::{cut, QUOTE_LIMIT};
@@ -27,16 +26,8 @@ use crate::proto::sw4rm::handoff::{
 };
 use crate::scope::{cancelled, epoch_ms_now, Cancelled};
 
-/// The metadata key of the `bytes-v1` idempotency token every send of a delegation
-/// carries ([`crate::idempotency_token`] of the `from_agent`, the operation
-/// `RequestHandoff` and the `request_id`), unless the caller set one.
-///
-/// gRPC allows only printable ASCII in a text header, so the value is the token
-/// percent-encoded: every byte outside 0x20–0x7E, and `%`, as `%XX` (as gRPC writes
-/// `grpc-message`). A token of ASCII ids is sent as it is; one of `λ-agent` is sent as
-/// `%CE%BB-agent:RequestHandoff:…`. A gateway percent-decodes the value (any URL
-/// decoder) before comparing it with `Envelope.idempotency_token`.
-pub const IDEMPOTENCY_TOKEN_KEY: &str = "sw4rm-idempotency-token";
+use super::token::insert_token;
+pub use super::token::IDEMPOTENCY_TOKEN_KEY;
 
 /// The longest `sw4rm.redirect_chain` span attribute, in bytes.
 const CHAIN_LIMIT: usize = 1_024;
@@ -432,23 +423,5 @@ fn fields(p: &SwarmDelegationPolicy) -> PolicyFields {
         max_backoff_ms: p.max_backoff_ms,
         allow_spillover_routing: p.allow_spillover_routing,
         max_redirects: p.max_redirects,
-    }
-}
-
-/// Adds the delegation's `bytes-v1` token unless `metadata` has one (or the ids
-/// cannot make one: a line feed). It goes out as printable ASCII, percent-encoded
-/// where the ids are not ([`header_text`]).
-fn insert_token(metadata: &mut MetadataMap, request: &HandoffRequest) {
-    if metadata.contains_key(IDEMPOTENCY_TOKEN_KEY) {
-        return;
-    }
-    let token = idempotency_token(
-        &request.from_agent,
-        "RequestHandoff",
-        request.request_id.as_bytes(),
-    );
-    let text = token.ok().map(|t| header_text(&t));
-    if let Some(value) = text.and_then(|t| MetadataValue::try_from(t).ok()) {
-        metadata.insert(IDEMPOTENCY_TOKEN_KEY, value);
     }
 }

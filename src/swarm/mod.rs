@@ -57,6 +57,7 @@ mod delegation;
 mod gateway;
 mod instruments;
 mod outcome;
+mod token;
 
 pub use crate::observe::metrics::SWARM_CANCELLATIONS_TOTAL;
 pub use crate::wire::delegation_cancel::{
