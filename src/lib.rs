@@ -1,7 +1,7 @@
 //! # sw4rm-timeouts
 //!
 //! SW4-002 timeout profiles for SW4RM gRPC clients. Generated tonic clients for all
-//! sixteen SW4RM services (Registry, Scheduler, NegotiationRoom, Handoff, Tool, Router,
+//! fifteen SW4RM services (Registry, Scheduler, NegotiationRoom, Handoff, Tool, Router,
 //! Workflow, HITL and the rest) run over one tower layer that, for every RPC:
 //!
 //! 1. routes the request path to its profile (`Heartbeat` → `heartbeat`, 5 s),

@@ -1,5 +1,5 @@
 //! [`Sw4rm`]: one connection, the profile layer on top, and a generated tonic client
-//! for each of the sixteen services. Reading order: this file, `builder.rs` (connecting
+//! for each of the fifteen services. Reading order: this file, `builder.rs` (connecting
 //! from the caller's own `Endpoint`), `scheme.rs` (the rule: `https` is TLS or
 //! nothing), `stage.rs` (how far a connect got), `error.rs`.
 

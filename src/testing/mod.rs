@@ -1,6 +1,6 @@
 //! An embedded, in-process SW4RM server for tests and examples (feature `testing`).
 //!
-//! It serves all sixteen SW4RM services (and the SW4-002 additions) over real HTTP/2
+//! It serves all fifteen SW4RM services (and the SW4-002 additions) over real HTTP/2
 //! on loopback, answers every RPC with a default (or scripted) message after a scripted
 //! latency (streams with scripted pacing), and records, per call, the `grpc-timeout` it
 //! received, its metadata, and whether the call completed or was cancelled.
