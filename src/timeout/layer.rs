@@ -8,11 +8,12 @@ use std::sync::Arc;
 use opentelemetry::metrics::MeterProvider;
 use tower_layer::Layer;
 
+use super::handoff::cascade::CascadeSender;
 use super::service::TimeoutProfileService;
 use super::state::observations::Observations;
 use super::state::reload::{CurrentProfiles, ReloadHandle};
-use super::state::shared::{Settings, Shared, Table};
-use crate::attempts::{HedgeCap, HedgeRate, RetryBudget};
+use super::state::shared::{Reader, Settings, Shared, Table};
+use crate::attempts::{HedgeCap, HedgeRate, RetryBudget, SpareSlot};
 use crate::config::{ConfigError, ProfileSet};
 use crate::observe::metrics::{Instruments, MetricFamily};
 use crate::policy::inherit::Propagation;
@@ -330,5 +331,49 @@ impl<S> Layer<S> for TimeoutProfileLayer {
 
     fn layer(&self, inner: S) -> Self::Service {
         TimeoutProfileService::from_table(inner, self.table.clone())
+    }
+}
+
+impl<S> TimeoutProfileService<S> {
+    pub(crate) fn from_table(inner: S, table: Table) -> Self {
+        TimeoutProfileService {
+            inner,
+            spare: SpareSlot::default(),
+            table: Reader::new(table),
+            cascade: None,
+        }
+    }
+
+    /// Sends the cancel cascade's `CancelDelegation` through `send`.
+    pub(crate) fn set_cascade(&mut self, send: CascadeSender) {
+        self.cascade = Some(send);
+    }
+
+    /// The wrapped service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The wrapped service, mutably. Attempts after a call's first go through the
+    /// service as it is after this borrow, for calls made after it.
+    pub fn get_mut(&mut self) -> &mut S {
+        self.spare = SpareSlot::default();
+        &mut self.inner
+    }
+
+    /// The wrapped service, unwrapped.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+
+    /// The profile table in use now (after a reload, the new one).
+    pub fn profiles(&self) -> CurrentProfiles {
+        CurrentProfiles(self.table.full())
+    }
+
+    /// The layer's instruments now (`None`: metrics off), for what is counted beside
+    /// a call (a delegation's cancel).
+    pub(crate) fn instruments(&self) -> Option<crate::observe::metrics::Instruments> {
+        self.table.full().settings.instruments.clone()
     }
 }

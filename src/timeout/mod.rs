@@ -39,6 +39,7 @@ macro_rules! call_event {
     };
 }
 
+mod clamp_log;
 mod handoff;
 mod layer;
 mod per_call;
@@ -47,6 +48,7 @@ mod record;
 mod response;
 mod service;
 mod state;
+mod stream_plan;
 
 /// The layer's response future, where tower keeps its own (`tower::timeout::future`):
 /// the type to name when a layered service's future is named.

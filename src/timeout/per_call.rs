@@ -7,10 +7,14 @@
 
 use std::time::Duration;
 
+use http::HeaderMap;
+use tonic::Status;
+
 use crate::policy::hedge::HedgingPolicy;
 use crate::policy::progress::ProgressRule;
 use crate::policy::retry::RetryPolicy;
 use crate::policy::streaming::StreamingTimeoutPolicy;
+use crate::wire::grpc_timeout::{self, GRPC_TIMEOUT};
 
 /// A per-call timeout override, clamped by the profile's bounds (SW4-002 §2.2).
 ///
@@ -337,6 +341,78 @@ impl<'a> CallOptions<'a> {
     }
 }
 
+/// What the caller asked of one call before any profile is applied: the per-call
+/// value (the typed extension first, then the `grpc-timeout` header), and the
+/// header's value when it says the deadline (so that it is kept as written).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Asked {
+    pub(crate) per_call: Option<Duration>,
+    pub(crate) from_header: Option<Duration>,
+}
+
+/// Reads what the caller asked of the call from its per-call `options` and `headers`. A
+/// malformed `grpc-timeout` is an `INVALID_ARGUMENT` (read before the call is planned,
+/// so that planning cannot fail).
+#[inline]
+pub(crate) fn asked(options: CallOptions<'_>, headers: &HeaderMap) -> Result<Asked, Status> {
+    let (per_call, from_header) = per_call_value(options, headers)?;
+    Ok(Asked {
+        per_call,
+        from_header,
+    })
+}
+
+/// The per-call value: the typed extension first, then the `grpc-timeout` header;
+/// and the header's value when it says the deadline (so that it is kept as written).
+#[inline]
+fn per_call_value(
+    options: CallOptions<'_>,
+    headers: &HeaderMap,
+) -> Result<(Option<Duration>, Option<Duration>), Status> {
+    if let Some(t) = options.get::<CallTimeout>() {
+        return Ok((Some(requested(*t)), None));
+    }
+    match caller_grpc_timeout(headers) {
+        Some(v) => {
+            let d = grpc_timeout::parse(v.as_bytes())
+                .map_err(|e| Status::invalid_argument(e.to_string()))?;
+            let d = not_infinite(d);
+            Ok((Some(d), Some(d)))
+        }
+        None => Ok((None, None)),
+    }
+}
+
+/// A per-call request in the resolver's terms, where `Duration::ZERO` is SW4-002's
+/// "infinite": only [`CallTimeout::Infinite`] says that.
+fn requested(t: CallTimeout) -> Duration {
+    match t {
+        CallTimeout::Infinite => Duration::ZERO,
+        CallTimeout::After(d) => not_infinite(d),
+    }
+}
+
+/// A per-call duration of zero (`set_timeout(ZERO)`, a "time left" that reached
+/// zero) is below every minimum, never "infinite": the smallest duration, which the
+/// override rules raise to the profile's minimum with their warning.
+fn not_infinite(d: Duration) -> Duration {
+    d.max(Duration::from_nanos(1))
+}
+
+/// The `grpc-timeout` the caller wrote, if any. A generated client's request carries a
+/// handful of headers, and comparing their names (most of them standard names, an
+/// enum) costs less than hashing `grpc-timeout` for a lookup, which every call would
+/// pay; a request with many headers is looked up.
+#[inline]
+fn caller_grpc_timeout(headers: &HeaderMap) -> Option<&http::HeaderValue> {
+    if headers.keys_len() > 8 {
+        return headers.get(GRPC_TIMEOUT);
+    }
+    headers
+        .iter()
+        .find_map(|(name, value)| (*name == GRPC_TIMEOUT).then_some(value))
+}
+
 #[cfg(test)]
 mod options_tests {
     use super::*;
@@ -410,6 +486,39 @@ mod options_tests {
             beside.insert(7u8);
             add(&mut beside);
             assert!(!CallOptions::of(&beside).is_none(), "{name} beside others");
+        }
+    }
+
+    #[test]
+    fn the_callers_grpc_timeout_is_found_however_many_headers_come_with_it() {
+        fn head(others: usize, timeouts: &[&'static str]) -> HeaderMap {
+            let mut h = HeaderMap::new();
+            h.insert(
+                "content-type",
+                http::HeaderValue::from_static("application/grpc"),
+            );
+            for t in timeouts {
+                h.append(GRPC_TIMEOUT, http::HeaderValue::from_static(t));
+            }
+            for i in 0..others {
+                let name = http::HeaderName::try_from(format!("x-meta-{i}")).unwrap();
+                h.insert(name, http::HeaderValue::from_static("v"));
+            }
+            h
+        }
+        let table: [(usize, &[&'static str], Option<&str>); 6] = [
+            (0, &[], None),
+            (20, &[], None),
+            (0, &["5S"], Some("5S")),
+            (20, &["5S"], Some("5S")),
+            (0, &["5S", "7S"], Some("5S")),
+            (20, &["5S", "7S"], Some("5S")),
+        ];
+        for (others, timeouts, want) in table {
+            let h = head(others, timeouts);
+            let got = caller_grpc_timeout(&h).map(|v| v.to_str().unwrap());
+            assert_eq!(got, want, "{others} other headers, {timeouts:?}");
+            assert_eq!(got, h.get(GRPC_TIMEOUT).map(|v| v.to_str().unwrap()));
         }
     }
 }

@@ -7,12 +7,9 @@
 
 use std::time::Duration;
 
-use http::HeaderMap;
 use tonic::Status;
 
-use super::per_call::{
-    CallHedging, CallOptions, CallProgress, CallRetry, CallStreamingPolicy, CallTimeout,
-};
+use super::per_call::{Asked, CallHedging, CallOptions, CallRetry, CallStreamingPolicy};
 use crate::attempts::{HedgePlan, RetryPlan, WireTimeout};
 use crate::config::{ProfileSet, ResolvedProfile};
 use crate::policy::deadline::{Cap, Timers};
@@ -20,13 +17,12 @@ use crate::policy::inherit::Propagation;
 use crate::policy::message::MessageField;
 use crate::policy::profile::ProfileField;
 use crate::policy::progress::{ProgressRoutes, NO_PROGRESS_RULES};
-use crate::policy::resolve::{apply_override, resolve, Clamp};
+use crate::policy::resolve::{resolve, Clamp};
 use crate::policy::retry::first_timeout;
 use crate::policy::route::Lookup;
 use crate::policy::source::Source;
-use crate::policy::streaming::{lower_to, millis, stream_timers};
 use crate::scope::{BudgetNow, Current, Tightened};
-use crate::wire::grpc_timeout::{self, GRPC_TIMEOUT};
+use crate::wire::grpc_timeout;
 
 /// What the plan reads besides the request: the layer's settings and the caps of the
 /// scope the call is made in.
@@ -181,27 +177,6 @@ pub(crate) fn not_a_grpc_path(path: &str) -> Status {
     ))
 }
 
-/// What the caller asked of one call before any profile is applied: the per-call
-/// value (the typed extension first, then the `grpc-timeout` header), and the
-/// header's value when it says the deadline (so that it is kept as written).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Asked {
-    per_call: Option<Duration>,
-    from_header: Option<Duration>,
-}
-
-/// Reads what the caller asked of the call from its per-call `options` and `headers`. A
-/// malformed `grpc-timeout` is an `INVALID_ARGUMENT` (read before the call is planned,
-/// so that planning cannot fail).
-#[inline]
-pub(crate) fn asked(options: CallOptions<'_>, headers: &HeaderMap) -> Result<Asked, Status> {
-    let (per_call, from_header) = per_call_value(options, headers)?;
-    Ok(Asked {
-        per_call,
-        from_header,
-    })
-}
-
 /// Plans one call on its route: resolve (per-call > message > profile default,
 /// clamped by SW4-002 §2.2), derive the timers, take the smallest cap, and choose the
 /// wire header. `asked` is what the caller asked ([`asked`]); `message` reads the
@@ -284,13 +259,13 @@ pub(crate) fn plan<'a>(
 /// A call's timers before the scope's caps: a unary call's deadline, or a stream's
 /// timers (the profile's, the per-call policy's, the route's progress rule), with
 /// what the stream rules lowered, to log.
-struct Streamed {
-    timers: Timers,
-    streaming: bool,
+pub(super) struct Streamed {
+    pub(super) timers: Timers,
+    pub(super) streaming: bool,
     /// A per-call stream total that SW4-002 §2.2 changed.
-    clamp: Option<Clamp>,
-    gap_clamped: Option<Box<Cap>>,
-    idle_clamped: Option<Box<Cap>>,
+    pub(super) clamp: Option<Clamp>,
+    pub(super) gap_clamped: Option<Box<Cap>>,
+    pub(super) idle_clamped: Option<Box<Cap>>,
 }
 
 /// The timers of a call on `route` whose resolved deadline is `deadline`.
@@ -313,115 +288,7 @@ fn call_timers(
             idle_clamped: None,
         };
     }
-    let st = stream_timers(
-        deadline.as_ref(),
-        profile.sourced_streaming(),
-        call_policy,
-        route.long_lived,
-    );
-    let rule = match options.get::<CallProgress>() {
-        Some(call) => Some(call.0.clone()),
-        None => outer.progress.find(route.service, route.method).cloned(),
-    };
-    let mut timers = st.timers.with_progress_rule(rule);
-    let mut gap_clamped = st.gap_clamped.map(Box::new);
-    let mut idle_clamped = st.idle_clamped.map(Box::new);
-    let mut clamp = None;
-    let call_total = call_policy.map_or(0, |p| p.total_timeout_ms);
-    if call_total > 0 {
-        let requested = Duration::from_millis(u64::from(call_total));
-        if let Some(total_clamp) = stream_total(profile, requested, &mut timers, &mut gap_clamped) {
-            let total = timers.total.clone();
-            if let Some(asked) = lower_to(timers.idle_limit_mut(), total.as_ref()) {
-                idle_clamped = idle_clamped.or(Some(Box::new(asked)));
-            }
-            clamp = Some(total_clamp);
-        }
-    }
-    Streamed {
-        timers,
-        streaming,
-        clamp,
-        gap_clamped,
-        idle_clamped,
-    }
-}
-
-/// The per-call value: the typed extension first, then the `grpc-timeout` header;
-/// and the header's value when it says the deadline (so that it is kept as written).
-#[inline]
-fn per_call_value(
-    options: CallOptions<'_>,
-    headers: &HeaderMap,
-) -> Result<(Option<Duration>, Option<Duration>), Status> {
-    if let Some(t) = options.get::<CallTimeout>() {
-        return Ok((Some(requested(*t)), None));
-    }
-    match caller_grpc_timeout(headers) {
-        Some(v) => {
-            let d = grpc_timeout::parse(v.as_bytes())
-                .map_err(|e| Status::invalid_argument(e.to_string()))?;
-            let d = not_infinite(d);
-            Ok((Some(d), Some(d)))
-        }
-        None => Ok((None, None)),
-    }
-}
-
-/// A per-call request in the resolver's terms, where `Duration::ZERO` is SW4-002's
-/// "infinite": only [`CallTimeout::Infinite`] says that.
-fn requested(t: CallTimeout) -> Duration {
-    match t {
-        CallTimeout::Infinite => Duration::ZERO,
-        CallTimeout::After(d) => not_infinite(d),
-    }
-}
-
-/// A per-call duration of zero (`set_timeout(ZERO)`, a "time left" that reached
-/// zero) is below every minimum, never "infinite": the smallest duration, which the
-/// override rules raise to the profile's minimum with their warning.
-fn not_infinite(d: Duration) -> Duration {
-    d.max(Duration::from_nanos(1))
-}
-
-/// The `grpc-timeout` the caller wrote, if any. A generated client's request carries a
-/// handful of headers, and comparing their names (most of them standard names, an
-/// enum) costs less than hashing `grpc-timeout` for a lookup, which every call would
-/// pay; a request with many headers is looked up.
-#[inline]
-fn caller_grpc_timeout(headers: &HeaderMap) -> Option<&http::HeaderValue> {
-    if headers.keys_len() > 8 {
-        return headers.get(GRPC_TIMEOUT);
-    }
-    headers
-        .iter()
-        .find_map(|(name, value)| (*name == GRPC_TIMEOUT).then_some(value))
-}
-
-/// A per-call stream total is a per-call timeout like any other: clamped into the
-/// profile's bounds (SW4-002 §2.2), and the gap lowered to it. The initial and gap
-/// timers are idle limits, not the call's deadline, and are left as asked. The clamp,
-/// when the bounds changed the request.
-fn stream_total(
-    profile: &ResolvedProfile,
-    requested: Duration,
-    timers: &mut Timers,
-    gap_clamped: &mut Option<Box<Cap>>,
-) -> Option<Clamp> {
-    let (Some(effective), Some(bound)) = apply_override(&profile.profile, requested) else {
-        return None;
-    };
-    timers.total = Some(Cap::new(effective, Source::PerCall));
-    if let Some(gap) = timers.gap_mut().filter(|g| g.limit() > effective) {
-        *gap_clamped = gap.was_set().then(|| Box::new(gap.clone()));
-        *gap = Cap::new(effective, Source::PerCall);
-    }
-    Some(Clamp {
-        requested,
-        effective: Some(effective),
-        bound,
-        requested_by: Source::PerCall,
-    })
+    super::stream_plan::streamed(profile, route, options, deadline, outer, call_policy)
 }
 
 /// The `grpc-timeout` to send: the first attempt's timeout when it is a cap of its
@@ -536,63 +403,6 @@ impl CallPlan<'_> {
             self.log_clamped(span);
         }
     }
-
-    /// [`CallPlan::log_clamps`] when something was clamped.
-    #[cold]
-    fn log_clamped(&self, span: &tracing::Span) {
-        let profile = &self.profile.profile.name;
-        let call = (self.route.service, self.route.method, profile);
-        if let Some(c) = &self.decided.clamp {
-            let bound_source = &self.profile.sources[c.bound.field().index()];
-            call_event!(
-                warn,
-                span,
-                (call.0, call.1, call.2),
-                requested_ms = millis(c.requested),
-                effective_ms = c.effective.map_or(0, millis),
-                bound = c.bound.as_str(),
-                rule = c.bound.rule(),
-                source = c.requested_by.level(),
-                %bound_source,
-                "SW4RM timeout override clamped to the profile's bounds"
-            );
-        }
-        // The stream clamps say what the override clamp says, field for field: what
-        // was asked and by whom, what is used, the bound, the rule and its source.
-        let total = self.decided.timers.total.as_ref();
-        if let (Some(asked), Some(idle), Some(total)) = (
-            &self.decided.idle_clamped,
-            self.decided.timers.idle_limit(),
-            total,
-        ) {
-            call_event!(
-                warn,
-                span,
-                (call.0, call.1, call.2),
-                requested_ms = millis(asked.limit()),
-                effective_ms = millis(idle.limit()),
-                bound = "total",
-                rule = "a stream's idle limit is at most its total timeout (the cap)",
-                source = asked.source.level(),
-                bound_source = %total.source,
-                "SW4RM stream idle limit above its cap: clamped to the cap"
-            );
-        }
-        if let (Some(asked), Some(total)) = (&self.decided.gap_clamped, total) {
-            call_event!(
-                warn,
-                span,
-                (call.0, call.1, call.2),
-                requested_ms = millis(asked.limit()),
-                effective_ms = millis(total.limit()),
-                bound = "total",
-                rule = "a stream's gap timeout is at most its total timeout",
-                source = asked.source.level(),
-                bound_source = %total.source,
-                "SW4RM stream gap timeout clamped to the total timeout"
-            );
-        }
-    }
 }
 
 #[cfg(test)]
@@ -602,6 +412,9 @@ mod tests {
     use crate::policy::resolve::Bound;
     use crate::policy::source::Source;
     use crate::policy::streaming::StreamingTimeoutPolicy;
+    use crate::timeout::per_call::{asked, CallTimeout};
+    use crate::wire::grpc_timeout::GRPC_TIMEOUT;
+    use http::HeaderMap;
     use http::HeaderValue;
 
     const HEARTBEAT: &str = "/sw4rm.registry.RegistryService/Heartbeat";
@@ -1178,36 +991,6 @@ mod tests {
     /// The caller's `grpc-timeout` is found among a few headers (compared by name)
     /// and among many (looked up), and the first of two values is the one read, as a
     /// lookup reads it.
-    #[test]
-    fn the_callers_grpc_timeout_is_found_however_many_headers_come_with_it() {
-        fn head(others: usize, timeouts: &[&'static str]) -> HeaderMap {
-            let mut h = HeaderMap::new();
-            h.insert("content-type", HeaderValue::from_static("application/grpc"));
-            for t in timeouts {
-                h.append(GRPC_TIMEOUT, HeaderValue::from_static(t));
-            }
-            for i in 0..others {
-                let name = http::HeaderName::try_from(format!("x-meta-{i}")).unwrap();
-                h.insert(name, HeaderValue::from_static("v"));
-            }
-            h
-        }
-        let table: [(usize, &[&'static str], Option<&str>); 6] = [
-            (0, &[], None),
-            (20, &[], None),
-            (0, &["5S"], Some("5S")),
-            (20, &["5S"], Some("5S")),
-            (0, &["5S", "7S"], Some("5S")),
-            (20, &["5S", "7S"], Some("5S")),
-        ];
-        for (others, timeouts, want) in table {
-            let h = head(others, timeouts);
-            let got = caller_grpc_timeout(&h).map(|v| v.to_str().unwrap());
-            assert_eq!(got, want, "{others} other headers, {timeouts:?}");
-            assert_eq!(got, h.get(GRPC_TIMEOUT).map(|v| v.to_str().unwrap()));
-        }
-    }
-
     #[test]
     fn bad_input_is_invalid_argument_before_any_plan() {
         let mut headers = HeaderMap::new();

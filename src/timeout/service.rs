@@ -11,14 +11,14 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tower_service::Service;
 
-use super::handoff::cascade::{remember, CascadeSender};
-use super::handoff::stamp::{refused, stamp_handoff};
-use super::per_call::{CallBudgetEnvelope, CallOptions};
-use super::plan::{asked, not_a_grpc_path, plan, CallPlan, Decided, Outer, RoutePlan};
+use super::handoff::cascade::CascadeSender;
+use super::handoff::step::Handoff;
+use super::per_call::asked;
+use super::per_call::CallOptions;
+use super::plan::{not_a_grpc_path, plan, CallPlan, Decided, Outer, RoutePlan};
 use super::record::{CallRecord, LeanCall};
 use super::response::ResponseFuture;
-use super::state::reload::CurrentProfiles;
-use super::state::shared::{Found, Reader, Shared, Table};
+use super::state::shared::{Found, Reader, Shared};
 use super::state::LabelsRef;
 use crate::attempts::{
     CallLoop, HedgeContext, HedgePlan, Kept, RecentLatency, Retries, RetryPlan, Spare, SpareSlot,
@@ -27,12 +27,10 @@ use crate::attempts::{
 use crate::config::ResolvedProfile;
 use crate::policy::deadline::{Phase, Progress};
 use crate::policy::hedge::HedgingDelay;
-use crate::policy::message::MessageField;
 use crate::policy::route::{Lookup, ProfileId};
 use crate::policy::streaming::millis;
-use crate::scope::{CancelSignal, Current};
+use crate::scope::Current;
 use crate::wire::details::DetectedBy;
-use crate::wire::envelope::peek_request_id;
 use crate::wire::error::BoxError;
 use crate::wire::message_field;
 use crate::wire::reassembled::take_whole;
@@ -42,58 +40,14 @@ use crate::wire::stream_idle;
 #[derive(Clone, Debug)]
 pub struct TimeoutProfileService<S> {
     /// The handle every call's first attempt goes through.
-    inner: S,
+    pub(super) inner: S,
     /// The handle attempts after a call's first take theirs from: one per layered
     /// service and its clones, made from `inner` when a call first needs it.
-    spare: SpareSlot<S>,
+    pub(super) spare: SpareSlot<S>,
     /// The layer's state, read once per call (a reload swaps it between calls).
-    table: Reader,
+    pub(super) table: Reader,
     /// How this client sends `CancelDelegation` for the layer's cancel cascade.
-    cascade: Option<CascadeSender>,
-}
-
-impl<S> TimeoutProfileService<S> {
-    pub(crate) fn from_table(inner: S, table: Table) -> Self {
-        TimeoutProfileService {
-            inner,
-            spare: SpareSlot::default(),
-            table: Reader::new(table),
-            cascade: None,
-        }
-    }
-
-    /// Sends the cancel cascade's `CancelDelegation` through `send`.
-    pub(crate) fn set_cascade(&mut self, send: CascadeSender) {
-        self.cascade = Some(send);
-    }
-
-    /// The wrapped service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// The wrapped service, mutably. Attempts after a call's first go through the
-    /// service as it is after this borrow, for calls made after it.
-    pub fn get_mut(&mut self) -> &mut S {
-        self.spare = SpareSlot::default();
-        &mut self.inner
-    }
-
-    /// The wrapped service, unwrapped.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
-
-    /// The profile table in use now (after a reload, the new one).
-    pub fn profiles(&self) -> CurrentProfiles {
-        CurrentProfiles(self.table.full())
-    }
-
-    /// The layer's instruments now (`None`: metrics off), for what is counted beside
-    /// a call (a delegation's cancel).
-    pub(crate) fn instruments(&self) -> Option<crate::observe::metrics::Instruments> {
-        self.table.full().settings.instruments.clone()
-    }
+    pub(super) cascade: Option<CascadeSender>,
 }
 
 type Request = http::Request<tonic::body::Body>;
@@ -286,60 +240,6 @@ impl Head {
     #[inline(always)]
     fn write_wire(&mut self, headers: &mut http::HeaderMap) {
         std::mem::replace(&mut self.wire, WireTimeout::Keep).apply(headers);
-    }
-}
-
-/// What the layer does for a handoff (a `HandoffRequest`) made inside a scope.
-struct Handoff {
-    /// The scope whose envelope the handoff carries.
-    delegation: Option<Current>,
-    /// The cancel cascade's grace, when the handoff is remembered for the cascade.
-    cascade: Option<Duration>,
-}
-
-impl Handoff {
-    /// Whether the call is a handoff to stamp or to remember, from its plan.
-    #[inline(always)]
-    fn of(
-        shared: &Shared,
-        plan: &CallPlan<'_>,
-        options: CallOptions<'_>,
-        scope: Option<Current>,
-        cancellable: bool,
-    ) -> Self {
-        let handoff = plan.route.message_field == Some(MessageField::HandoffTimeout);
-        let stamped = handoff && shared.settings.envelopes;
-        Handoff {
-            delegation: scope.filter(|_| stamped && options.get::<CallBudgetEnvelope>().is_none()),
-            cascade: shared.settings.cascade.filter(|_| handoff && cancellable),
-        }
-    }
-
-    /// Stamps the handoff's envelope with what the scope has left, and remembers its
-    /// `request_id` for the cancel cascade. A refusal (nothing left, too deep) is the
-    /// call's answer.
-    #[inline(always)]
-    fn stamp(
-        &self,
-        shared: &Shared,
-        body: &mut tonic::body::Body,
-        call: &mut CallRecord,
-        (cancel, sender): (&Option<Arc<CancelSignal>>, &Option<CascadeSender>),
-    ) -> Result<(), tonic::Status> {
-        let mut request_id = None;
-        if let Some(scope) = &self.delegation {
-            match stamp_handoff(body, scope, &shared.settings.propagation) {
-                Err(refusal) => return Err(refused(call, refusal)),
-                Ok(id) => request_id = id,
-            }
-        }
-        if let (Some(grace), Some(signal)) = (self.cascade, cancel) {
-            if let Some(id) = request_id.or_else(|| peek_request_id(body)) {
-                let instruments = shared.settings.instruments.clone();
-                remember(signal, id, grace, sender.clone(), instruments);
-            }
-        }
-        Ok(())
     }
 }
 

@@ -5,6 +5,7 @@ mod build;
 mod builder;
 mod diff;
 mod explain;
+mod routes;
 mod service_config;
 
 use std::collections::HashMap;

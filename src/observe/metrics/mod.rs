@@ -17,6 +17,7 @@ mod configured;
 #[cfg(feature = "prometheus")]
 mod exposition;
 mod grpc;
+mod made;
 
 use buckets::seconds_boundaries;
 pub use buckets::{
@@ -319,70 +320,6 @@ impl Instruments {
     /// Whether a finished call's status code is needed (a family that records it is on).
     pub(crate) fn wants_status(&self) -> bool {
         self.sw4_003.is_some() || self.rpc_duration.is_some() || self.wants_tally()
-    }
-
-    fn from_meter(meter: Meter) -> Self {
-        let instruments = Self::build(meter);
-        // The reload counter exists at 0 from the start, by outcome: a dashboard's
-        // Reloads panel reads 0 before the first reload, not "no data".
-        for outcome in ["applied", "refused"] {
-            instruments
-                .reloads
-                .add(0, &[KeyValue::new("outcome", outcome)]);
-        }
-        instruments
-    }
-
-    fn build(meter: Meter) -> Self {
-        Instruments {
-            timeouts: meter
-                .u64_counter(TIMEOUT_TOTAL)
-                .with_description("SW4RM RPCs that exceeded their timeout profile (SW4-002)")
-                .build(),
-            duration: meter
-                .f64_histogram(DURATION_MS)
-                .with_description(
-                    "Duration of SW4RM RPCs in milliseconds, by timeout profile (SW4-002)",
-                )
-                .with_unit("ms")
-                .with_boundaries(DURATION_BOUNDARIES_MS.to_vec())
-                .build(),
-            retries: meter
-                .u64_counter(RETRIES_TOTAL)
-                .with_description("SW4RM RPC attempts sent after the first (SW4-002 §5.2)")
-                .build(),
-            hedges: meter
-                .u64_counter(HEDGES_TOTAL)
-                .with_description("SW4RM RPC hedges sent (attempts after the first)")
-                .build(),
-            hedge_wins: meter
-                .u64_counter(HEDGE_WINS_TOTAL)
-                .with_description("SW4RM RPCs answered by a hedge rather than the first attempt")
-                .build(),
-            cancelled: meter
-                .u64_counter(CANCELLED_TOTAL)
-                .with_description(
-                    "SW4RM RPCs cancelled because the work they were made for was (SW4-004)",
-                )
-                .build(),
-            reloads: meter
-                .u64_counter(RELOADS_TOTAL)
-                .with_description("SW4RM timeout tables applied or refused by a reload handle")
-                .build(),
-            delegation_cancels: meter
-                .u64_counter(SWARM_CANCELLATIONS_TOTAL)
-                .with_description(
-                    "SW4RM delegations cancelled (the cascade's and DelegationCancel's), by trigger and outcome",
-                )
-                .build(),
-            meter,
-            sw4_003: None,
-            rpc_duration: None,
-            attempts: None,
-            grpc_retries: None,
-            configured: None,
-            target: KeyValue::new("grpc.target", "unknown"),
-        }
     }
 
     /// A route's first call: its counters at 0 (timeouts, retries, hedges, hedge
