@@ -104,12 +104,18 @@
 //! `attempts/hedges.rs` (its concurrent attempts), `attempts/hedge_verdict.rs` (what
 //! each one's end means) and `attempts/hedge_rate.rs` (the layer's cap on hedges):
 //! eighteen files; a learned delay adds `timeout/state/per_path.rs` (the route's
-//! window) and `attempts/hedge_delay.rs` (the percentile read from it): twenty.
+//! window) and `attempts/hedge_delay.rs` (the percentile read from it): twenty. A
+//! stream adds `timeout/stream_plan.rs` (its timers) to the sixteen: seventeen.
 //!
-//! Off a plain call's path: `timeout/layer.rs` (building the layer),
-//! `timeout/state/reload.rs` (live reload), `timeout/state/observations.rs` (the
-//! advisor's reading of what was observed), `timeout/handoff/` (a handoff's envelope
-//! and the cancel cascade), and each folder's `mod.rs`.
+//! Off a plain call's path: `timeout/layer.rs` (building the layer, and the service's
+//! handles), `timeout/state/settings.rs` (the settings, and the state made from
+//! them), `timeout/state/reload.rs` (live reload), `timeout/state/observations.rs`
+//! (the advisor's reading of what was observed), `timeout/clamp_log.rs` (the warnings
+//! of a call whose plan clamped something), `timeout/record/timed_out.rs` and
+//! `timeout/record/cancelled.rs` (how a call that timed out, or that its scope
+//! cancelled, ends), `timeout/handoff/` (a handoff's envelope and the cancel cascade;
+//! a call that is not lean asks its step whether it is a handoff), and
+//! each folder's `mod.rs`.
 //!
 //! ## Features
 //!

@@ -5,6 +5,8 @@
 //!
 //! The record also watches for the caller's cancels (the last part of this file): the
 //! cancel signal of the scope the call was made in, and tonic's cancellation handle.
+//! How a call ends when it timed out is in `timed_out.rs`, when its scope cancelled it
+//! in `cancelled.rs`.
 //!
 //! A lean call (`lean.rs`) keeps a smaller record while its first attempt is all there
 //! is to it, records its end the same way ([`Closing`]), and opens this one when that
@@ -20,14 +22,15 @@ macro_rules! logged {
 }
 
 mod boxed;
+mod cancelled;
 mod events;
 mod lean;
+mod timed_out;
 
 pub(crate) use boxed::CallRecord;
 pub(crate) use lean::{Alarm, LeanCall};
 
 use std::num::NonZeroU32;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -39,16 +42,13 @@ use super::state::{Labels, LabelsRef};
 use crate::attempts::{RetryBudget, ATTEMPTS_HEADER};
 use crate::observe::metrics::{CallTally, Instruments};
 use crate::policy::cancel::CancelReason;
-use crate::policy::deadline::{Cap, Due, Phase, Progress, Timers};
+use crate::policy::deadline::{Cap, Due, Progress, Timers};
 use crate::policy::effect::{effect_of, CallEffect};
 use crate::policy::route::ProfileId;
-use crate::policy::source::Source;
 use crate::policy::streaming::millis;
 use crate::scope::{BudgetNow, CancelSignal, Watch};
-use crate::wire::cancel::CancelDetails;
-use crate::wire::details::{DetectedBy, TimeoutDetails};
+
 use crate::wire::error::BoxError;
-use crate::wire::long_work::LongWorkDetails;
 use crate::wire::status::{code_of_error, lost_connection, unreachable};
 
 /// Whether the call's end event has been emitted.
@@ -346,137 +346,6 @@ impl Record {
         };
         call.record(counted, timed_out, code);
     }
-
-    fn cap(&self, phase: Phase) -> Option<&Cap> {
-        match phase {
-            Phase::Initial => self.timers.initial(),
-            Phase::Gap => self.timers.gap(),
-            Phase::Total => self.timers.total.as_ref(),
-            Phase::Idle => self.timers.idle_limit(),
-            Phase::Attempt => self.attempt.as_ref(),
-        }
-    }
-
-    /// The phase to report when the server said its deadline passed: the total when
-    /// there is one (that is what went on the wire), else the timer that was running.
-    pub(crate) fn server_phase(&self, messages: u64) -> Phase {
-        match (&self.timers.total, self.timers.initial()) {
-            (Some(_), _) => Phase::Total,
-            (None, Some(_)) if messages == 0 => Phase::Initial,
-            _ => Phase::Gap,
-        }
-    }
-
-    /// The call timed out in `phase`: counts it, logs it and builds the status, once.
-    pub(crate) fn timed_out(
-        &mut self,
-        phase: Phase,
-        seen: &Progress,
-        detected_by: DetectedBy,
-    ) -> Status {
-        let profile = self.shared.profiles.by_id(self.profile);
-        let (configured, source) = match self.cap(phase) {
-            Some(cap) => (cap.limit(), cap.source.clone()),
-            None => (Default::default(), profile.default_source().clone()),
-        };
-        let elapsed = self.start.elapsed();
-        self.end_with(phase, configured, elapsed, source, seen, detected_by)
-    }
-
-    /// tonic's transport timer fired before any deadline of ours: a shorter deadline
-    /// set below the layer (`Endpoint::timeout`, or a `grpc-timeout` written under
-    /// it). Reported as what it is, with the time it fired, and warned about once
-    /// per layer: it caps every profile.
-    pub(crate) fn transport_capped(&mut self) -> Status {
-        let elapsed = self.start.elapsed();
-        if !self.shared.transport_warned.swap(true, Ordering::Relaxed) {
-            logged!(
-                self,
-                warn,
-                elapsed_ms = millis(elapsed),
-                "SW4RM call ended by a transport timeout shorter than its profile: \
-                 tonic's Endpoint::timeout (or a grpc-timeout set below the layer) \
-                 caps every profile; leave it unset and let the profiles decide"
-            );
-        }
-        // What fired is known only by when: the configured value is that instant.
-        self.end_with(
-            Phase::Total,
-            elapsed,
-            elapsed,
-            Source::Transport,
-            &Progress::default(),
-            DetectedBy::Transport,
-        )
-    }
-
-    fn end_with(
-        &mut self,
-        phase: Phase,
-        configured: std::time::Duration,
-        elapsed: std::time::Duration,
-        source: Source,
-        seen: &Progress,
-        detected_by: DetectedBy,
-    ) -> Status {
-        let profile = self.shared.profiles.by_id(self.profile);
-        let long_work = self
-            .timers
-            .idle_limit()
-            .map(|idle| LongWorkDetails {
-                idle_limit_ms: millis(idle.limit()),
-                cap_ms: self.timers.total.as_ref().map(|c| millis(c.limit())),
-                progress_count: seen.progress,
-                since_progress_ms: millis(
-                    elapsed.saturating_sub(seen.last_progress.unwrap_or_default()),
-                ),
-                progress_marker: seen.marker,
-            })
-            .filter(|_| self.streaming);
-        let details = TimeoutDetails {
-            profile_name: profile.profile.name.to_string(),
-            configured_timeout_ms: millis(configured),
-            elapsed_ms: millis(elapsed),
-            service: self.labels().service.to_string(),
-            method: self.labels().method.to_string(),
-            source,
-            phase,
-            message_count: self.streaming.then_some(seen.messages),
-            long_work,
-            detected_by,
-            attempts: self.attempts.map(NonZeroU32::get),
-            attempt_timeout_ms: self.attempt.as_ref().map(|c| millis(c.limit())),
-            budget_paused_ms: self.budget.map(|b| u64::from(b.paused_ms)),
-            budget_elapsed_ms: self.budget.map(|b| u64::from(b.elapsed_ms)),
-            effect: Some(self.effect(seen, self.sent)),
-        };
-        if self.state == State::Open {
-            self.state = State::Ended;
-            // A call that ended at its deadline is counted at it, not a hair later (the
-            // timer's own lag): with a histogram bound at the timeout, it falls in the
-            // timeout's bucket, and no percentile of calls that all ended by their
-            // deadline reads above it.
-            let counted = match phase {
-                Phase::Total => elapsed.min(configured),
-                _ => elapsed,
-            };
-            self.record_at(Some(counted), true, || Code::DeadlineExceeded);
-            call_event!(
-                warn,
-                self.span,
-                (details.service, details.method, details.profile_name),
-                configured_timeout_ms = details.configured_timeout_ms,
-                elapsed_ms = details.elapsed_ms,
-                phase = phase.as_str(),
-                source = %details.source,
-                detected_by = detected_by.as_str(),
-                "SW4RM RPC timed out"
-            );
-        }
-        let mut status = details.to_status();
-        self.mark_attempts(&mut status);
-        status
-    }
 }
 
 // The caller's cancels.
@@ -520,17 +389,6 @@ impl Record {
         poll_request_cancel(&mut self.request, cx)
     }
 
-    /// The call was cancelled by its scope after it was sent: ends the record and
-    /// gives the status (the caller drops the call, and hyper resets the stream).
-    pub(super) fn cancelled(&mut self, reason: CancelReason, seen: &Progress) -> Status {
-        self.end_cancelled(reason, seen, true)
-    }
-
-    /// The call was made in a scope already cancelled: not sent.
-    pub(crate) fn not_sent(&mut self, reason: CancelReason) -> Status {
-        self.end_cancelled(reason, &Progress::default(), false)
-    }
-
     /// The call is dropped unanswered: when its scope was cancelled (not by a
     /// deadline), the drop is that cancel (the handler holding the call was dropped
     /// with it) and is counted as one; `false` otherwise.
@@ -544,60 +402,6 @@ impl Record {
             }
             _ => false,
         }
-    }
-
-    fn end_cancelled(&mut self, reason: CancelReason, seen: &Progress, sent: bool) -> Status {
-        if reason.is_deadline() {
-            return self.timed_out(Phase::Total, seen, DetectedBy::Client);
-        }
-        // The earlier of the cancel and the deadline decides: on a busy runtime the
-        // call's task can first run after both, so the cancel is dated when it was
-        // made, not when the task saw it.
-        let cancelled_at = self.cancel.as_ref().and_then(Watch::cancelled_at);
-        let at = cancelled_at.unwrap_or_else(Instant::now);
-        if let Some(due) = self.next_due(*seen).filter(|d| d.at <= at) {
-            return self.timed_out(due.phase, seen, DetectedBy::Client);
-        }
-        let elapsed_ms = millis(self.start.elapsed());
-        self.end_record(reason, elapsed_ms, sent);
-        let profile = self.shared.profiles.by_id(self.profile);
-        let labels = self.labels();
-        let details = CancelDetails {
-            reason,
-            profile_name: profile.profile.name.to_string(),
-            service: labels.service.to_string(),
-            method: labels.method.to_string(),
-            elapsed_ms,
-            sent,
-            effect: Some(self.effect(seen, sent)),
-        };
-        let mut status = details.to_status();
-        self.mark_attempts(&mut status);
-        status
-    }
-
-    /// Ends the record of a cancelled call, once: the duration (as `CANCELLED`), the
-    /// cancel counter by cause, and an INFO event.
-    fn end_record(&mut self, reason: CancelReason, elapsed_ms: u64, sent: bool) {
-        if self.state != State::Open {
-            return;
-        }
-        self.state = State::Ended;
-        self.record(false, || Code::Cancelled);
-        if let Some(instruments) = &self.shared.settings.instruments {
-            instruments.cancelled(reason, &self.labels().attrs);
-        }
-        let labels = self.labels();
-        let profile = &self.shared.profiles.by_id(self.profile).profile.name;
-        call_event!(
-            info,
-            self.span,
-            (labels.service, labels.method, profile),
-            elapsed_ms,
-            cancel_reason = reason.as_str(),
-            sent,
-            "SW4RM RPC cancelled by its scope"
-        );
     }
 }
 
