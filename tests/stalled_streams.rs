@@ -29,6 +29,8 @@ use tokio::time::Instant;
 struct Counts {
     frames: AtomicU64,
     connections: AtomicU64,
+    /// Server streams that ended (their stream reset, their connection gone).
+    ended: AtomicU64,
 }
 
 type Sent = Arc<Counts>;
@@ -83,7 +85,15 @@ async fn server() -> (SocketAddr, Sent) {
     (addr, sent)
 }
 
-async fn answer(mut respond: h2::server::SendResponse<Bytes>, streaming: bool, sent: Sent) {
+async fn answer(respond: h2::server::SendResponse<Bytes>, streaming: bool, sent: Sent) {
+    let streamed = streaming.then(|| sent.clone());
+    send_all(respond, streaming, sent).await;
+    if let Some(sent) = streamed {
+        sent.ended.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+async fn send_all(mut respond: h2::server::SendResponse<Bytes>, streaming: bool, sent: Sent) {
     let Ok(mut send) = respond.send_response(grpc_headers(), false) else {
         return;
     };
@@ -118,19 +128,16 @@ async fn answer(mut respond: h2::server::SendResponse<Bytes>, streaming: bool, s
     }
 }
 
-/// Waits until the server's frame count stops growing: every stalled stream's window
-/// is full. Bounded: a connection that died stops it growing too.
-async fn until_windows_full(sent: &Sent) -> u64 {
+/// Waits until `done` holds of what the server counted (bounded: 60 s, a bound that
+/// only turns a hang into a failure), then half a second more for what it caused;
+/// the frames sent by then.
+async fn until(sent: &Sent, done: impl Fn(&Counts) -> bool) -> u64 {
     let give_up = Instant::now() + Duration::from_secs(60);
-    let mut last = 0;
-    loop {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        let now = sent.frames.load(Ordering::Relaxed);
-        if (now == last && now > 0) || Instant::now() > give_up {
-            return now;
-        }
-        last = now;
+    while !done(sent) && Instant::now() < give_up {
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    sent.frames.load(Ordering::Relaxed)
 }
 
 /// `stalled` streams that read one message and stop, beside healthy heartbeats on the
@@ -170,7 +177,14 @@ async fn stalled_readers_leave_healthy_calls_alone(stalled: usize) {
             })
         })
         .collect();
-    let frames = until_windows_full(&sent).await;
+    // Each stalled stream's window filled: 512 KiB of 27-byte messages (or a stream
+    // ended: the connection was lost).
+    let per_window = u64::from(sw4rm_timeouts::STREAM_WINDOW) / 27;
+    let target = per_window * stalled as u64;
+    let frames = until(&sent, |c| {
+        c.frames.load(Ordering::Relaxed) >= target || c.ended.load(Ordering::Relaxed) > 0
+    })
+    .await;
     done.store(true, Ordering::Relaxed);
     let mut failed = Vec::new();
     for caller in callers {
@@ -192,15 +206,19 @@ async fn stalled_readers_leave_healthy_calls_alone(stalled: usize) {
         failed.len(),
         failed.first()
     );
+    assert_eq!(
+        (
+            sent.connections.load(Ordering::Relaxed),
+            sent.ended.load(Ordering::Relaxed)
+        ),
+        (1, 0),
+        "the connection was lost after {frames} small frames"
+    );
     assert!(
-        frames > 10_000 * stalled as u64,
-        "the stalled streams' windows took {frames} frames"
+        frames >= target,
+        "the stalled streams' windows took only {frames} frames"
     );
     // The stalled streams were not ended either: each reads on.
-    eprintln!(
-        "{stalled} stalled: {frames} frames, {} failed",
-        failed.len()
-    );
     for stream in &mut streams {
         assert!(stream.message().await.expect("still open").is_some());
     }
@@ -236,7 +254,13 @@ async fn a_connection_lost_to_a_stalled_reader_fails_its_calls_unavailable() {
         .unwrap()
         .into_inner();
     stream.message().await.unwrap().unwrap();
-    let frames = until_windows_full(&sent).await;
+    // The connection goes: the server's stream ends.
+    let frames = until(&sent, |c| c.ended.load(Ordering::Relaxed) > 0).await;
+    assert_eq!(
+        sent.ended.load(Ordering::Relaxed),
+        1,
+        "after {frames} frames"
+    );
     // Read what was buffered; then the stream's end is the lost connection.
     let status = loop {
         match stream.message().await {

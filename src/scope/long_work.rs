@@ -257,7 +257,7 @@ impl LongWork {
         let inbound = current_inbound();
         // Named by `for_rpc`, else the inbound call's own path.
         let rpc: Arc<str> = match self.rpc {
-            "" => current_rpc().unwrap_or_else(|| Arc::from("")),
+            "" => current_rpc().map_or_else(|| Arc::from(""), |p| Arc::from(p.path())),
             path => Arc::from(path),
         };
         let mut watch = Abandon {

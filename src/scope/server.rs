@@ -148,8 +148,9 @@ where
         };
         let call = inbound_signal();
         let quiet = stream_idle::read(req.headers());
-        // What a guard's status names (`LongWork` without `for_rpc`).
-        let rpc = Some(Arc::<str>::from(req.uri().path()));
+        // What a guard's status names (`LongWork` without `for_rpc`): a reference
+        // count on the request's own path, no copy.
+        let rpc = req.uri().path_and_query().cloned();
         // An absurdly long deadline is as good as none (and must not overflow).
         let at = received.and_then(|r| Some((Instant::now().checked_add(r)?, r)));
         let Some((at, received)) = at else {

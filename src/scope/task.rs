@@ -38,7 +38,7 @@ pub struct Scope {
     pub(crate) wrap_up_at: Option<Instant>,
     /// The inbound call's path (`/package.Service/Method`), when the server layer
     /// opened the scope: a guard's status names it.
-    pub(crate) rpc: Option<Arc<str>>,
+    pub(crate) rpc: Option<http::uri::PathAndQuery>,
 }
 
 tokio::task_local! {
@@ -158,13 +158,13 @@ pub(crate) fn serving_quiet<F: Future>(
 }
 
 /// The inbound call's path in the current scope, when the server layer opened it.
-pub(crate) fn current_rpc() -> Option<Arc<str>> {
+pub(crate) fn current_rpc() -> Option<http::uri::PathAndQuery> {
     SCOPE.try_with(|s| s.rpc.clone()).ok().flatten()
 }
 
 /// [`serving_quiet`] for the inbound call to `rpc`.
 pub(crate) fn serving_rpc<F: Future>(
-    rpc: Option<Arc<str>>,
+    rpc: Option<http::uri::PathAndQuery>,
     deadline: Option<Instant>,
     caller_quiet: Option<std::time::Duration>,
     wrap_up_at: Option<Instant>,

@@ -181,10 +181,11 @@ fn is_lost(e: &(dyn std::error::Error + 'static)) -> bool {
 /// connection", the second `RESOURCE_EXHAUSTED` for `ENHANCE_YOUR_CALM`). Any other
 /// error as it is.
 pub(crate) fn lost_connection(err: Error) -> Error {
-    let cause = root_cause(&*err).to_string();
+    let cause = || root_cause(&*err).to_string();
     if causes(&*err).any(is_go_away) {
         return Status::unavailable(format!(
-            "the connection to the server was closed under the call: {cause}"
+            "the connection to the server was closed under the call: {}",
+            cause()
         ))
         .into();
     }
@@ -193,7 +194,8 @@ pub(crate) fn lost_connection(err: Error) -> Error {
         return err;
     }
     Status::unavailable(format!(
-        "the connection to the server was lost while the response was read: {cause}"
+        "the connection to the server was lost while the response was read: {}",
+        cause()
     ))
     .into()
 }
