@@ -179,7 +179,8 @@ pub(crate) fn not_a_grpc_path(path: &str) -> Status {
 
 /// Plans one call on its route: resolve (per-call > message > profile default,
 /// clamped by SW4-002 §2.2), derive the timers, take the smallest cap, and choose the
-/// wire header. `asked` is what the caller asked ([`asked`]); `message` reads the
+/// wire header. `asked` is what the caller asked
+/// ([`asked`](super::per_call::asked)); `message` reads the
 /// request message's own timeout field when the route has one and no per-call value
 /// was given.
 pub(crate) fn plan<'a>(
