@@ -22,7 +22,7 @@ use sw4rm_timeouts::proto::sw4rm::registry::{self, HeartbeatRequest, HeartbeatRe
 use sw4rm_timeouts::proto::sw4rm::scheduler::GetTaskStatusRequest;
 use sw4rm_timeouts::proto::sw4rm::tool::ToolCall;
 use sw4rm_timeouts::scope::{self, InboundDeadlineLayer};
-use sw4rm_timeouts::testing::{Outcome, Script, TestServer};
+use sw4rm_timeouts::testing::{Script, ServedEnd, TestServer};
 use sw4rm_timeouts::tonic::transport::server::TcpIncoming;
 use sw4rm_timeouts::tonic::{Request, Response, Status};
 use sw4rm_timeouts::{CancelDetails, Sw4rm, TimeoutProfileLayer};
@@ -125,7 +125,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     for c in server.calls() {
         let end = server.wait_for_end(c.id, Duration::from_secs(5)).await;
-        let outcome = end.map(|c| c.outcome).unwrap_or(Outcome::Running);
+        let outcome = end.map(|c| c.outcome).unwrap_or(ServedEnd::Running);
         println!("server saw {}: {outcome:?}", c.path);
     }
     Ok(())

@@ -56,16 +56,18 @@
 //! ## Reading order: one unary call, file by file
 //!
 //! The tower glue (`src/timeout/`) plans a call and hands its attempts to the attempt
-//! engine (`src/attempts/`), which reports what happens to the call's record. A unary
-//! call its route alone plans (nothing of its own, no scope, no hedging), with its
-//! span off, goes the lean way: a small record, its first attempt sent without the
-//! engine. Counted honestly — every file of the glue and the engine whose code such a
-//! call with retries on runs when its first attempt answers it (the rules in `policy/`
-//! and the codecs in `wire/` are read through them) — that is twelve files
-//! (`tests/reading_order.rs` holds this list to the tree):
+//! engine (`src/attempts/`), which reports what happens to the call's record. Every
+//! call runs under that one engine with that one record, whatever the log level and
+//! however ready the inner service is; a unary call its route alone plans (nothing of
+//! its own, no scope, no hedging) reads its plan from the one kept for its route,
+//! where any other call makes its own first. Counted honestly — every file of the
+//! glue and the engine whose code such a call with retries on runs when its first
+//! attempt answers it (the rules in `policy/` and the codecs in `wire/` are read
+//! through them) — that is twenty files (`tests/reading_order.rs` holds this list
+//! to the tree):
 //!
-//! 1. `timeout/service.rs` — `TimeoutProfileService::call`: route, plan, and for a
-//!    lean call open its record, keep the request, write the deadline, send.
+//! 1. `timeout/service.rs` — `TimeoutProfileService::call`: route, plan, open the
+//!    record, keep the request, write the deadline, send.
 //! 2. `timeout/state/shared.rs` — where the call finds the layer's state (one atomic
 //!    load), what that state holds, and the path's route and labels, asked of the
 //!    profile table once per path.
@@ -73,39 +75,42 @@
 //!    set nothing).
 //! 4. `timeout/plan.rs` — the pure call plan over the rules in `policy/`: the resolved
 //!    timeout, the smallest cap, the timers, the retry and hedge plans; a route's
-//!    plan, made once, and whether its calls go the lean way.
-//! 5. `timeout/record/lean.rs` — the lean call's record, in a box reused per thread:
-//!    its deadline, its first attempt's timeout, its one timer, the request kept for
-//!    a retry, the watch on tonic's cancel;
-//! 6. `attempts/replay/request.rs` — the request's head and bytes, kept for replay,
-//! 7. `attempts/replay/handle.rs` — and the spare handle on the inner service later
-//!    attempts go through.
-//! 8. `attempts/retries.rs` — the per-thread free lists the boxes come from, and the
-//!    layer's retry budget, paid into by every answer.
-//! 9. `timeout/response.rs` — the call's future, then the response body under the
-//!    remaining timers.
-//! 10. `attempts/attempt.rs` — the one writer of an attempt's `grpc-timeout`, and the
-//!     timer, armed lazily, re-armed without allocating.
-//! 11. `attempts/call_loop.rs` — which of the attempt's own timeout and the call's
-//!     deadline fires first (and the loop that takes over when the first attempt
-//!     does not simply answer the call).
-//! 12. `timeout/record/mod.rs` — where a call's end is recorded (its duration, what
-//!     the advisor observes) and tonic's cancel read.
+//!    plan, made once.
+//! 5. `timeout/state/per_path.rs` — where the route's plan is kept, made on the
+//!    route's first call.
+//! 6. `timeout/record/boxed.rs` — the record's box, reused per thread, moved as a
+//!    pointer;
+//! 7. `timeout/record/mod.rs` — the record: where its end is recorded (its
+//!    duration, what the advisor observes);
+//! 8. `timeout/record/clock.rs` — where the call's timers are (the route's plan, or
+//!    its own) and what they say to the engine;
+//! 9. `timeout/record/cancel_watch.rs` — the watch on the scope's cancel and
+//!    tonic's.
+//! 10. `attempts/replay/request.rs` — the request's head and bytes, kept for replay,
+//! 11. `attempts/replay/handle.rs` — and the spare handle on the inner service later
+//!     attempts go through.
+//! 12. `attempts/retries.rs` — the call's retry state and its box;
+//! 13. `attempts/retry_budget.rs` — the layer's retry budget, paid into by every
+//!     answer.
+//! 14. `timeout/future.rs` — the call's future: the engine's loop, the record.
+//! 15. `attempts/call_loop.rs` — the loop: attempts under the call's one timer.
+//! 16. `attempts/attempt.rs` — one attempt; the one writer of an attempt's
+//!     `grpc-timeout`, and the timer, armed lazily, re-armed without allocating.
+//! 17. `attempts/verdict.rs` — what an attempt's end means: the answer, a retry, or
+//!     the call's failure.
+//! 18. `attempts/event.rs` — what the engine and the body report, and to whom (the
+//!     `Sink`).
+//! 19. `timeout/body.rs` — the response body under the remaining timers.
+//! 20. `timeout/record/events.rs` — what the record makes of what it is told:
+//!     metrics, logs, the end.
 //!
-//! A call whose first attempt does not simply answer it (a trailers-only status, an
-//! error, a retry, a timeout, a cancel) opens its full record there and goes on in the
-//! engine; so does every call that is not lean from the start (a value of its own, a
-//! scope, a stream, its span on). It reads, besides, `timeout/record/boxed.rs` (the
-//! full record's box, moved as a pointer), `attempts/verdict.rs` (what an attempt's
-//! end means: the answer, a retry, or the call's failure), `attempts/event.rs` (what
-//! the engine and the body report, and to whom: the `Sink`) and
-//! `timeout/record/events.rs` (what the record makes of it: metrics, logs, the timeout
-//! status): sixteen files. A hedged call reads those but the lean record, and
-//! `attempts/hedges.rs` (its concurrent attempts), `attempts/hedge_verdict.rs` (what
-//! each one's end means) and `attempts/hedge_rate.rs` (the layer's cap on hedges):
-//! eighteen files; a learned delay adds `timeout/state/per_path.rs` (the route's
-//! window) and `attempts/hedge_delay.rs` (the percentile read from it): twenty. A
-//! stream adds `timeout/stream_plan.rs` (its timers) to the sixteen: seventeen.
+//! A call with a value of its own, a scope or a stream reads the same files and
+//! `timeout/handoff/step.rs` (whether a call made in a scope is a handoff); a stream
+//! adds `timeout/stream_plan.rs` (its timers). A hedged call reads those but the
+//! retry state, and `attempts/hedges.rs` (its concurrent attempts),
+//! `attempts/hedge_verdict.rs` (what each one's end means) and
+//! `attempts/hedge_rate.rs` (the layer's cap on hedges); a learned delay adds
+//! `attempts/hedge_delay.rs` (the percentile read from the route's window).
 //!
 //! Off a plain call's path: `timeout/layer.rs` (building the layer, and the service's
 //! handles), `timeout/state/settings.rs` (the settings, and the state made from
@@ -113,8 +118,9 @@
 //! (the advisor's reading of what was observed), `timeout/clamp_log.rs` (the warnings
 //! of a call whose plan clamped something), `timeout/record/timed_out.rs` and
 //! `timeout/record/cancelled.rs` (how a call that timed out, or that its scope
-//! cancelled, ends), `timeout/handoff/` (a handoff's envelope and the cancel cascade;
-//! a call that is not lean asks its step whether it is a handoff), and
+//! cancelled, ends), `timeout/handoff/` (a handoff's envelope and the cancel
+//! cascade), `timeout/record/differential.rs` (the test that holds every call alike
+//! however it was planned and whatever the log level), and
 //! each folder's `mod.rs`.
 //!
 //! ## Features

@@ -250,10 +250,9 @@ async fn retries_on_keep_the_request_for_a_bounded_number_of_allocations() {
     let (without, with_retries) = added_per_call(|| ANSWER, PATHS[0]).await;
     assert_eq!(without, 0.0, "retries off add nothing");
     // Retries on keep the request for replay: the body that sends the frame the layer
-    // read (1; tonic boxes every body that is not its own). The call's record, which
-    // holds the head and a small message inline (the lean record of a call its route
-    // alone plans; the retry state, for any other), is kept in a box an earlier call
-    // on the thread gave back. The head's maps are not copied: the generated client's
+    // read (1; tonic boxes every body that is not its own). The call's record and its
+    // retry state, which holds the head and a small message inline, are each kept in a
+    // box an earlier call on the thread gave back. The head's maps are not copied: the generated client's
     // headers and its `GrpcMethod` extension are kept as values, its method, URI and
     // version as the path.
     assert_eq!(with_retries, 1.0, "retries on");

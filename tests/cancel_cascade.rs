@@ -21,7 +21,7 @@ use sw4rm_timeouts::proto::sw4rm::handoff::{
 };
 use sw4rm_timeouts::proto::sw4rm::tool::ToolCall;
 use sw4rm_timeouts::scope::{self, Delegations, InboundDeadlineLayer};
-use sw4rm_timeouts::testing::{Outcome, Script, TestServer};
+use sw4rm_timeouts::testing::{Script, ServedEnd, TestServer};
 use sw4rm_timeouts::{CancelDetails, CancelReason, OperationBudget, Sw4rm, TimeoutProfileLayer};
 use tokio::sync::mpsc;
 use tonic::transport::server::TcpIncoming;
@@ -214,7 +214,7 @@ async fn cancelling_the_first_of_three_agents_stops_the_second_and_the_third() {
     assert_eq!(ended, ["b", "c"], "C heard it through B's own cascade");
     for call in last.calls_to(TOOL_CALL) {
         let end = last.wait_for_end(call.id, WAIT).await.map(|c| c.outcome);
-        assert_eq!(end, Some(Outcome::Cancelled), "the tool saw the reset");
+        assert_eq!(end, Some(ServedEnd::Cancelled), "the tool saw the reset");
     }
     // The delegations end (inside their grace) and nothing stays remembered.
     let gone = wait_for(|| b_delegations.running() + c_delegations.running() == 0).await;

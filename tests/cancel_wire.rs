@@ -18,7 +18,7 @@ use sw4rm_timeouts::proto::sw4rm::registry::registry_service_server::{
 use sw4rm_timeouts::proto::sw4rm::registry::{self, HeartbeatRequest, HeartbeatResponse};
 use sw4rm_timeouts::proto::sw4rm::tool::ToolCall;
 use sw4rm_timeouts::scope::{self, InboundDeadlineLayer};
-use sw4rm_timeouts::testing::{Outcome, Script, TestServer};
+use sw4rm_timeouts::testing::{Script, ServedEnd, TestServer};
 use sw4rm_timeouts::{
     CancelDetails, CancelReason, OperationBudget, Propagation, Sw4rm, TimeoutDetails,
     TimeoutProfileLayer,
@@ -156,14 +156,14 @@ async fn call_then_go_away(chain: &Chain) {
     pending.abort();
 }
 
-async fn downstream_outcome(chain: &Chain) -> Outcome {
+async fn downstream_outcome(chain: &Chain) -> ServedEnd {
     let id = chain.last.calls_to(TOOL_CALL)[0].id;
     chain
         .last
         .wait_for_end(id, WAIT)
         .await
         .map(|c| c.outcome)
-        .unwrap_or(Outcome::Running)
+        .unwrap_or(ServedEnd::Running)
 }
 
 fn cancelled_by(status: &Status, reason: CancelReason, sent: bool) {
@@ -197,7 +197,7 @@ async fn a_caller_going_away_cancels_the_handlers_call_and_the_server_sees_the_r
     .await;
     call_then_go_away(&chain).await;
     // hyper drops the handler, and the call with it: the downstream stream is reset.
-    assert_eq!(downstream_outcome(&chain).await, Outcome::Cancelled);
+    assert_eq!(downstream_outcome(&chain).await, ServedEnd::Cancelled);
     // Told apart in the metrics: a cancel by its cause, not a timeout.
     let cancelled = count(
         &chain.metrics,
@@ -221,7 +221,7 @@ async fn work_carried_to_another_task_is_cancelled_with_the_caller() {
     let result = tokio::time::timeout(WAIT, chain.results.recv()).await;
     let status = result.unwrap().unwrap().unwrap_err();
     cancelled_by(&status, CancelReason::CallerGone, true);
-    assert_eq!(downstream_outcome(&chain).await, Outcome::Cancelled);
+    assert_eq!(downstream_outcome(&chain).await, ServedEnd::Cancelled);
 }
 
 #[tokio::test]
@@ -236,7 +236,7 @@ async fn detached_work_outlives_the_caller() {
     call_then_go_away(&chain).await;
     let result = tokio::time::timeout(WAIT, chain.results.recv()).await;
     assert!(result.unwrap().unwrap().is_ok());
-    assert_eq!(downstream_outcome(&chain).await, Outcome::Completed);
+    assert_eq!(downstream_outcome(&chain).await, ServedEnd::Completed);
     assert_eq!(count(&chain.metrics, "sw4rm_rpc_cancelled_total", None), 0);
 }
 
@@ -304,7 +304,7 @@ async fn cancelling_a_budget_cancels_its_calls_in_flight() {
     cancelled_by(&status, CancelReason::BudgetCancelled, true);
     let id = last.calls_to(TOOL_CALL)[0].id;
     let end = last.wait_for_end(id, WAIT).await.map(|c| c.outcome);
-    assert_eq!(end, Some(Outcome::Cancelled));
+    assert_eq!(end, Some(ServedEnd::Cancelled));
     let cancelled = count(
         &metrics,
         "sw4rm_rpc_cancelled_total",

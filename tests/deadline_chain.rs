@@ -16,7 +16,7 @@ use sw4rm_timeouts::proto::sw4rm::registry::registry_service_server::{
 use sw4rm_timeouts::proto::sw4rm::registry::{self, HeartbeatRequest, HeartbeatResponse};
 use sw4rm_timeouts::proto::sw4rm::scheduler::GetTaskStatusRequest;
 use sw4rm_timeouts::scope::{self, InboundDeadline, InboundDeadlineLayer};
-use sw4rm_timeouts::testing::{Outcome, Script, TestServer};
+use sw4rm_timeouts::testing::{Script, ServedEnd, TestServer};
 use sw4rm_timeouts::wire::grpc_timeout;
 use sw4rm_timeouts::{
     OperationBudget, ProfileSet, Propagation, Source, Sw4rm, TimeoutDetails, TimeoutProfileLayer,
@@ -202,7 +202,7 @@ async fn a_three_hop_chain_passes_the_first_deadline_on_and_drops_the_middle() {
         "middle handler dropped"
     );
     let end = last.wait_for_end(reached[0].id, WAIT).await.unwrap();
-    assert_eq!(end.outcome, Outcome::Cancelled);
+    assert_eq!(end.outcome, ServedEnd::Cancelled);
 }
 
 #[tokio::test]

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::{capture_events, connect, server, standard, Metrics, WAIT};
 use sw4rm_timeouts::proto::sw4rm::{handoff, negotiation_room as nr, registry, tool};
-use sw4rm_timeouts::testing::{Outcome, Script};
+use sw4rm_timeouts::testing::{Script, ServedEnd};
 use sw4rm_timeouts::{
     DetectedBy, Phase, ProfileSet, Source, Sw4rm, TimeoutDetails, TimeoutProfile,
     TimeoutProfileLayer,
@@ -88,7 +88,7 @@ async fn timeout_returns_deadline_exceeded_with_details() {
     assert!(d.elapsed_ms() >= 300, "elapsed {}", d.elapsed_ms());
     assert_eq!(server.calls()[0].grpc_timeout.as_deref(), Some("300000u"));
     let end = server.wait_for_end(0, WAIT).await.unwrap();
-    assert_eq!(end.outcome, Outcome::Cancelled);
+    assert_eq!(end.outcome, ServedEnd::Cancelled);
     assert_eq!(metrics.value("sw4rm_rpc_timeout_total", "Heartbeat"), 1);
     assert_eq!(metrics.value("sw4rm_rpc_duration_ms", "Heartbeat"), 1);
 }
@@ -116,7 +116,7 @@ async fn the_layer_alone_times_out_and_the_server_sees_the_cancel() {
     let end = server.wait_for_end(0, WAIT).await.unwrap();
     assert_eq!(
         end.outcome,
-        Outcome::Cancelled,
+        ServedEnd::Cancelled,
         "the server must observe the cancellation"
     );
 }
@@ -320,7 +320,7 @@ async fn a_thousand_timeouts_leave_no_task_behind() {
     // A call reset before the server accepted its stream never starts a handler (how
     // many depends on the machine's speed); every handler that did start must end
     // cancelled, none left running, none completed.
-    let heartbeats = |calls: &[sw4rm_timeouts::testing::CallRecord]| -> Vec<Outcome> {
+    let heartbeats = |calls: &[sw4rm_timeouts::testing::ServedCall]| -> Vec<ServedEnd> {
         calls
             .iter()
             .filter(|c| c.path == HEARTBEAT)
@@ -328,13 +328,15 @@ async fn a_thousand_timeouts_leave_no_task_behind() {
             .collect()
     };
     let settled = server
-        .wait_until(WAIT, |calls| !heartbeats(calls).contains(&Outcome::Running))
+        .wait_until(WAIT, |calls| {
+            !heartbeats(calls).contains(&ServedEnd::Running)
+        })
         .await;
     let outcomes = heartbeats(&server.calls());
     assert!(settled, "handlers still running: {outcomes:?}");
     assert!(!outcomes.is_empty(), "no heartbeat reached the server");
     assert!(
-        outcomes.iter().all(|o| *o == Outcome::Cancelled),
+        outcomes.iter().all(|o| *o == ServedEnd::Cancelled),
         "every handler must be cancelled: {outcomes:?}"
     );
     let deadline = tokio::time::Instant::now() + WAIT;

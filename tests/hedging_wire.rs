@@ -11,7 +11,7 @@ use std::time::Duration;
 use common::{capture_events, server, Metrics, WAIT};
 use sw4rm_timeouts::metrics::{DURATION_MS, HEDGES_TOTAL, HEDGE_WINS_TOTAL, TIMEOUT_TOTAL};
 use sw4rm_timeouts::proto::sw4rm::scheduler::{GetTaskStatusRequest, SubmitTaskRequest};
-use sw4rm_timeouts::testing::{Outcome, Script, TestServer};
+use sw4rm_timeouts::testing::{Script, ServedEnd, TestServer};
 use sw4rm_timeouts::{HedgingPolicy, ProfileSet, Sw4rm, TimeoutProfileLayer, ATTEMPTS_HEADER};
 use tokio::time::Instant;
 
@@ -38,13 +38,13 @@ async fn connect(server: &TestServer, delay: u64, metrics: &Metrics) -> Sw4rm {
 }
 
 /// Waits until the server has seen call `id` end (answered or reset), up to `WAIT`.
-async fn ended(server: &TestServer, rpc: &str, id: usize) -> Outcome {
+async fn ended(server: &TestServer, rpc: &str, id: usize) -> ServedEnd {
     let give_up = Instant::now() + WAIT;
     loop {
         let calls = server.calls_to(rpc);
         let outcome = calls.iter().find(|c| c.id == id).map(|c| c.outcome);
         match outcome {
-            Some(o) if o != Outcome::Running || Instant::now() >= give_up => return o,
+            Some(o) if o != ServedEnd::Running || Instant::now() >= give_up => return o,
             _ => tokio::time::sleep(ms(10)).await,
         }
     }
@@ -86,10 +86,10 @@ async fn a_hedge_wins_and_the_server_sees_the_first_attempt_reset() {
     let (a, b) = (first.deadline.unwrap(), hedge.deadline.unwrap());
     assert_eq!(a, Duration::from_secs(10));
     assert!(b <= a - ms(200), "{b:?}");
-    assert_eq!(hedge.outcome, Outcome::Completed);
+    assert_eq!(hedge.outcome, ServedEnd::Completed);
     assert_eq!(
         ended(&server, "GetTaskStatus", first.id).await,
-        Outcome::Cancelled
+        ServedEnd::Cancelled
     );
     // One call: one duration point, no timeout; one hedge sent, and it won.
     assert_eq!(metrics.value(DURATION_MS, "GetTaskStatus"), 1);

@@ -15,7 +15,7 @@ use bytes::Bytes;
 use common::{server, Metrics, WAIT};
 use sw4rm_timeouts::proto::sw4rm::registry::HeartbeatRequest;
 use sw4rm_timeouts::proto::sw4rm::tool;
-use sw4rm_timeouts::testing::{Outcome, Script};
+use sw4rm_timeouts::testing::{Script, ServedEnd};
 use sw4rm_timeouts::{
     ConnectError, ConnectStage, DetectedBy, ProfileSet, Sw4rm, TimeoutDetails, TimeoutProfile,
     TimeoutProfileLayer,
@@ -296,7 +296,7 @@ async fn a_caller_dropping_a_unary_call_cancels_it_at_the_server() {
     let call = heartbeat(&sw4rm);
     assert!(tokio::time::timeout(ms(100), call).await.is_err());
     let end = server.wait_for_end(0, WAIT).await.expect("the call ended");
-    assert_eq!(end.outcome, Outcome::Cancelled);
+    assert_eq!(end.outcome, ServedEnd::Cancelled);
     assert_eq!(metrics.value("sw4rm_rpc_duration_ms", "Heartbeat"), 1);
     assert_eq!(metrics.value("sw4rm_rpc_timeout_total", "Heartbeat"), 0);
 }
@@ -712,7 +712,7 @@ async fn late_answers_to_cancelled_calls_do_not_kill_the_connection() {
     let late = server.calls_to("GetTaskStatus");
     let answered = late
         .iter()
-        .filter(|c| c.outcome == Outcome::Completed)
+        .filter(|c| c.outcome == ServedEnd::Completed)
         .count();
     assert!(answered > 1_024, "only {answered} late answers were sent");
 }

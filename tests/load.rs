@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::{server, Metrics, WAIT};
 use sw4rm_timeouts::proto::sw4rm::{registry, scheduler, tool};
-use sw4rm_timeouts::testing::{Outcome, Script};
+use sw4rm_timeouts::testing::{Script, ServedEnd};
 use sw4rm_timeouts::{
     DetectedBy, Phase, ProfileSet, Sw4rm, TimeoutDetails, TimeoutProfile, TimeoutProfileLayer,
 };
@@ -135,15 +135,15 @@ async fn ten_thousand_mixed_calls_on_one_connection() {
     assert_eq!(expired, CALLS.div_ceil(3));
 
     // Every expired call that reached the server was cancelled there.
-    let running = |calls: &[sw4rm_timeouts::testing::CallRecord]| {
-        calls.iter().any(|c| c.outcome == Outcome::Running)
+    let running = |calls: &[sw4rm_timeouts::testing::ServedCall]| {
+        calls.iter().any(|c| c.outcome == ServedEnd::Running)
     };
     assert!(
         server.wait_until(WAIT, |calls| !running(calls)).await,
         "handlers left running"
     );
     let reached = server.calls_to("GetTaskStatus");
-    assert!(reached.iter().all(|c| c.outcome == Outcome::Cancelled));
+    assert!(reached.iter().all(|c| c.outcome == ServedEnd::Cancelled));
 
     // Metrics: one duration point per call, one timeout per expired call.
     assert_eq!(

@@ -137,3 +137,46 @@ fn the_reading_order_names_every_file_of_the_glue_and_the_engine_once() {
     assert_eq!(unique.len(), unary.len(), "a file listed twice: {unary:?}");
     assert!(unary.iter().all(|p| p.ends_with(".rs")), "{unary:?}");
 }
+
+/// Every module a folder of the glue or the engine declares (test modules aside) is
+/// named in that folder's own reading order, its `mod.rs` docs: a file added to a
+/// folder is placed in the folder's story, not only in the crate's.
+#[test]
+fn each_folder_names_every_module_it_declares() {
+    let src = PathBuf::from(ROOT).join("src");
+    let mut folders = Vec::new();
+    for top in ["timeout", "attempts"] {
+        let mut tree = BTreeSet::new();
+        files(&src.join(top), &mut tree);
+        folders.extend(tree.into_iter().filter(|f| f.ends_with("/mod.rs")));
+    }
+    assert!(folders.len() >= 5, "{folders:?}");
+    for folder in folders {
+        let text = std::fs::read_to_string(src.join(&folder)).unwrap();
+        let docs: String = text
+            .lines()
+            .filter_map(|l| l.trim_start().strip_prefix("//!"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let decl = line.trim_start();
+            let decl = decl.strip_prefix("pub(crate) ").unwrap_or(decl);
+            let decl = decl.strip_prefix("pub ").unwrap_or(decl);
+            let Some(name) = decl.strip_prefix("mod ").and_then(|d| d.strip_suffix(';')) else {
+                continue;
+            };
+            let test_only =
+                i > 0 && lines[i - 1].contains("#[cfg(") && lines[i - 1].contains("test");
+            if test_only {
+                continue;
+            }
+            let named =
+                docs.contains(&format!("`{name}.rs`")) || docs.contains(&format!("`{name}/`"));
+            assert!(
+                named,
+                "{folder} declares `mod {name}` but its reading order never names it"
+            );
+        }
+    }
+}

@@ -536,7 +536,7 @@ async fn idle_inbox() -> (sw4rm_timeouts::testing::TestServer, Sw4rm) {
 async fn the_inbound_stream_stays_open_while_idle() {
     use std::time::Duration;
     use sw4rm_timeouts::proto::sw4rm::router::StreamRequest;
-    use sw4rm_timeouts::testing::Outcome;
+    use sw4rm_timeouts::testing::ServedEnd;
 
     let (server, sw4rm) = idle_inbox().await;
     let mut stream = sw4rm
@@ -555,11 +555,11 @@ async fn the_inbound_stream_stays_open_while_idle() {
     let calls = server.calls_to("StreamIncoming");
     assert_eq!(calls.len(), 1);
     assert_eq!(calls[0].grpc_timeout, None);
-    assert_eq!(calls[0].outcome, Outcome::Running);
+    assert_eq!(calls[0].outcome, ServedEnd::Running);
     drop(stream);
     assert!(
         server
-            .wait_until(common::WAIT, |c| c[0].outcome == Outcome::Cancelled)
+            .wait_until(common::WAIT, |c| c[0].outcome == ServedEnd::Cancelled)
             .await
     );
 }
@@ -648,7 +648,7 @@ async fn a_workflow_call_goes_out_with_workflow_submit() {
 async fn an_agent_reads_its_inbox_and_acknowledges_each_item() {
     use std::time::{Duration, Instant};
     use sw4rm_timeouts::proto::sw4rm::router::{DeliveryAckRequest, StreamRequest};
-    use sw4rm_timeouts::testing::{Outcome, Script, StreamScript};
+    use sw4rm_timeouts::testing::{Script, ServedEnd, StreamScript};
 
     const QUIET: Duration = Duration::from_millis(10_500);
     let server = server().await;
@@ -708,7 +708,7 @@ async fn an_agent_reads_its_inbox_and_acknowledges_each_item() {
     let stream = &server.calls_to("StreamIncoming")[0];
     assert_eq!(
         (stream.grpc_timeout.as_deref(), stream.outcome),
-        (None, Outcome::Completed)
+        (None, ServedEnd::Completed)
     );
     let acks = server.calls_to("AckDelivery");
     assert_eq!(acks.len(), 4);

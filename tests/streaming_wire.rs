@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::{capture_events, connect, server, Metrics, WAIT};
 use sw4rm_timeouts::proto::sw4rm::tool::{ToolCall, ToolFrame};
-use sw4rm_timeouts::testing::{Outcome, Script, StreamScript, TestServer};
+use sw4rm_timeouts::testing::{Script, ServedEnd, StreamScript, TestServer};
 use sw4rm_timeouts::{
     CallStreamingPolicy, DetectedBy, Phase, ProfileSet, StreamingTimeoutPolicy, Sw4rm,
     TimeoutDetails, TimeoutProfileLayer,
@@ -102,7 +102,7 @@ async fn initial_timeout_fires_before_the_first_message() {
     );
     assert_eq!(
         server.wait_for_end(0, WAIT).await.unwrap().outcome,
-        Outcome::Cancelled
+        ServedEnd::Cancelled
     );
     assert_eq!(metrics.value("sw4rm_rpc_timeout_total", "CallStream"), 1);
 }
@@ -129,7 +129,7 @@ async fn gap_timeout_keeps_the_messages_received_before_it() {
         (Phase::Gap, 1_000, Some(4))
     );
     let end = server.wait_for_end(0, WAIT).await.unwrap();
-    assert_eq!((end.outcome, end.messages_sent), (Outcome::Cancelled, 4));
+    assert_eq!((end.outcome, end.messages_sent), (ServedEnd::Cancelled, 4));
     assert_eq!(metrics.value("sw4rm_rpc_timeout_total", "CallStream"), 1);
     assert_eq!(metrics.value("sw4rm_rpc_duration_ms", "CallStream"), 1);
     let warned = events.with_message("SW4RM RPC timed out");
@@ -159,7 +159,7 @@ async fn total_cap_is_on_the_wire_and_ends_a_healthy_stream() {
     assert_eq!(server.calls()[0].grpc_timeout.as_deref(), Some("500000u"));
     assert_eq!(
         server.wait_for_end(0, WAIT).await.unwrap().outcome,
-        Outcome::Cancelled
+        ServedEnd::Cancelled
     );
 }
 
@@ -180,7 +180,7 @@ async fn slow_but_steady_stream_is_not_killed() {
     assert!(err.is_none(), "{err:?}");
     assert_eq!(frames.len(), 30);
     assert!(started.elapsed() >= ms(3_000));
-    assert_eq!(server.calls()[0].outcome, Outcome::Completed);
+    assert_eq!(server.calls()[0].outcome, ServedEnd::Completed);
     assert_eq!(metrics.value("sw4rm_rpc_timeout_total", "CallStream"), 0);
     assert_eq!(metrics.value("sw4rm_rpc_duration_ms", "CallStream"), 1);
 }
@@ -258,7 +258,7 @@ async fn dropping_the_stream_midway_cancels_and_leaves_nothing_behind() {
     drop(stream);
     assert_eq!(
         server.wait_for_end(0, WAIT).await.unwrap().outcome,
-        Outcome::Cancelled
+        ServedEnd::Cancelled
     );
     // The server's producer task ends; nothing of ours was ever spawned.
     let deadline = tokio::time::Instant::now() + WAIT;

@@ -5,9 +5,8 @@
 //! sent through the layer's own handle on the inner service when it is ready at once;
 //! later ones through handles taken from the spare (`replay/handle.rs`). What each
 //! attempt's end means is `verdict.rs` (`hedge_verdict.rs` for hedges); what
-//! happens is reported to the call's [`Sink`]. A call whose first attempt went out
-//! without the loop (the layer's lean calls) is taken over at that attempt's end
-//! ([`CallLoop::take_over`]), judged as the loop would have judged it.
+//! happens is reported to the call's [`Sink`]: every call of the layer, whichever
+//! record it reports to, runs through this one loop.
 
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
@@ -17,8 +16,8 @@ use tokio::time::Instant;
 use tonic::Status;
 use tower_service::Service;
 
+use super::attempt::Attempt;
 use super::attempt::Timer;
-use super::attempt::{Attempt, Ended};
 use super::event::{CallEnd, Event, Run, Sink};
 use super::hedge_verdict::poll_hedges;
 use super::hedges::{HedgeContext, HedgePlan, Hedges};
@@ -123,14 +122,6 @@ impl<S, F> CallLoop<S, F> {
             step: Step::Over {
                 refused: Some(status),
             },
-            retry: None,
-        }
-    }
-
-    /// A call that is over: nothing in flight, nothing to report but that it is over.
-    pub(crate) fn over() -> Self {
-        CallLoop {
-            step: Step::Over { refused: None },
             retry: None,
         }
     }
@@ -298,10 +289,7 @@ fn alarm<S: Clone, F, R: Sink>(
 /// Which of an attempt's own timeout and the call's first deadline fires first (the
 /// attempt's on a tie).
 #[inline]
-pub(crate) fn earliest(
-    attempt: Option<Due<Instant>>,
-    first: Option<Due<Instant>>,
-) -> Option<Due<Instant>> {
+fn earliest(attempt: Option<Due<Instant>>, first: Option<Due<Instant>>) -> Option<Due<Instant>> {
     match (attempt, first) {
         (Some(attempt), Some(first)) if first.at < attempt.at => Some(first),
         (Some(attempt), _) => Some(attempt),
@@ -326,64 +314,5 @@ fn expired<S: Clone, R: Sink>(
     match due.phase {
         Phase::Attempt => attempt_timed_out(call, retry),
         phase => Verdict::Fail(timed_out(call, phase, DetectedBy::Client)),
-    }
-}
-
-/// How a call's first attempt, sent without the loop (a lean call, the layer's
-/// `timeout/record/lean.rs`), ended when it did not simply answer the call.
-#[derive(Debug)]
-pub(crate) enum FirstEnd<R> {
-    /// It ended: answered (a trailers-only status) or failed; `expired` says whether
-    /// its own timeout had passed when it did.
-    Ended { ended: Ended<R>, expired: bool },
-    /// The call's one timer fired at `Due` (the attempt's own timeout, or the call's
-    /// deadline); the attempt is dropped.
-    Due(Due<Instant>),
-    /// The caller cancelled; the attempt is dropped.
-    Cancelled(CancelReason),
-}
-
-/// What the loop makes of a first attempt's end it did not see ([`CallLoop::take_over`]).
-#[derive(Debug)]
-pub(crate) enum TakeOver<S, F, B> {
-    /// The call's answer.
-    Answered(http::Response<B>),
-    /// The call's error (its record has ended).
-    Failed(BoxError),
-    /// A retry: the loop, waiting out its backoff.
-    Retrying(CallLoop<S, F>),
-}
-
-impl<S, F> CallLoop<S, F> {
-    /// Takes over a call whose first attempt went out without the loop, at its `end`,
-    /// as the loop would have judged it. `retry` (the request kept, the spare) ends here
-    /// unless the call goes on retrying.
-    pub(crate) fn take_over<B, R: Sink>(
-        end: FirstEnd<http::Response<B>>,
-        mut retry: Option<Retries<S>>,
-        call: &mut Run<'_, R>,
-    ) -> TakeOver<S, F, B>
-    where
-        S: Clone,
-    {
-        let judged = match end {
-            FirstEnd::Ended { ended, expired } => judge(ended, expired, call, retry.as_mut()),
-            FirstEnd::Due(due) => Err(expired(due, call, retry.as_mut())),
-            FirstEnd::Cancelled(reason) => Err(cancelled(reason, call)),
-        };
-        let over = match judged {
-            Err(Verdict::Retry(next)) => {
-                return TakeOver::Retrying(CallLoop {
-                    step: backoff(next, call),
-                    retry,
-                })
-            }
-            Err(Verdict::Fail(err)) => TakeOver::Failed(err),
-            Ok(response) => TakeOver::Answered(response),
-        };
-        if let Some(retry) = retry {
-            retry.end();
-        }
-        over
     }
 }

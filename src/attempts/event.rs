@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::retries::RetryBudget;
+use super::retry_budget::RetryBudget;
 use crate::policy::cancel::CancelReason;
 use crate::policy::deadline::{Cap, Due, Phase, Progress};
 use crate::wire::details::DetectedBy;

@@ -24,7 +24,7 @@ use super::attempt::{Attempt, Ended, WireTimeout};
 use super::hedge_delay::RecentLatency;
 use super::hedge_rate::HedgeRate;
 use super::replay::{Kept, Spare};
-use super::retries::RetryBudget;
+use super::retry_budget::RetryBudget;
 use super::ATTEMPTS_HEADER;
 use crate::policy::hedge::{
     hedge_delay, may_hedge, HedgeFacts, HedgingDelay, HedgingPolicy, NoHedge,

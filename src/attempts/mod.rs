@@ -12,7 +12,7 @@
 //! `grpc-timeout`; and the timer) → `verdict.rs` (what an attempt's end means: the
 //! answer, a retry, or the call's failure; and what a status or a transport error is
 //! to the rules) → `retries.rs` (one call's retry state, the box it lives in, the next
-//! attempt after a backoff, and the layer's retry budget) → `event.rs` (what is
+//! attempt after a backoff) → `retry_budget.rs` (the layer's retry budget) → `event.rs` (what is
 //! reported, and to whom). A hedged call: `hedges.rs` (its concurrent attempts) and
 //! `hedge_verdict.rs` (what each one's end means). `hedge_rate.rs` is the layer's cap
 //! on the share of calls that hedge; `hedge_delay.rs` the recent latency a learned
@@ -33,10 +33,11 @@ mod hedge_verdict;
 mod hedges;
 mod replay;
 mod retries;
+mod retry_budget;
 mod verdict;
 
-pub(crate) use attempt::{Attempt, Ended, Timer, WireTimeout};
-pub(crate) use call_loop::{earliest, CallLoop, FirstEnd, TakeOver};
+pub(crate) use attempt::{Attempt, Timer, WireTimeout};
+pub(crate) use call_loop::CallLoop;
 pub(crate) use event::{CallEnd, Deadlines, Event, Run, Sink};
 pub(crate) use hedge_delay::RecentLatency;
 pub(crate) use hedge_rate::HedgeRate;
@@ -44,8 +45,8 @@ pub use hedge_rate::{HedgeCap, DEFAULT_HEDGE_BURST};
 pub(crate) use hedges::{HedgeContext, HedgePlan};
 pub(crate) use replay::{Kept, Spare, SpareSlot, DEFAULT_REPLAY_LIMIT};
 pub(crate) use retries::boxes::{pop, push};
-pub use retries::RetryBudget;
 pub(crate) use retries::{Retries, RetryPlan};
+pub use retry_budget::RetryBudget;
 
 /// The header a final answer carries when the call made more than one attempt.
 pub const ATTEMPTS_HEADER: &str = "sw4rm-attempts";

@@ -1,30 +1,21 @@
 //! One call's retry state: what the plan decided ([`RetryPlan`]), the attempt in
 //! flight as the rules numbered it, and after a failure either the [`Retry`] the
-//! rules decided (its backoff and the next attempt, [`Resend`]) or why not; the box
-//! the state lives in, reused per thread ([`boxes`]); and the layer's
-//! [`RetryBudget`], which every call's retries spend from and every answer pays into.
-//!
-//! The budget is gRPC's retry throttling, shared by every call of one layer, read and
-//! updated with atomics (no locks). gRPC's throttling is chosen over tower's
-//! `TpsBudget` because it is what the other SW4RM languages get from the same service
-//! config (`retryThrottling`), and because it reacts to *failures* rather than to
-//! request rates: a healthy, busy agent never runs out, a failing dependency stops
-//! being retried after a handful of failures.
+//! rules decided (its backoff and the next attempt, [`Resend`]) or why not; and the
+//! box the state lives in, reused per thread ([`boxes`]). The layer's
+//! [`RetryBudget`], which every call's retries spend from and every answer pays into,
+//! is `retry_budget.rs`.
 
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::time::Instant;
 
 use super::attempt::WireTimeout;
-use super::replay::{Kept, Spare};
+use super::replay::Spare;
+use super::retry_budget::RetryBudget;
 use super::ATTEMPTS_HEADER;
 use crate::policy::deadline::Cap;
-use crate::policy::retry::{
-    decide, Decision, Failed, Failure, Pushback, RetryPolicy, Stop, Throttle,
-};
+use crate::policy::retry::{decide, Decision, Failed, Failure, Pushback, RetryPolicy, Stop};
 use crate::policy::source::Source;
 use boxes::RetryState;
 
@@ -42,16 +33,6 @@ pub(crate) struct RetryPlan {
     /// Where the policy's attempt timeout came from; `None`: the policy has none, and
     /// every attempt runs under what remains of the call's deadline alone.
     pub(crate) attempt_source: Option<Source>,
-}
-
-impl RetryPlan {
-    /// The first attempt's timeout, when it is shorter than the call's deadline.
-    pub(crate) fn first_cap(&self) -> Option<Cap> {
-        match (self.first, &self.attempt_source) {
-            (Some(t), Some(source)) => Some(Cap::new(t, source.clone())),
-            _ => None,
-        }
-    }
 }
 
 /// The retry state of one call: a share of the spare, and the rest in a box reused
@@ -141,34 +122,20 @@ impl<S: Clone> Retries<S> {
     /// The state after the first attempt was planned and sent, keeping the request
     /// (the head of `request` and its whole body, `bytes`) for replay; the attempts
     /// after it go through handles taken from `spare`. The plan is read where it is
-    /// (its source taken out of it): moved into a closure, its 152 bytes were copied.
-    pub(crate) fn new(
-        spare: Spare<S>,
-        plan: &mut RetryPlan,
-        request: &Request,
-        bytes: &Bytes,
-    ) -> Self {
+    /// (its source cloned): moved into a closure, its 152 bytes were copied.
+    pub(crate) fn new(spare: Spare<S>, plan: &RetryPlan, request: &Request, bytes: &Bytes) -> Self {
         // Written field by field where the box is: nothing of its size is moved.
         let mut state = boxes::take();
         state.kept.keep(request, bytes);
         Self::planned(spare, plan, state)
     }
 
-    /// The state of a call whose first attempt went out with `kept`, the request kept
-    /// for replay, before the retries were planned (a lean call's, when the rules
-    /// take over after its first attempt).
-    pub(crate) fn of_kept(spare: Spare<S>, plan: &mut RetryPlan, kept: &mut Kept) -> Self {
-        let mut state = boxes::take();
-        std::mem::swap(&mut state.kept, kept);
-        Self::planned(spare, plan, state)
-    }
-
     #[inline(always)]
-    fn planned(spare: Spare<S>, plan: &mut RetryPlan, mut state: Box<RetryState>) -> Self {
+    fn planned(spare: Spare<S>, plan: &RetryPlan, mut state: Box<RetryState>) -> Self {
         state.policy = plan.policy;
         state.idempotent = plan.idempotent;
         state.min_timeout = plan.min_timeout;
-        state.source = plan.attempt_source.take();
+        state.source = plan.attempt_source.clone();
         state.attempt = 1;
         state.timeout = plan.first;
         Retries { spare, state }
@@ -445,133 +412,6 @@ pub(crate) mod boxes {
     }
 }
 
-/// How many retries one layer may send while its calls fail: a bucket of
-/// `max_tokens`; each failed attempt takes one token, each call answered without a
-/// retryable failure gives back `token_ratio`; retries are sent only while more than
-/// half the bucket is left. When the bucket is that low, the failure is returned as
-/// it is. Every service a layer builds shares the layer's bucket.
-///
-/// The default is gRPC's example: 10 tokens, ratio 0.1.
-///
-/// ```
-/// use sw4rm_timeouts::{RetryBudget, TimeoutProfileLayer};
-/// let budget = RetryBudget::new(20).with_token_ratio(0.5);
-/// let layer = TimeoutProfileLayer::standard().with_retry_budget(budget.clone());
-/// assert_eq!(budget.tokens(), 20.0);
-/// # drop(layer);
-/// ```
-#[derive(Clone, Debug)]
-pub struct RetryBudget {
-    inner: Arc<Bucket>,
-}
-
-#[derive(Debug)]
-struct Bucket {
-    rule: Throttle,
-    milli: AtomicU32,
-}
-
-impl RetryBudget {
-    /// A full bucket of `max_tokens` (at least 1, at most 1,000) with the default
-    /// ratio 0.1.
-    pub fn new(max_tokens: u32) -> Self {
-        RetryBudget::from_rule(Throttle {
-            max_milli: max_tokens.clamp(1, 1_000) * 1_000,
-            ratio_milli: 100,
-        })
-    }
-
-    /// Tokens given back by each call answered without a retryable failure
-    /// (0.001 to the bucket's size; gRPC allows three decimals).
-    pub fn with_token_ratio(self, ratio: f64) -> Self {
-        let rule = self.inner.rule;
-        let milli = if ratio.is_finite() {
-            (ratio * 1_000.0)
-                .round()
-                .clamp(1.0, f64::from(rule.max_milli)) as u32
-        } else {
-            rule.ratio_milli
-        };
-        RetryBudget::from_rule(Throttle {
-            ratio_milli: milli,
-            ..rule
-        })
-    }
-
-    fn from_rule(rule: Throttle) -> Self {
-        RetryBudget {
-            inner: Arc::new(Bucket {
-                rule,
-                milli: AtomicU32::new(rule.max_milli),
-            }),
-        }
-    }
-
-    /// Tokens left now.
-    pub fn tokens(&self) -> f64 {
-        f64::from(self.inner.milli.load(Ordering::Relaxed)) / 1_000.0
-    }
-
-    /// The bucket's size.
-    pub fn max_tokens(&self) -> u32 {
-        self.inner.rule.max_milli / 1_000
-    }
-
-    /// Tokens given back by each call answered without a retryable failure.
-    ///
-    /// ```
-    /// let budget = sw4rm_timeouts::RetryBudget::new(20).with_token_ratio(0.5);
-    /// assert_eq!((budget.max_tokens(), budget.token_ratio()), (20, 0.5));
-    /// ```
-    pub fn token_ratio(&self) -> f64 {
-        f64::from(self.inner.rule.ratio_milli) / 1_000.0
-    }
-
-    /// A failed attempt takes a token; returns whether a retry may follow.
-    pub(crate) fn fail(&self) -> bool {
-        let rule = self.inner.rule;
-        let before = self.update(|t| rule.after_failure(t));
-        rule.allows(rule.after_failure(before))
-    }
-
-    /// Whether one more attempt may be sent now (a hedge; the bucket is not charged).
-    pub(crate) fn allows(&self) -> bool {
-        self.inner
-            .rule
-            .allows(self.inner.milli.load(Ordering::Relaxed))
-    }
-
-    /// A call answered without a retryable failure gives back the ratio.
-    pub(crate) fn succeed(&self) {
-        let rule = self.inner.rule;
-        self.update(|t| rule.after_success(t));
-    }
-
-    /// Applies `f` atomically; returns the value before. A change to nothing (a
-    /// success with the bucket full, the common case) writes nothing, so that calls
-    /// on many threads do not contend for the bucket's cache line.
-    fn update(&self, f: impl Fn(u32) -> u32) -> u32 {
-        let cell = &self.inner.milli;
-        let mut current = cell.load(Ordering::Relaxed);
-        loop {
-            let next = f(current);
-            if next == current {
-                return current;
-            }
-            match cell.compare_exchange_weak(current, next, Ordering::AcqRel, Ordering::Relaxed) {
-                Ok(before) => return before,
-                Err(now) => current = now,
-            }
-        }
-    }
-}
-
-impl Default for RetryBudget {
-    fn default() -> Self {
-        RetryBudget::new(10)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -637,7 +477,7 @@ mod tests {
             )
             .body(tonic::body::Body::default())
             .unwrap();
-        let mut plan = RetryPlan {
+        let plan = RetryPlan {
             policy: RetryPolicy::standard(),
             idempotent: true,
             min_timeout: Duration::from_millis(50),
@@ -645,7 +485,7 @@ mod tests {
             attempt_source: Some(Source::Env(from.clone())),
         };
         let bytes = Bytes::from(vec![7u8; 4096]);
-        Retries::new(SpareSlot::default().share(&()), &mut plan, &sent, &bytes)
+        Retries::new(SpareSlot::default().share(&()), &plan, &sent, &bytes)
     }
 
     /// A call that ended gives its box back emptied: nothing of the request (its

@@ -256,6 +256,17 @@ impl Timers {
         }
     }
 
+    /// The phase to report when the server says its deadline passed, after `messages`
+    /// messages: the total when there is one (that is what went on the wire), else the
+    /// timer that was running.
+    pub(crate) fn server_phase(&self, messages: u64) -> Phase {
+        match (&self.total, self.initial()) {
+            (Some(_), _) => Phase::Total,
+            (None, Some(_)) if messages == 0 => Phase::Initial,
+            _ => Phase::Gap,
+        }
+    }
+
     /// [`Timers::next`] for a stream with watch timers.
     fn next_watched(&self, total: Option<Due>, progress: Progress) -> Option<Due> {
         let watch = match (progress.messages, progress.last_message) {

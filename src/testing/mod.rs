@@ -48,7 +48,7 @@ use tonic::transport::server::TcpIncoming;
 
 pub use in_memory::{generated_request, InMemory};
 pub use rpc_names::UnknownRpc;
-pub use script::{CallRecord, Outcome, Script, StreamScript};
+pub use script::{Script, ServedCall, ServedEnd, StreamScript};
 pub use scripted::{Feed, Play, Scripted, Seen, ATTEMPT_HEADER};
 pub use state::DEFAULT_KEPT_CALLS;
 #[cfg(any(feature = "tls-ring", feature = "tls-aws-lc"))]
@@ -292,13 +292,13 @@ impl TestServer {
     /// The kept calls (the last [`DEFAULT_KEPT_CALLS`], or as many as
     /// [`TestServer::keep_calls`] says), in arrival order: a copy. A call's `id` counts
     /// every call, so `calls()[i].id == i` only while nothing was dropped or taken.
-    pub fn calls(&self) -> Vec<CallRecord> {
+    pub fn calls(&self) -> Vec<ServedCall> {
         self.state.calls()
     }
 
     /// The kept calls, taken: the log is empty afterwards (ids go on counting). For a
     /// long test that looks at its calls in batches without keeping them.
-    pub fn take_calls(&self) -> Vec<CallRecord> {
+    pub fn take_calls(&self) -> Vec<ServedCall> {
         self.state.take_calls()
     }
 
@@ -333,7 +333,7 @@ impl TestServer {
     /// The kept calls to one RPC (path or method name, as for
     /// [`TestServer::script`]; none for a name that is no RPC of the server, or
     /// several).
-    pub fn calls_to(&self, rpc: &str) -> Vec<CallRecord> {
+    pub fn calls_to(&self, rpc: &str) -> Vec<ServedCall> {
         let path = resolve_rpc(rpc).ok();
         self.state.with_calls(|_, calls| {
             calls
@@ -350,7 +350,7 @@ impl TestServer {
     pub async fn wait_until(
         &self,
         limit: Duration,
-        mut done: impl FnMut(&[CallRecord]) -> bool,
+        mut done: impl FnMut(&[ServedCall]) -> bool,
     ) -> bool {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
@@ -366,13 +366,13 @@ impl TestServer {
 
     /// Waits (up to `limit`) until call `id` has ended; returns its record (`None`
     /// when it no longer is kept, or never came).
-    pub async fn wait_for_end(&self, id: usize, limit: Duration) -> Option<CallRecord> {
+    pub async fn wait_for_end(&self, id: usize, limit: Duration) -> Option<ServedCall> {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
             let changed = self.state.changed.notified();
             let ended = self.state.with_calls(|log, _| {
                 log.get(id)
-                    .filter(|c| c.outcome != Outcome::Running)
+                    .filter(|c| c.outcome != ServedEnd::Running)
                     .cloned()
             });
             if ended.is_some() {

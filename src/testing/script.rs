@@ -192,7 +192,7 @@ impl Default for StreamScript {
 /// How a call ended on the server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Outcome {
+pub enum ServedEnd {
     /// Still running.
     Running,
     /// The handler answered (or the stream ended).
@@ -205,7 +205,7 @@ pub enum Outcome {
 /// One call as the server saw it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct CallRecord {
+pub struct ServedCall {
     /// Sequence number, from 0.
     pub id: usize,
     /// The gRPC path, `/package.Service/Method`.
@@ -218,18 +218,18 @@ pub struct CallRecord {
     /// the order received; gRPC's own headers are left out.
     pub metadata: Vec<(String, String)>,
     /// How it ended.
-    pub outcome: Outcome,
+    pub outcome: ServedEnd,
     /// Stream messages sent.
     pub messages_sent: u32,
     /// The request message as received, encoded (read it with
-    /// [`CallRecord::request_as`]).
+    /// [`ServedCall::request_as`]).
     pub request: bytes::Bytes,
     /// The `grpc-previous-rpc-attempts` header (gRPC A6), on a retried call's later
     /// attempts.
     pub previous_attempts: Option<u32>,
 }
 
-impl CallRecord {
+impl ServedCall {
     /// The request message as received, decoded as `M` (`None` when it does not
     /// decode as one).
     ///

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Notify;
 
-use super::script::{CallRecord, Outcome, Script};
+use super::script::{Script, ServedCall, ServedEnd};
 
 #[derive(Debug, Default)]
 pub(crate) struct State {
@@ -29,7 +29,7 @@ pub const DEFAULT_KEPT_CALLS: usize = 10_000;
 /// that grows with every call.
 #[derive(Debug)]
 pub(crate) struct Calls {
-    pub(crate) kept: VecDeque<CallRecord>,
+    pub(crate) kept: VecDeque<ServedCall>,
     /// The id of `kept[0]` (ids count every call, kept or not).
     first: usize,
     next: usize,
@@ -51,13 +51,13 @@ impl Default for Calls {
 
 impl Calls {
     /// The record of call `id`, while it is kept.
-    fn get_mut(&mut self, id: usize) -> Option<&mut CallRecord> {
+    fn get_mut(&mut self, id: usize) -> Option<&mut ServedCall> {
         let i = id.checked_sub(self.first)?;
         self.kept.get_mut(i)
     }
 
     /// The record of call `id`, while it is kept.
-    pub(crate) fn get(&self, id: usize) -> Option<&CallRecord> {
+    pub(crate) fn get(&self, id: usize) -> Option<&ServedCall> {
         self.kept.get(id.checked_sub(self.first)?)
     }
 
@@ -70,7 +70,7 @@ impl Calls {
     }
 
     /// Lets go of every kept record (ids go on counting).
-    fn forget(&mut self) -> VecDeque<CallRecord> {
+    fn forget(&mut self) -> VecDeque<ServedCall> {
         self.first = self.next;
         std::mem::take(&mut self.kept)
     }
@@ -93,12 +93,12 @@ impl State {
         lock(&self.scripts).get(path).cloned().unwrap_or_default()
     }
 
-    pub(crate) fn calls(&self) -> Vec<CallRecord> {
+    pub(crate) fn calls(&self) -> Vec<ServedCall> {
         lock(&self.calls).kept.iter().cloned().collect()
     }
 
     /// The kept records, taken away.
-    pub(crate) fn take_calls(&self) -> Vec<CallRecord> {
+    pub(crate) fn take_calls(&self) -> Vec<ServedCall> {
         lock(&self.calls).forget().into()
     }
 
@@ -116,7 +116,7 @@ impl State {
     }
 
     /// Runs `f` over the kept records under the log's lock, copying nothing.
-    pub(crate) fn with_calls<R>(&self, f: impl FnOnce(&Calls, &[CallRecord]) -> R) -> R {
+    pub(crate) fn with_calls<R>(&self, f: impl FnOnce(&Calls, &[ServedCall]) -> R) -> R {
         let mut calls = lock(&self.calls);
         calls.kept.make_contiguous();
         let calls = &*calls;
@@ -173,13 +173,13 @@ impl State {
             let of_path = calls.by_path.entry(path).or_default();
             let nth_of_path = *of_path;
             *of_path += 1;
-            calls.kept.push_back(CallRecord {
+            calls.kept.push_back(ServedCall {
                 id,
                 path,
                 grpc_timeout,
                 deadline,
                 metadata: custom,
-                outcome: Outcome::Running,
+                outcome: ServedEnd::Running,
                 messages_sent: 0,
                 request: request.get_ref().encode_to_vec().into(),
                 previous_attempts,
@@ -208,7 +208,7 @@ pub(crate) struct CallGuard {
 }
 
 impl CallGuard {
-    fn set(&self, outcome: Outcome) {
+    fn set(&self, outcome: ServedEnd) {
         if let Some(c) = lock(&self.state.calls).get_mut(self.id) {
             c.outcome = outcome;
         }
@@ -229,14 +229,14 @@ impl CallGuard {
 
     pub(crate) fn finish(mut self) {
         self.finished = true;
-        self.set(Outcome::Completed);
+        self.set(ServedEnd::Completed);
     }
 }
 
 impl Drop for CallGuard {
     fn drop(&mut self) {
         if !self.finished {
-            self.set(Outcome::Cancelled);
+            self.set(ServedEnd::Cancelled);
         }
     }
 }

@@ -124,9 +124,9 @@ impl RoutePlan {
         &self.0
     }
 
-    /// Whether the route's calls may be sent the lean way (`record/lean.rs`): unary,
-    /// not hedged, nothing clamped to log on each call.
-    pub(crate) fn is_lean(&self) -> bool {
+    /// Whether the route's calls are sent as this plan says with nothing of their
+    /// own to set up: unary, not hedged, nothing clamped to log on each call.
+    pub(crate) fn is_plain(&self) -> bool {
         let d = &self.0;
         !d.streaming
             && d.hedge.is_none()

@@ -1,8 +1,10 @@
 //! [`TimeoutProfileService`]: per call, plan it, put the deadline on the wire, open
-//! the call record and start the timer. A unary call its route alone plans, with its
-//! span off, goes the lean way when the inner service is ready at once: a small record
-//! (`record/lean.rs`), the request kept for a retry, its first attempt sent without
-//! the engine, which takes over only if that attempt does not simply answer it.
+//! the call record and start the timer. Every call then runs under the one engine
+//! with the one record. What differs is how much there is to plan: a unary call its
+//! route alone plans (the common call) is sent as its route's plan says, read from
+//! the plan kept for the route, with nothing copied; any other call makes its own plan
+//! first. Neither the log level nor the inner service's readiness chooses between
+//! the two.
 
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -11,13 +13,13 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tower_service::Service;
 
+use super::future::ResponseFuture;
 use super::handoff::cascade::CascadeSender;
 use super::handoff::step::Handoff;
 use super::per_call::asked;
 use super::per_call::CallOptions;
 use super::plan::{not_a_grpc_path, plan, CallPlan, Decided, Outer, RoutePlan};
-use super::record::{CallRecord, LeanCall};
-use super::response::ResponseFuture;
+use super::record::CallRecord;
 use super::state::shared::{Found, Reader, Shared};
 use super::state::LabelsRef;
 use crate::attempts::{
@@ -91,19 +93,18 @@ where
             Err(status) => return ResponseFuture::failed(status),
         };
         let (scope, cancel) = crate::scope::current(start);
-        let routed = match RoutePlan::decides(&found.route, options, asked, scope) {
+        let decides = RoutePlan::decides(&found.route, options, asked, scope);
+        let routed = match decides && !planned_apart() {
             true => route_plan(shared, &found),
             false => None,
         };
-        let mut span = None;
-        if let Some(routed) = routed.filter(|plan| plan.is_lean() && lean_allowed(shared)) {
-            let made = route_span(shared, &found, routed);
-            if made.is_disabled() && ready_now(&mut self.inner) {
-                let call = (found.labels, found.route.profile);
-                let sent = (req, body, start);
-                return send_lean((&mut self.inner, &self.spare), shared, call, routed, sent);
-            }
-            span = Some(made);
+        // Sent as its route's plan says, by that plan alone (`send_planned`).
+        if let Some(routed) = routed.filter(|plan| plan.is_plain()) {
+            let span = route_span(shared, &found, routed);
+            let call = (found.labels, found.route.profile);
+            let sent = (req, body, start);
+            let handles = (&mut self.inner, &self.spare);
+            return send_planned(handles, shared, call, (routed, span), sent);
         }
         // Each arm makes the plan where it is kept (an `Option` of it would be moved).
         let mut planned = match routed {
@@ -114,10 +115,8 @@ where
                 plan(&shared.profiles, found.route, options, asked, outer, peek)
             }
         };
-        let span = span.unwrap_or_else(|| {
-            let level = shared.settings.span_level;
-            rpc_span(level, &planned.route, planned.profile, &planned.decided)
-        });
+        let level = shared.settings.span_level;
+        let span = rpc_span(level, &planned.route, planned.profile, &planned.decided);
         planned.log_clamps(&span);
         let mut head = Head::of(&mut planned);
         let handoff = Handoff::of(shared, &planned, options, scope, cancel.is_some());
@@ -183,15 +182,29 @@ where
     }
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Whether this thread's calls are planned apart, as a call with a value of its own
+    /// is, even when their route's plan decides them (`record/differential.rs` holds
+    /// the two alike).
+    pub(crate) static PLANNED_APART: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether a test asked for calls planned apart (`PLANNED_APART`); never outside tests.
+#[inline(always)]
+fn planned_apart() -> bool {
+    #[cfg(test)]
+    return PLANNED_APART.with(std::cell::Cell::get);
+    #[cfg(not(test))]
+    false
+}
+
 /// The route's plan, for a call it alone decides, made on the route's first such call
 /// (`None`: a path without a slot in the table, planned on every call).
 #[inline]
-fn route_plan<'a>(shared: &'a Shared, found: &Found<'_>) -> Option<&'a RoutePlan> {
+fn route_plan<'a>(shared: &'a Shared, found: &Found<'_>) -> Option<&'a Arc<RoutePlan>> {
     let make = || RoutePlan::of(&shared.profiles, found.route, &outer(shared, None));
-    shared
-        .plans
-        .at(found.labels.slot(), make)
-        .map(|plan| &**plan)
+    shared.plans.at(found.labels.slot(), make)
 }
 
 /// What the plan reads besides the request: the layer's settings and the scope's caps.
@@ -299,7 +312,7 @@ fn keep<S: Clone>(
     req: &Request,
     body: &mut tonic::body::Body,
     call: &mut CallRecord,
-    mut attempts: Attempts,
+    attempts: Attempts,
 ) -> Sending<S> {
     let limit = shared.settings.retry.replay_limit;
     let watch_cancel = shared.settings.watch_tonic_cancel;
@@ -318,7 +331,7 @@ fn keep<S: Clone>(
         }
     }
     let watch = watch_cancel.then(|| call.request_watch());
-    let retry = attempts.retry.as_mut().and_then(|plan| {
+    let retry = attempts.retry.as_ref().and_then(|plan| {
         let keep = |bytes: &_| Retries::new(spare.share(inner), plan, req, bytes);
         take_whole(body, limit, keep, watch)
     });
@@ -378,41 +391,36 @@ fn route_span(shared: &Shared, found: &Found<'_>, plan: &RoutePlan) -> tracing::
     )
 }
 
-/// Whether the layer's settings let a call go the lean way (`record/lean.rs`): any
-/// metric but gRPC's per-attempt families, which count each attempt as it starts.
+/// Sends a unary call its route alone plans, as the route's `plan` says, through
+/// `inner`: its record reading the plan's timers, its request kept for a retry when
+/// the route retries, its deadline written, its first attempt sent under the engine
+/// as any other call's.
 #[inline(always)]
-fn lean_allowed(shared: &Shared) -> bool {
-    let instruments = shared.settings.instruments.as_ref();
-    !instruments.is_some_and(crate::observe::metrics::Instruments::wants_tally)
-}
-
-/// Whether `inner` takes a call now (as a plain tonic call finds its channel ready).
-#[inline(always)]
-fn ready_now<S: Service<Request>>(inner: &mut S) -> bool {
-    let mut cx = Context::from_waker(std::task::Waker::noop());
-    matches!(inner.poll_ready(&mut cx), Poll::Ready(Ok(())))
-}
-
-/// Sends a call its route alone plans the lean way (`record/lean.rs`), through
-/// `inner`, ready now: its record opened, its request kept for a retry when the route
-/// retries, its deadline written, its first attempt sent.
-#[inline(always)]
-fn send_lean<S: Service<Request> + Clone>(
+fn send_planned<S: Service<Request> + Clone>(
     (inner, spare): (&mut S, &SpareSlot<S>),
     shared: &Arc<Shared>,
     call: (LabelsRef, ProfileId),
-    plan: &RoutePlan,
+    (plan, span): (&Arc<RoutePlan>, tracing::Span),
     (mut req, mut body, start): (Request, tonic::body::Body, Instant),
-) -> ResponseFuture<S, S::Future> {
+) -> ResponseFuture<S, S::Future>
+where
+    S::Error: Into<BoxError>,
+{
     let decided = plan.decided();
-    let mut record = LeanCall::new(shared, call, plan, start);
-    let spare = match decided.retry {
-        Some(_) if record.keep(&req, &mut body, &shared.settings) => Some(spare.share(inner)),
-        _ => None,
-    };
+    let mut record = CallRecord::routed(shared.clone(), call, plan.clone(), start, span);
+    let settings = &shared.settings;
+    let watch = settings.watch_tonic_cancel.then(|| record.request_watch());
+    let retry = decided.retry.as_ref().and_then(|retry| {
+        let keep = |bytes: &_| Retries::new(spare.share(inner), retry, &req, bytes);
+        take_whole(&mut body, settings.retry.replay_limit, keep, watch)
+    });
+    record.sending();
+    if let Some(retries) = &retry {
+        record.attempt(1, retries.first_cap());
+    }
     *req.body_mut() = body;
     decided.wire.clone().apply(req.headers_mut());
-    ResponseFuture::lean(inner.call(req), record, spare)
+    send(inner, req, Sending::Once(retry), record, start)
 }
 
 #[cfg(test)]

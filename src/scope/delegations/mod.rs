@@ -16,11 +16,13 @@ use tokio::time::Instant;
 
 mod answer;
 mod early;
+mod refused;
 
 pub use early::{EARLY_CANCEL_MEMORY, MAX_EARLY_CANCELS};
+pub use refused::{HandoffRefused, PeerText};
 
 use super::cancel::Watch;
-use super::operation_budget::{epoch_ms_now, EnvelopeError, OperationBudget};
+use super::operation_budget::{epoch_ms_now, OperationBudget};
 use crate::policy::cancel::{CancelBook, CancelReason};
 use crate::policy::quote::quoted;
 use crate::proto::sw4rm::common::ErrorCode;
@@ -398,71 +400,6 @@ impl Delegations {
 
 /// Far enough ahead to mean "never" for a grace, near enough to add to any instant.
 const FAR_FUTURE: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
-
-/// Why [`Delegations::run`] started no work.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum HandoffRefused {
-    /// The handoff's envelope grants no work.
-    Envelope(EnvelopeError),
-    /// A delegation with this `request_id` already runs here (a retried handoff
-    /// reuses its id): the first run goes on, and stays the one `CancelDelegation`
-    /// reaches. Answer the duplicate as accepted, or with an error, as your protocol
-    /// says; do not start the work twice.
-    AlreadyRunning {
-        /// The id, cut to a bound (it came from a peer).
-        request_id: PeerText,
-    },
-}
-
-/// Text from a peer, kept cut to a bound: at most 128 bytes quoted, the length named.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PeerText(String);
-
-impl PeerText {
-    fn new(text: &str) -> Self {
-        PeerText(quoted(text).to_string())
-    }
-
-    /// The quoted text (with its length named when it was cut).
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Display for PeerText {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl From<EnvelopeError> for HandoffRefused {
-    fn from(e: EnvelopeError) -> Self {
-        HandoffRefused::Envelope(e)
-    }
-}
-
-impl std::fmt::Display for HandoffRefused {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            HandoffRefused::Envelope(e) => e.fmt(f),
-            HandoffRefused::AlreadyRunning { request_id } => write!(
-                f,
-                "a delegation with request_id {request_id} already runs here: the \
-                 first run goes on (a retried handoff must not start the work twice)"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for HandoffRefused {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            HandoffRefused::Envelope(e) => Some(e),
-            HandoffRefused::AlreadyRunning { .. } => None,
-        }
-    }
-}
 
 /// Takes a delegation out of the registry when its work ends (or is dropped).
 struct Registered {

@@ -21,12 +21,11 @@ use std::sync::Arc;
 use pin_project_lite::pin_project;
 use tokio::time::Instant;
 
-use super::{BudgetSpent, Record, State};
+use super::{BudgetSpent, CallTimers, Opening, Record};
 use crate::attempts::Timer;
 use crate::attempts::{pop, push};
-use crate::policy::deadline::Timers;
 use crate::policy::route::ProfileId;
-use crate::timeout::plan::CallPlan;
+use crate::timeout::plan::{CallPlan, RoutePlan};
 use crate::timeout::state::shared::Shared;
 use crate::timeout::state::LabelsRef;
 
@@ -57,14 +56,6 @@ thread_local! {
     static FREE: RefCell<Vec<Slot>> = const { RefCell::new(Vec::new()) };
 }
 
-/// What a record is opened with besides the layer's state, the labels and the start.
-struct Opening {
-    profile: ProfileId,
-    timers: Timers,
-    streaming: bool,
-    budget: Option<BudgetSpent>,
-}
-
 /// The record of one call in flight, in its box. It derefs to the [`Record`]; dropping
 /// it ends the record (the end event, once) and gives the box back.
 #[derive(Debug)]
@@ -87,28 +78,30 @@ impl CallRecord {
         // The plan's timers are taken (the plan is borrowed, not moved: it is large).
         let opening = Opening {
             profile: plan.route.profile,
-            timers: std::mem::take(&mut plan.decided.timers),
+            timers: CallTimers::Own(std::mem::take(&mut plan.decided.timers)),
             streaming: plan.decided.streaming,
             budget: plan.budget.map(BudgetSpent::from),
         };
         Self::open_with(shared, labels, opening, start, span)
     }
 
-    /// Opens the record of a unary call sent the lean way (`lean.rs`) when its first
-    /// attempt did not simply answer it: its route's `timers`, no budget, no span.
-    pub(crate) fn open_lean(
+    /// Opens the record of a unary call on the path at `labels` that its route's
+    /// `plan` alone plans: its timers are read from that plan, not copied.
+    #[inline]
+    pub(crate) fn routed(
         shared: Arc<Shared>,
-        labels: LabelsRef,
-        (profile, timers): (ProfileId, Timers),
+        (labels, profile): (LabelsRef, ProfileId),
+        plan: Arc<RoutePlan>,
         start: Instant,
+        span: tracing::Span,
     ) -> Self {
         let opening = Opening {
             profile,
-            timers,
+            timers: CallTimers::Route(plan),
             streaming: false,
             budget: None,
         };
-        Self::open_with(shared, labels, opening, start, tracing::Span::none())
+        Self::open_with(shared, labels, opening, start, span)
     }
 
     #[inline(always)]
@@ -121,24 +114,7 @@ impl CallRecord {
     ) -> Self {
         let mut slot = take();
         // Written where it is kept.
-        *slot.as_mut().project().record = Some(Record {
-            shared,
-            labels,
-            profile: opening.profile,
-            start,
-            timers: opening.timers,
-            streaming: opening.streaming,
-            span,
-            state: State::Open,
-            attempts: None,
-            attempt: None,
-            budget: opening.budget,
-            header_code: None,
-            sent: false,
-            cancel: None,
-            request: tonic::body::Body::empty(),
-            tally: None,
-        });
+        *slot.as_mut().project().record = Some(Record::new(shared, labels, opening, start, span));
         CallRecord { slot: Some(slot) }
     }
 

@@ -6,24 +6,12 @@
 use tokio::time::Instant;
 
 use super::Record;
-use crate::attempts::{CallEnd, Deadlines, Event, RetryBudget, Sink};
+use crate::attempts::{CallEnd, Event, RetryBudget, Sink};
 use crate::policy::cancel::CancelReason;
-use crate::policy::deadline::Progress;
 use crate::policy::streaming::millis;
 use crate::wire::error::BoxError;
 
 impl Record {
-    /// The call's deadlines as values, for the engine.
-    #[inline]
-    pub(crate) fn deadlines(&self) -> Deadlines {
-        Deadlines {
-            start: self.start,
-            total: self.timers.total.as_ref().map(|cap| cap.limit()),
-            first: self.timers.next(Progress::default()),
-            server_phase: self.server_phase(0),
-        }
-    }
-
     /// Counts one retry and logs it.
     fn retried(
         &mut self,

@@ -3,36 +3,43 @@
 //! counter, the `warn!` and the status) exactly once: when the call finishes, times
 //! out, or is dropped by the caller.
 //!
-//! The record also watches for the caller's cancels (the last part of this file): the
-//! cancel signal of the scope the call was made in, and tonic's cancellation handle.
+//! The record also watches for the caller's cancels (`cancel_watch.rs`): the cancel
+//! signal of the scope the call was made in, and tonic's cancellation handle. Its
+//! clock (`clock.rs`) says where the call's timers are and what they say.
 //! How a call ends when it timed out is in `timed_out.rs`, when its scope cancelled it
 //! in `cancelled.rs`.
 //!
-//! A lean call (`lean.rs`) keeps a smaller record while its first attempt is all there
-//! is to it, records its end the same way ([`Closing`]), and opens this one when that
-//! attempt does not simply answer it.
+//! Every call has this one record, whatever its plan and whatever the log level. A
+//! call its route alone plans reads its timers from the route's plan, shared by the
+//! route's calls ([`CallTimers::Route`]); any other call owns the timers its own plan
+//! made ([`CallTimers::Own`]). The record lives in a box reused per thread
+//! (`boxed.rs`); what it makes of what the engine and the body tell it (metrics, logs,
+//! the end) is `events.rs`.
 
 /// Logs one of the call's events in its span (`call_event!`), naming the call by the
-/// record's labels.
+/// record's labels and profile, as the span does when it is on.
 macro_rules! logged {
     ($record:expr, $level:ident, $($rest:tt)+) => {{
         let labels = $record.labels();
-        call_event!($level, $record.span, (labels.service, labels.method), $($rest)+)
+        let profile = &$record.shared.profiles.by_id($record.profile).profile.name;
+        call_event!($level, $record.span, (labels.service, labels.method, profile), $($rest)+)
     }};
 }
 
 mod boxed;
+mod cancel_watch;
 mod cancelled;
+mod clock;
+#[cfg(all(test, feature = "testing"))]
+mod differential;
 mod events;
-mod lean;
 mod timed_out;
 
 pub(crate) use boxed::CallRecord;
-pub(crate) use lean::{Alarm, LeanCall};
+use clock::CallTimers;
 
 use std::num::NonZeroU32;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use tokio::time::Instant;
 use tonic::{Code, Status};
@@ -41,12 +48,11 @@ use super::state::shared::Shared;
 use super::state::{Labels, LabelsRef};
 use crate::attempts::{RetryBudget, ATTEMPTS_HEADER};
 use crate::observe::metrics::{CallTally, Instruments};
-use crate::policy::cancel::CancelReason;
-use crate::policy::deadline::{Cap, Due, Progress, Timers};
+use crate::policy::deadline::{Cap, Progress};
 use crate::policy::effect::{effect_of, CallEffect};
 use crate::policy::route::ProfileId;
 use crate::policy::streaming::millis;
-use crate::scope::{BudgetNow, CancelSignal, Watch};
+use crate::scope::{BudgetNow, Watch};
 
 use crate::wire::error::BoxError;
 use crate::wire::status::{code_of_error, lost_connection, unreachable};
@@ -66,7 +72,7 @@ pub(crate) struct Record {
     labels: LabelsRef,
     profile: ProfileId,
     start: Instant,
-    timers: Timers,
+    timers: CallTimers,
     streaming: bool,
     span: tracing::Span,
     state: State,
@@ -111,8 +117,16 @@ impl From<BudgetNow> for BudgetSpent {
     }
 }
 
-/// A call as its end is recorded: by its record, or by the lean record of a call
-/// answered at its first attempt (`lean.rs`).
+/// What a record is opened with besides the layer's state, the labels, the start
+/// and the span.
+struct Opening {
+    profile: ProfileId,
+    timers: CallTimers,
+    streaming: bool,
+    budget: Option<BudgetSpent>,
+}
+
+/// A call as its end is recorded.
 pub(super) struct Closing<'a> {
     pub(super) shared: &'a Shared,
     pub(super) labels: &'a LabelsRef,
@@ -155,6 +169,35 @@ impl Closing<'_> {
 }
 
 impl Record {
+    /// The record of a call that started at `start`, open.
+    #[inline(always)]
+    fn new(
+        shared: Arc<Shared>,
+        labels: LabelsRef,
+        opening: Opening,
+        start: Instant,
+        span: tracing::Span,
+    ) -> Self {
+        Record {
+            shared,
+            labels,
+            profile: opening.profile,
+            start,
+            timers: opening.timers,
+            streaming: opening.streaming,
+            span,
+            state: State::Open,
+            attempts: None,
+            attempt: None,
+            budget: opening.budget,
+            header_code: None,
+            sent: false,
+            cancel: None,
+            request: tonic::body::Body::empty(),
+            tally: None,
+        }
+    }
+
     /// The call's first attempt is being sent.
     #[inline]
     pub(crate) fn sending(&mut self) {
@@ -203,54 +246,13 @@ impl Record {
         self.shared.paths.get(&self.labels)
     }
 
-    pub(crate) fn start(&self) -> Instant {
-        self.start
-    }
-
     /// The layer's retry budget, shared by its calls (`None`: retries without one).
     pub(crate) fn retry_budget(&self) -> Option<&RetryBudget> {
         self.shared.settings.retry.budget.as_ref()
     }
 
-    /// The call's `sw4rm_rpc` span when its level is on. A step of the call is run
-    /// inside it, so that events of the transport and of the caller's code while the
-    /// call is polled are correlated to it (as tower-http's trace body does); when it
-    /// is off (the common case), the step runs with no guard made or dropped.
-    #[inline(always)]
-    pub(crate) fn enabled_span(&self) -> Option<&tracing::Span> {
-        (!self.span.is_disabled()).then_some(&self.span)
-    }
-
-    /// Runs `f` with the record inside the call's span ([`Record::enabled_span`]; an
-    /// enabled span is cloned for the guard, as the record is lent to the step).
-    #[inline(always)]
-    pub(crate) fn in_span_mut<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
-        if self.span.is_disabled() {
-            return f(self);
-        }
-        let _entered = self.span.clone().entered();
-        f(self)
-    }
-
-    pub(crate) fn streaming(&self) -> bool {
-        self.streaming
-    }
-
-    /// Which messages are progress (`None`: every message).
-    pub(crate) fn progress_rule(&self) -> Option<&crate::policy::progress::ProgressRule> {
-        self.timers.progress_rule()
-    }
-
     pub(crate) fn is_open(&self) -> bool {
         self.state == State::Open
-    }
-
-    /// The next timer to fire, placed on the clock.
-    pub(crate) fn next_due(&self, progress: Progress) -> Option<Due<Instant>> {
-        let start = self.start;
-        self.timers
-            .next(progress)
-            .map(|due| due.map(|after| start + after))
     }
 
     /// The call finished (success or a non-timeout error) with the status `code`
@@ -345,85 +347,6 @@ impl Record {
             streaming: self.streaming,
         };
         call.record(counted, timed_out, code);
-    }
-}
-
-// The caller's cancels.
-//
-// What the call record does when the scope the call was made in is cancelled: it
-// watches the scope's signal while the call waits, and ends the call with
-// `CANCELLED` and [`CancelDetails`] naming where the cancel came from — or with
-// `DEADLINE_EXCEEDED` when the cause is a deadline that passed (a timeout is never
-// reported as a cancel, nor the reverse).
-impl Record {
-    /// Watches `signal`, the cancel signal of the scope the call was made in.
-    pub(crate) fn watch_cancel(&mut self, signal: Arc<CancelSignal>) {
-        self.cancel = Some(Watch::new(signal));
-    }
-
-    /// Ready with the reason once the call's scope is cancelled, or the caller
-    /// cancelled the call with tonic's `Request::cancellation_handle()`; registers the
-    /// waiter on the first poll that has to wait.
-    #[inline]
-    pub(crate) fn poll_cancel(&mut self, cx: &mut Context<'_>) -> Poll<CancelReason> {
-        if let Some(watch) = &mut self.cancel {
-            if let Poll::Ready(reason) = watch.poll(cx) {
-                return Poll::Ready(reason);
-            }
-        }
-        if http_body::Body::is_end_stream(&self.request) {
-            return Poll::Pending;
-        }
-        self.poll_request_cancel(cx)
-    }
-
-    /// Where the layer puts the request body it took whole (to learn of tonic's
-    /// cancel, which only fails that body).
-    pub(crate) fn request_watch(&mut self) -> &mut tonic::body::Body {
-        &mut self.request
-    }
-
-    /// Polls the request body tonic made ([`poll_request_cancel`]).
-    #[inline(never)]
-    fn poll_request_cancel(&mut self, cx: &mut Context<'_>) -> Poll<CancelReason> {
-        poll_request_cancel(&mut self.request, cx)
-    }
-
-    /// The call is dropped unanswered: when its scope was cancelled (not by a
-    /// deadline), the drop is that cancel (the handler holding the call was dropped
-    /// with it) and is counted as one; `false` otherwise.
-    pub(super) fn dropped_by_cancel(&mut self) -> bool {
-        let reason = self.cancel.as_ref().and_then(Watch::reason);
-        match reason.filter(|r| !r.is_deadline()) {
-            Some(reason) if self.state == State::Open => {
-                let elapsed_ms = millis(self.start.elapsed());
-                self.end_record(reason, elapsed_ms, true);
-                true
-            }
-            _ => false,
-        }
-    }
-}
-
-/// Polls `request`, the request body tonic made: it fails with `CANCELLED` once the
-/// caller cancels with `Request::cancellation_handle()`. Once it has said anything
-/// else, or the cancel, it is emptied: nothing more to learn from it.
-pub(super) fn poll_request_cancel(
-    request: &mut tonic::body::Body,
-    cx: &mut Context<'_>,
-) -> Poll<CancelReason> {
-    use http_body::Body;
-    match std::pin::Pin::new(&mut *request).poll_frame(cx) {
-        Poll::Ready(Some(Err(status))) if status.code() == Code::Cancelled => {
-            *request = tonic::body::Body::empty();
-            Poll::Ready(CancelReason::CallCancelled)
-        }
-        // Anything else from a body already read: nothing more to learn from it.
-        Poll::Ready(Some(_)) => {
-            *request = tonic::body::Body::empty();
-            Poll::Pending
-        }
-        Poll::Ready(None) | Poll::Pending => Poll::Pending,
     }
 }
 

@@ -18,21 +18,11 @@ impl Record {
     /// The cap whose end is `phase`.
     fn cap(&self, phase: Phase) -> Option<&Cap> {
         match phase {
-            Phase::Initial => self.timers.initial(),
-            Phase::Gap => self.timers.gap(),
-            Phase::Total => self.timers.total.as_ref(),
-            Phase::Idle => self.timers.idle_limit(),
+            Phase::Initial => self.timers().initial(),
+            Phase::Gap => self.timers().gap(),
+            Phase::Total => self.timers().total.as_ref(),
+            Phase::Idle => self.timers().idle_limit(),
             Phase::Attempt => self.attempt.as_ref(),
-        }
-    }
-
-    /// The phase to report when the server said its deadline passed: the total when
-    /// there is one (that is what went on the wire), else the timer that was running.
-    pub(crate) fn server_phase(&self, messages: u64) -> Phase {
-        match (&self.timers.total, self.timers.initial()) {
-            (Some(_), _) => Phase::Total,
-            (None, Some(_)) if messages == 0 => Phase::Initial,
-            _ => Phase::Gap,
         }
     }
 
@@ -90,11 +80,11 @@ impl Record {
     ) -> Status {
         let profile = self.shared.profiles.by_id(self.profile);
         let long_work = self
-            .timers
+            .timers()
             .idle_limit()
             .map(|idle| LongWorkDetails {
                 idle_limit_ms: millis(idle.limit()),
-                cap_ms: self.timers.total.as_ref().map(|c| millis(c.limit())),
+                cap_ms: self.timers().total.as_ref().map(|c| millis(c.limit())),
                 progress_count: seen.progress,
                 since_progress_ms: millis(
                     elapsed.saturating_sub(seen.last_progress.unwrap_or_default()),

@@ -1,0 +1,98 @@
+//! The record's clock: where a call's timers are (its route's plan, or its own),
+//! and what they say — the call's deadlines for the engine, the next timer to fire,
+//! the phase a server's timeout names, the progress rule, the span steps run in.
+
+use tokio::time::Instant;
+
+use super::Record;
+use crate::attempts::Deadlines;
+use crate::policy::deadline::{Due, Phase, Progress, Timers};
+use crate::timeout::plan::RoutePlan;
+use std::sync::Arc;
+
+/// Where a call's timers are: in its route's plan, or its own.
+#[derive(Debug)]
+pub(super) enum CallTimers {
+    /// The route's plan decided the call alone (the `Arc` the layer's per-path store
+    /// hands back): nothing copied per call.
+    Route(Arc<RoutePlan>),
+    /// The call's own plan made them.
+    Own(Timers),
+}
+
+impl CallTimers {
+    #[inline(always)]
+    pub(super) fn get(&self) -> &Timers {
+        match self {
+            CallTimers::Route(plan) => &plan.decided().timers,
+            CallTimers::Own(timers) => timers,
+        }
+    }
+}
+
+impl Record {
+    /// The call's timers.
+    #[inline(always)]
+    pub(super) fn timers(&self) -> &Timers {
+        self.timers.get()
+    }
+
+    /// The call's deadlines as values, for the engine.
+    #[inline]
+    pub(crate) fn deadlines(&self) -> Deadlines {
+        let timers = self.timers();
+        Deadlines {
+            start: self.start,
+            total: timers.total.as_ref().map(|cap| cap.limit()),
+            first: timers.next(Progress::default()),
+            server_phase: timers.server_phase(0),
+        }
+    }
+
+    /// The phase to report when the server says its deadline passed, after `messages`.
+    pub(crate) fn server_phase(&self, messages: u64) -> Phase {
+        self.timers().server_phase(messages)
+    }
+
+    /// The call's `sw4rm_rpc` span when its level is on. A step of the call is run
+    /// inside it, so that events of the transport and of the caller's code while the
+    /// call is polled are correlated to it (as tower-http's trace body does); when it
+    /// is off (the common case), the step runs with no guard made or dropped. Whether
+    /// it is on never changes what the call does, only where its events are logged.
+    #[inline(always)]
+    pub(crate) fn enabled_span(&self) -> Option<&tracing::Span> {
+        (!self.span.is_disabled()).then_some(&self.span)
+    }
+
+    /// Runs `f` with the record inside the call's span ([`Record::enabled_span`]; an
+    /// enabled span is cloned for the guard, as the record is lent to the step).
+    #[inline(always)]
+    pub(crate) fn in_span_mut<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
+        if self.span.is_disabled() {
+            return f(self);
+        }
+        let _entered = self.span.clone().entered();
+        f(self)
+    }
+
+    pub(crate) fn streaming(&self) -> bool {
+        self.streaming
+    }
+
+    /// Which messages are progress (`None`: every message).
+    pub(crate) fn progress_rule(&self) -> Option<&crate::policy::progress::ProgressRule> {
+        self.timers().progress_rule()
+    }
+
+    pub(crate) fn start(&self) -> Instant {
+        self.start
+    }
+
+    /// The next timer to fire, placed on the clock.
+    pub(crate) fn next_due(&self, progress: Progress) -> Option<Due<Instant>> {
+        let start = self.start;
+        self.timers()
+            .next(progress)
+            .map(|due| due.map(|after| start + after))
+    }
+}
