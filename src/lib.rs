@@ -119,7 +119,7 @@
 //! of a call whose plan clamped something), `timeout/record/timed_out.rs` and
 //! `timeout/record/cancelled.rs` (how a call that timed out, or that its scope
 //! cancelled, ends), `timeout/handoff/` (a handoff's envelope and the cancel
-//! cascade), `timeout/record/differential.rs` (the test that holds every call alike
+//! cascade), `timeout/record/differential/` (the test that holds every call alike
 //! however it was planned and whatever the log level), and
 //! each folder's `mod.rs`.
 //!

@@ -114,6 +114,12 @@ impl Play {
         self
     }
 
+    /// Whether the response body is fed by the test ([`Play::fed`]).
+    #[cfg(test)]
+    pub(crate) const fn is_fed(&self) -> bool {
+        self.fed
+    }
+
     /// When the attempt answers, from its arrival (`None`: never).
     pub const fn answers_after(&self) -> Option<Duration> {
         self.after

@@ -126,48 +126,6 @@ struct Opening {
     budget: Option<BudgetSpent>,
 }
 
-/// A call as its end is recorded.
-pub(super) struct Closing<'a> {
-    pub(super) shared: &'a Shared,
-    pub(super) labels: &'a LabelsRef,
-    pub(super) start: Instant,
-    pub(super) streaming: bool,
-}
-
-impl Closing<'_> {
-    /// Records the end of the call: its duration (and timeout) and what it observed,
-    /// counting it as lasting `counted` when given (else the time since it started,
-    /// read only where a metric or an observation wants it: a call of a layer that
-    /// records nothing reads no clock here).
-    pub(super) fn record(
-        &self,
-        counted: Option<std::time::Duration>,
-        timed_out: bool,
-        code: impl FnOnce() -> Code,
-    ) {
-        let elapsed = || counted.unwrap_or_else(|| self.start.elapsed());
-        let instruments = self.shared.settings.instruments.as_ref();
-        let attrs = || &self.shared.paths.get(self.labels).attrs;
-        // Unary calls only: a stream's duration is not what its timers bound.
-        let Some(observed) = self.shared.observed.as_ref().filter(|_| !self.streaming) else {
-            if let Some(instruments) = instruments {
-                instruments.record(elapsed(), timed_out, code, attrs());
-            }
-            return;
-        };
-        let elapsed = elapsed();
-        let code = if timed_out {
-            Code::DeadlineExceeded
-        } else {
-            code()
-        };
-        observed.record(self.labels.slot(), elapsed, timed_out, code == Code::Ok);
-        if let Some(instruments) = instruments {
-            instruments.record(elapsed, timed_out, || code, attrs());
-        }
-    }
-}
-
 impl Record {
     /// The record of a call that started at `start`, open.
     #[inline(always)]
@@ -333,20 +291,36 @@ impl Record {
         self.record_ended(counted, timed_out, code)
     }
 
-    /// Records the end of the call: its duration (and timeout) and what it observed.
+    /// Records the end of the call: its duration (and timeout) and what it observed,
+    /// counting it as lasting `counted` when given (else the time since it started,
+    /// read only where a metric or an observation wants it: a call of a layer that
+    /// records nothing reads no clock here).
     fn record_ended(
         &self,
         counted: Option<std::time::Duration>,
         timed_out: bool,
         code: impl FnOnce() -> Code,
     ) {
-        let call = Closing {
-            shared: &self.shared,
-            labels: &self.labels,
-            start: self.start,
-            streaming: self.streaming,
+        let elapsed = || counted.unwrap_or_else(|| self.start.elapsed());
+        let instruments = self.shared.settings.instruments.as_ref();
+        let attrs = || &self.shared.paths.get(&self.labels).attrs;
+        // Unary calls only: a stream's duration is not what its timers bound.
+        let Some(observed) = self.shared.observed.as_ref().filter(|_| !self.streaming) else {
+            if let Some(instruments) = instruments {
+                instruments.record(elapsed(), timed_out, code, attrs());
+            }
+            return;
         };
-        call.record(counted, timed_out, code);
+        let elapsed = elapsed();
+        let code = if timed_out {
+            Code::DeadlineExceeded
+        } else {
+            code()
+        };
+        observed.record(self.labels.slot(), elapsed, timed_out, code == Code::Ok);
+        if let Some(instruments) = instruments {
+            instruments.record(elapsed, timed_out, || code, attrs());
+        }
     }
 }
 

@@ -7,19 +7,19 @@
 //! included), how the body ended, the attempts the server saw and when each was
 //! dropped, the time taken, the metrics, the advisor's observations, the retry
 //! budget, and the `INFO` and `WARN` events (with the call's names, which an enabled
-//! span carries and a disabled one leaves to the event).
+//! span carries and a disabled one leaves to the event). What is observed, and the inner
+//! service played against, is `observe.rs`.
 
-use std::collections::BTreeMap;
+mod observe;
+
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+use std::sync::Arc;
+use std::task::Context;
 use std::time::Duration;
 
 use bytes::Bytes;
 use http_body::Frame;
-use http_body_util::BodyExt;
-use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
 use proptest::prelude::*;
 use tokio::time::Instant;
@@ -31,9 +31,10 @@ use crate::testing::{Play, Scripted};
 use crate::timeout::service::PLANNED_APART;
 use crate::MetricFamily;
 use crate::{ProfileSet, RetryPolicy, TimeoutProfileLayer};
+use observe::{described, metrics, read, status, Events, NotReadyAtFirst};
 
 const HEARTBEAT: &str = "/sw4rm.registry.RegistryService/Heartbeat";
-type Request = http::Request<tonic::body::Body>;
+pub(super) type Request = http::Request<tonic::body::Body>;
 
 fn ms(v: u64) -> Duration {
     Duration::from_millis(v)
@@ -115,177 +116,6 @@ fn profiles(settings: Settings, deadline_ms: u32) -> ProfileSet {
         .retry("heartbeat", policy.build().unwrap())
         .build()
         .unwrap()
-}
-
-/// An inner service that is not ready at the first ask of each call (it wakes the
-/// caller at once), as a tonic channel whose buffer is full for a moment.
-#[derive(Clone)]
-struct NotReadyAtFirst {
-    inner: Scripted,
-    refusals: Arc<AtomicUsize>,
-}
-
-impl Service<Request> for NotReadyAtFirst {
-    type Response = <Scripted as Service<Request>>::Response;
-    type Error = <Scripted as Service<Request>>::Error;
-    type Future = <Scripted as Service<Request>>::Future;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        let refuse = self
-            .refusals
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
-        if refuse.is_ok() {
-            cx.waker().wake_by_ref();
-            return Poll::Pending;
-        }
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: Request) -> Self::Future {
-        self.inner.call(request)
-    }
-}
-
-/// Records every event of the crate at `INFO` or above, with the call's names from
-/// its span when the span is on.
-#[derive(Clone, Default)]
-struct Events(Arc<Mutex<Vec<String>>>);
-
-struct Names(BTreeMap<String, String>);
-
-struct Fields<'a>(&'a mut BTreeMap<String, String>);
-
-impl tracing::field::Visit for Fields<'_> {
-    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-        self.0.insert(field.name().to_owned(), format!("{value:?}"));
-    }
-    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
-        self.0.insert(field.name().to_owned(), value.to_owned());
-    }
-}
-
-impl<S> tracing_subscriber::Layer<S> for Events
-where
-    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
-{
-    fn on_new_span(
-        &self,
-        attrs: &tracing::span::Attributes<'_>,
-        id: &tracing::span::Id,
-        ctx: tracing_subscriber::layer::Context<'_, S>,
-    ) {
-        let mut fields = BTreeMap::new();
-        attrs.record(&mut Fields(&mut fields));
-        fields.retain(|k, _| ["service", "method", "profile"].contains(&k.as_str()));
-        if let Some(span) = ctx.span(id) {
-            span.extensions_mut().insert(Names(fields));
-        }
-    }
-
-    fn on_event(&self, event: &tracing::Event<'_>, ctx: tracing_subscriber::layer::Context<'_, S>) {
-        let meta = event.metadata();
-        if *meta.level() > tracing::Level::INFO || !meta.target().starts_with("sw4rm_timeouts") {
-            return;
-        }
-        let mut fields = BTreeMap::new();
-        for span in ctx
-            .event_scope(event)
-            .into_iter()
-            .flat_map(|s| s.from_root())
-        {
-            if let Some(names) = span.extensions().get::<Names>() {
-                fields.extend(names.0.clone());
-            }
-        }
-        event.record(&mut Fields(&mut fields));
-        let line = format!("{} {fields:?}", meta.level());
-        self.0.lock().unwrap().push(line);
-    }
-}
-
-fn status(err: crate::BoxError) -> String {
-    let status = tonic::Status::from_error(err);
-    described(&status)
-}
-
-fn described(status: &tonic::Status) -> String {
-    let attempts = status.metadata().get("sw4rm-attempts").cloned();
-    let timeout = crate::TimeoutDetails::from_status(status);
-    let cancel = crate::wire::cancel::CancelDetails::from_status(status);
-    format!(
-        "{:?} {} {timeout:?} {cancel:?} {attempts:?}",
-        status.code(),
-        status.message(),
-    )
-}
-
-fn metrics(provider: &SdkMeterProvider, exporter: &InMemoryMetricExporter) -> Vec<String> {
-    provider.force_flush().unwrap();
-    let exported = exporter.get_finished_metrics().unwrap();
-    let mut out = Vec::new();
-    for scope in exported.last().iter().flat_map(|m| m.scope_metrics()) {
-        for metric in scope.metrics() {
-            let name = metric.name();
-            let attrs = |a: &mut dyn Iterator<Item = &opentelemetry::KeyValue>| {
-                let mut a: Vec<String> = a.map(|kv| format!("{}={}", kv.key, kv.value)).collect();
-                a.sort();
-                a.join(",")
-            };
-            match metric.data() {
-                AggregatedMetrics::U64(MetricData::Sum(sum)) => {
-                    for p in sum.data_points() {
-                        out.push(format!(
-                            "{name} {} {}",
-                            attrs(&mut p.attributes()),
-                            p.value()
-                        ));
-                    }
-                }
-                AggregatedMetrics::F64(MetricData::Histogram(h)) => {
-                    for p in h.data_points() {
-                        let (count, sum) = (p.count(), p.sum());
-                        out.push(format!(
-                            "{name} {} {count} {sum}",
-                            attrs(&mut p.attributes())
-                        ));
-                    }
-                }
-                AggregatedMetrics::I64(MetricData::Gauge(g)) => {
-                    for p in g.data_points() {
-                        out.push(format!(
-                            "{name} {} {}",
-                            attrs(&mut p.attributes()),
-                            p.value()
-                        ));
-                    }
-                }
-                other => out.push(format!("{name} {other:?}")),
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
-/// Reads a body to its end: its trailers' status, or its error.
-async fn read(
-    body: &mut crate::timeout::TimeoutBody<tonic::body::Body>,
-) -> Result<Option<String>, String> {
-    let mut code = None;
-    while let Some(frame) = body.frame().await {
-        match frame {
-            Err(err) => return Err(status(err)),
-            Ok(frame) => {
-                if let Some(trailers) = frame.trailers_ref() {
-                    code = trailers
-                        .get("grpc-status")
-                        .map(|v| v.to_str().unwrap_or("?").to_owned());
-                    break;
-                }
-            }
-        }
-    }
-    Ok(code)
 }
 
 type Svc = crate::TimeoutProfileService<NotReadyAtFirst>;
@@ -406,9 +236,11 @@ async fn run(plays: &[Play], then: Then, settings: Settings, way: Way) -> Seen {
         let refusals = Arc::new(AtomicUsize::new(usize::from(settings.not_ready)));
         let mut svc = layer.layer(NotReadyAtFirst {
             inner: inner.clone(),
-            refusals,
+            refusals: refusals.clone(),
         });
         calls.push(one_call(&mut svc, &inner, then).await);
+        // The call did meet an inner service that was not ready.
+        assert_eq!(refusals.load(Ordering::SeqCst), 0, "the refusal was seen");
         // What the server holds is dropped before it is read.
         tokio::time::sleep(ms(10)).await;
         server.extend(inner.seen().iter().map(|s| {
@@ -478,15 +310,15 @@ fn settings() -> impl Strategy<Value = Settings> {
 /// a fed body; anything else reads what there is.
 fn runnable(plays: &[Play], then: Then) -> bool {
     match then {
-        Then::Wait | Then::Trailers(_) | Then::ServerTimeout => plays
-            .first()
-            .is_some_and(|p| format!("{p:?}").contains("fed: true")),
+        Then::Wait | Then::Trailers(_) | Then::ServerTimeout => {
+            plays.first().is_some_and(Play::is_fed)
+        }
         _ => true,
     }
 }
 
-/// Every way gives the same observables.
-fn alike(plays: Vec<Play>, then: Then, settings: Settings) -> Result<(), TestCaseError> {
+/// Every way gives the same observables: what they are.
+fn alike(plays: Vec<Play>, then: Then, settings: Settings) -> Result<Seen, TestCaseError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .start_paused(true)
@@ -509,7 +341,7 @@ fn alike(plays: Vec<Play>, then: Then, settings: Settings) -> Result<(), TestCas
             way
         );
     }
-    Ok(())
+    Ok(seen.into_iter().next().expect("four ways"))
 }
 
 proptest! {
@@ -540,26 +372,76 @@ fn the_fixed_cases_end_alike() {
         not_ready: false,
         reload: false,
     };
-    let cases: &[(&[Play], Then)] = &[
-        (&[Play::answer()], Then::Read),
-        (&[Play::answer().after(ms(40))], Then::Read),
-        (&[unavailable, Play::answer()], Then::Read),
-        (&[unavailable], Then::Read),
+    // Each case with what its first call must show (in its answer or its status, or
+    // in how its body ended), so that four ways alike are also four ways right.
+    let cases: &[(&[Play], Then, &str)] = &[
+        (
+            &[Play::answer()],
+            Then::Read,
+            "content-type=application/grpc",
+        ),
+        (&[Play::answer().after(ms(40))], Then::Read, "x-attempt=1"),
+        (
+            &[unavailable, Play::answer()],
+            Then::Read,
+            "sw4rm-attempts=2",
+        ),
+        (
+            &[unavailable],
+            Then::Read,
+            "grpc-status=14;sw4rm-attempts=3",
+        ),
         (
             &[Play::answer().status(tonic::Code::InvalidArgument)],
             Then::Read,
+            "grpc-status=3",
         ),
-        (&[Play::hang(), Play::answer()], Then::Read),
-        (&[Play::hang()], Then::Read),
-        (&[Play::answer().fed()], Then::Wait),
-        (&[Play::answer().fed()], Then::Trailers(0)),
-        (&[Play::answer().fed()], Then::Trailers(13)),
-        (&[Play::answer().fed()], Then::ServerTimeout),
-        (&[Play::answer().fed()], Then::DropBody),
-        (&[Play::hang()], Then::DropCall),
-        (&[Play::hang()], Then::Cancel),
+        (
+            &[Play::hang(), Play::answer()],
+            Then::Read,
+            "sw4rm-attempts=2",
+        ),
+        (&[Play::hang()], Then::Read, "DeadlineExceeded"),
+        (&[Play::answer().fed()], Then::Wait, "DeadlineExceeded"),
+        (&[Play::answer().fed()], Then::Trailers(0), "Some(\"0\")"),
+        (&[Play::answer().fed()], Then::Trailers(13), "Some(\"13\")"),
+        (
+            &[Play::answer().fed()],
+            Then::ServerTimeout,
+            "detected_by: Server",
+        ),
+        (&[Play::answer().fed()], Then::DropBody, "x-attempt=1"),
+        (&[Play::hang()], Then::DropCall, "dropped"),
+        (&[Play::hang()], Then::Cancel, "Cancelled"),
     ];
-    for (plays, then) in cases {
-        alike(plays.to_vec(), *then, settings).unwrap();
+    for (plays, then, shows) in cases {
+        let seen = alike(plays.to_vec(), *then, settings).unwrap();
+        let first = format!("{:?}", seen.calls[0]);
+        assert!(first.contains(shows), "{plays:?} {then:?}: {first}");
     }
+    // A reload between two calls, each meeting an inner service not ready: the
+    // second call goes out under the reloaded deadline.
+    let reloaded = Settings {
+        not_ready: true,
+        reload: true,
+        ..settings
+    };
+    let seen = alike(vec![Play::answer()], Then::Read, reloaded).unwrap();
+    let sent: Vec<_> = seen.server.iter().map(|s| s.0.as_deref()).collect();
+    assert_eq!(sent, [Some("300000u"), Some("300000u")], "attempt timeouts");
+    let seen = alike(
+        vec![Play::answer()],
+        Then::Read,
+        Settings {
+            attempt_timeout: false,
+            ..reloaded
+        },
+    )
+    .unwrap();
+    let sent: Vec<_> = seen.server.iter().map(|s| s.0.as_deref()).collect();
+    assert_eq!(
+        sent,
+        [Some("1000000u"), Some("600000u")],
+        "the reload applies"
+    );
 }
