@@ -124,12 +124,6 @@ impl<S, F> Attempt<S, F> {
         self.until
     }
 
-    /// Whether the attempt's own timeout has passed: an ending that arrives now (the
-    /// server's or tonic's timer on the same instant) is the attempt's timeout.
-    pub(crate) fn expired(&self) -> bool {
-        self.until.is_some_and(|until| Instant::now() >= until)
-    }
-
     /// Polls the attempt.
     #[inline]
     pub(crate) fn poll<R>(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Ended<R>>

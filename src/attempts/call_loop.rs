@@ -166,7 +166,7 @@ where
     /// response headers (the earlier of its first deadline, a stream's initial or total
     /// timer, and the attempt's own timeout), armed at the first wait; the caller keeps
     /// it (the layer, in the call record's box) and disarms it when the call is over.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn poll<R: Sink>(
         self: Pin<&mut Self>,
         timer: Pin<&mut Timer>,
@@ -179,7 +179,7 @@ where
 }
 
 /// Runs attempts until one ends the call, or the call's deadline does.
-#[inline]
+#[inline(always)]
 fn run<S, B, R: Sink>(
     mut step: Pin<&mut Step<S, S::Future>>,
     mut timer: Pin<&mut Timer>,
@@ -193,10 +193,10 @@ where
 {
     loop {
         let polled = match step.as_mut().project() {
-            StepProj::Attempting { mut attempt } => attempt.as_mut().poll(cx).map(|ended| {
-                let expired = attempt.expired();
-                judge(ended, expired, call, retry.as_mut())
-            }),
+            StepProj::Attempting { mut attempt } => attempt
+                .as_mut()
+                .poll(cx)
+                .map(|ended| judge(ended, attempt.until(), call, retry.as_mut())),
             StepProj::Backoff { timer, resume, .. } => {
                 match timer.as_mut().poll_until(*resume, cx) {
                     Poll::Ready(()) => {

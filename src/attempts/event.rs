@@ -92,11 +92,15 @@ pub(crate) trait Sink {
 
     /// The layer's retry budget, shared by its calls (`None`: retries without one).
     fn retry_budget(&self) -> Option<&RetryBudget>;
+
+    /// The call's deadlines as values, asked only when an instant is needed (a call
+    /// answered at once never asks).
+    fn deadlines(&self) -> Deadlines;
 }
 
 /// The call's deadlines as values: the plan's caps, from the call's start. The engine
-/// is handed them with the sink each time it is polled, and places them on the clock
-/// only when it needs an instant (a call answered at once never does).
+/// asks the sink for them, and places them on the clock, only when it needs an
+/// instant (a call answered at once never does).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Deadlines {
     /// When the call started.
@@ -110,17 +114,16 @@ pub(crate) struct Deadlines {
     pub(crate) server_phase: Phase,
 }
 
-/// The call as the engine runs it: where it reports, and its deadlines.
+/// The call as the engine runs it: where it reports, and where its deadlines are.
 pub(crate) struct Run<'a, R> {
     sink: &'a mut R,
-    deadlines: Deadlines,
 }
 
 impl<'a, R: Sink> Run<'a, R> {
-    /// The call reporting to `sink`, under `deadlines`.
+    /// The call reporting to `sink`, under the deadlines it holds.
     #[inline(always)]
-    pub(crate) fn new(sink: &'a mut R, deadlines: Deadlines) -> Self {
-        Run { sink, deadlines }
+    pub(crate) fn new(sink: &'a mut R) -> Self {
+        Run { sink }
     }
 
     /// Reports `event`.
@@ -153,22 +156,20 @@ impl<'a, R: Sink> Run<'a, R> {
     /// The call's own deadline (`None` also when it is too far to be an instant).
     #[inline]
     pub(crate) fn deadline(&self) -> Option<Instant> {
-        let Deadlines { start, total, .. } = self.deadlines;
+        let Deadlines { start, total, .. } = self.sink.deadlines();
         start.checked_add(total?)
     }
 
     /// The call's first timer to fire while it waits for its answer.
     #[inline]
     pub(crate) fn first_due(&self) -> Option<Due<Instant>> {
-        let start = self.deadlines.start;
-        self.deadlines
-            .first
-            .map(|due| due.map(|after| start + after))
+        let Deadlines { start, first, .. } = self.sink.deadlines();
+        first.map(|due| due.map(|after| start + after))
     }
 
     /// The phase to report when the server says the call's deadline passed.
     #[inline(always)]
     pub(crate) fn server_phase(&self) -> Phase {
-        self.deadlines.server_phase
+        self.sink.deadlines().server_phase
     }
 }

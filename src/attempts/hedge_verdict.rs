@@ -73,7 +73,7 @@ fn answered<S: Clone, F, B, R: Sink>(
         // Every attempt runs under the call's one deadline: the server saw it pass.
         return Some(Err(err));
     }
-    let failure = classify_response(head, false);
+    let failure = classify_response(head, || false);
     if let Some((Failure::Code(code), pushback)) = failure {
         if hedges.policy().is_non_fatal(code) {
             if non_fatal(pushback, hedges.as_mut(), call) {

@@ -31,18 +31,19 @@ pub(crate) enum Verdict<S> {
 /// The response headers that answer the call (`Ok`), or what to do instead.
 pub(crate) type Judged<B, S> = Result<http::Response<B>, Verdict<S>>;
 
-/// The verdict on an attempt that ended; `expired` says whether the attempt's own
-/// timeout had passed when it did.
-#[inline]
+/// The verdict on an attempt that ended; `until` is when the attempt's own timeout
+/// ends it (read against the clock only where an ending's meaning depends on it: a
+/// call answered by its first attempt reads no clock here).
+#[inline(always)]
 pub(crate) fn judge<B, S: Clone, R: Sink>(
     ended: Ended<http::Response<B>>,
-    expired: bool,
+    until: Option<Instant>,
     call: &mut Run<'_, R>,
     retry: Option<&mut Retries<S>>,
 ) -> Judged<B, S> {
     match ended {
-        Ended::Answered(response) => answered(response, expired, call, retry),
-        Ended::Failed(err) => failed(err, expired, call, retry),
+        Ended::Answered(response) => answered(response, until, call, retry),
+        Ended::Failed(err) => failed(err, passed(until), call, retry),
     }
 }
 
@@ -96,10 +97,10 @@ pub(crate) fn transport_timed_out<R: Sink>(call: &mut Run<'_, R>) -> BoxError {
 
 /// Response headers arrived: a trailers-only error may be retried; anything else is
 /// the call's answer.
-#[inline]
+#[inline(always)]
 fn answered<B, S: Clone, R: Sink>(
     mut response: http::Response<B>,
-    expired: bool,
+    until: Option<Instant>,
     call: &mut Run<'_, R>,
     retry: Option<&mut Retries<S>>,
 ) -> Judged<B, S> {
@@ -110,7 +111,7 @@ fn answered<B, S: Clone, R: Sink>(
     let Some(retry) = retry else {
         return Ok(response);
     };
-    match classify_response(head, expired) {
+    match classify_response(head, || passed(until)) {
         Some((failure, pushback)) => {
             match retry.after_failure(failure, pushback, call.deadline(), call.retry_budget()) {
                 Ok(next) => return Err(Verdict::Retry(next)),
@@ -177,6 +178,12 @@ fn retry_or<S: Clone, R: Sink>(
 /// gRPC's server pushback header.
 const RETRY_PUSHBACK: http::HeaderName = http::HeaderName::from_static("grpc-retry-pushback-ms");
 
+/// Whether an attempt's own timeout, ending it at `until`, has passed: an ending that
+/// arrives now (the server's or tonic's timer on the same instant) is that timeout.
+fn passed(until: Option<Instant>) -> bool {
+    until.is_some_and(|until| Instant::now() >= until)
+}
+
 /// The failure a status code is, to the rules.
 pub(crate) fn code_failure(code: Code) -> Failure {
     Failure::Code(code as i32)
@@ -187,13 +194,13 @@ pub(crate) fn code_failure(code: Code) -> Failure {
 /// `DEADLINE_EXCEEDED` or `CANCELLED` is that timeout.
 pub(crate) fn classify_response(
     head: AnswerHead<'_>,
-    attempt_expired: bool,
+    attempt_expired: impl Fn() -> bool,
 ) -> Option<(Failure, Pushback)> {
     // The number as sent: one outside gRPC's codes stays itself, not `UNKNOWN`.
     let number = head.status.and_then(status_number)?;
     let failure = match Code::from_i32(number) {
         Code::Ok => return None,
-        Code::DeadlineExceeded | Code::Cancelled if attempt_expired => Failure::AttemptTimeout,
+        Code::DeadlineExceeded | Code::Cancelled if attempt_expired() => Failure::AttemptTimeout,
         _ => Failure::Code(number),
     };
     let pushback = Pushback::parse(head.headers.get(RETRY_PUSHBACK).map(HeaderValue::as_bytes));
@@ -310,7 +317,7 @@ mod classify_tests {
                 h.insert("grpc-retry-pushback-ms", HeaderValue::from_static(p));
             }
             assert_eq!(
-                classify_response(AnswerHead::of(&h), row.expired),
+                classify_response(AnswerHead::of(&h), || row.expired),
                 row.want,
                 "{:?}",
                 row.status

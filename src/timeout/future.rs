@@ -131,10 +131,7 @@ where
         let polled = attempts.as_mut();
         let answered = ready!(record.in_span_mut(
             #[inline(always)]
-            |call| {
-                let deadlines = call.deadlines();
-                polled.poll(timer.as_mut(), &mut Run::new(call, deadlines), cx)
-            }
+            |call| polled.poll(timer.as_mut(), &mut Run::new(call), cx)
         ));
         if let Ok(response) = &answered {
             record.answered(response.headers());
@@ -143,11 +140,14 @@ where
         // timer disarmed; the record moves into the body, or ends with the error.
         attempts.as_mut().finish();
         timer.clear();
-        Poll::Ready(match (answered, kept.take()) {
-            (Ok(response), Some(record)) => Ok(response.map(|body| TimeoutBody::new(body, record))),
-            (Err(err), _) => Err(err),
-            (Ok(_), None) => Err(attempts.refusal().into()),
-        })
+        let response = match answered {
+            Ok(response) => response,
+            Err(err) => return Poll::Ready(Err(err)),
+        };
+        let Some(record) = kept.take() else {
+            return Poll::Ready(Err(attempts.refusal().into()));
+        };
+        Poll::Ready(Ok(response.map(|body| TimeoutBody::new(body, record))))
     }
 }
 

@@ -153,4 +153,9 @@ impl Sink for Record {
     fn retry_budget(&self) -> Option<&RetryBudget> {
         Record::retry_budget(self)
     }
+
+    #[inline]
+    fn deadlines(&self) -> crate::attempts::Deadlines {
+        Record::deadlines(self)
+    }
 }
