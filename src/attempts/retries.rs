@@ -455,7 +455,7 @@ mod tests {
     /// A call that may be retried keeps a [`Retries`] in its response future (a share
     /// of the spare and the box) and its [`RetryState`] in the box: within these sizes a
     /// call holds at most 1 KiB more than a plain tonic call (`benches/hostile.rs`
-    /// measures it; `timeout/response.rs` bounds the future). They are 16 and 456 bytes
+    /// measures it; `timeout/future.rs` bounds the future). They are 16 and 456 bytes
     /// with the locked dependencies; the bound leaves 16 bytes for another compiler's
     /// layout, not for a new field, which must make room for itself.
     #[test]
