@@ -21,11 +21,11 @@ use super::attempt::Timer;
 use super::event::{CallEnd, Event, Run, Sink};
 use super::hedge_verdict::poll_hedges;
 use super::hedges::{HedgeContext, HedgePlan, Hedges};
-use super::replay::{Kept, Spare};
+use super::replay::{ReplayRequest, Spare};
 use super::retries::{Resend, Retries, Retry};
 use super::verdict::{attempt_timed_out, judge, timed_out, Verdict};
 use crate::policy::cancel::CancelReason;
-use crate::policy::deadline::{Due, Phase, Progress};
+use crate::policy::deadline::{Due, Phase, Received};
 use crate::wire::details::DetectedBy;
 use crate::wire::error::BoxError;
 
@@ -101,7 +101,7 @@ impl<S, F> CallLoop<S, F> {
         inner: &mut S,
         spare: Spare<S>,
         request: Request,
-        hedging: (Kept, HedgePlan, HedgeContext),
+        hedging: (ReplayRequest, HedgePlan, HedgeContext),
     ) -> Self
     where
         S: Service<Request, Future = F> + Clone,
@@ -300,7 +300,7 @@ fn earliest(attempt: Option<Due<Instant>>, first: Option<Due<Instant>>) -> Optio
 /// The caller cancelled (`reason`) while an attempt or a backoff waited: the call's
 /// failure.
 fn cancelled<S, R: Sink>(reason: CancelReason, call: &mut Run<'_, R>) -> Verdict<S> {
-    let seen = Progress::default();
+    let seen = Received::default();
     Verdict::Fail(call.end(CallEnd::Cancelled { reason, seen }))
 }
 

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::retry_budget::RetryBudget;
 use crate::policy::cancel::CancelReason;
-use crate::policy::deadline::{Cap, Due, Phase, Progress};
+use crate::policy::deadline::{Cap, Due, Phase, Received};
 use crate::wire::details::DetectedBy;
 use crate::wire::error::BoxError;
 
@@ -60,7 +60,7 @@ pub(crate) enum CallEnd {
     TimedOut {
         phase: Phase,
         detected_by: DetectedBy,
-        seen: Progress,
+        seen: Received,
     },
     /// tonic's transport timer fired before any deadline of the call's: a shorter
     /// deadline below the layer.
@@ -71,7 +71,7 @@ pub(crate) enum CallEnd {
     /// had received `seen`.
     Cancelled {
         reason: CancelReason,
-        seen: Progress,
+        seen: Received,
     },
 }
 

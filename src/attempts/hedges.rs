@@ -23,7 +23,7 @@ use super::attempt::Timer;
 use super::attempt::{Attempt, Ended, WireTimeout};
 use super::hedge_delay::RecentLatency;
 use super::hedge_rate::HedgeRate;
-use super::replay::{Kept, Spare};
+use super::replay::{ReplayRequest, Spare};
 use super::retry_budget::RetryBudget;
 use super::ATTEMPTS_HEADER;
 use crate::policy::hedge::{
@@ -67,7 +67,7 @@ pin_project! {
         running: Vec<Running<S, F>>,
         // Where each attempt after the first takes its handle on the inner service.
         spare: Spare<S>,
-        kept: Kept,
+        kept: ReplayRequest,
         policy: HedgingPolicy,
         floor: Duration,
         context: HedgeContext,
@@ -106,7 +106,7 @@ impl<S: Clone, F> Hedges<S, F> {
     pub(crate) fn new(
         spare: Spare<S>,
         first: Attempt<S, F>,
-        (kept, plan, context): (Kept, HedgePlan, HedgeContext),
+        (kept, plan, context): (ReplayRequest, HedgePlan, HedgeContext),
     ) -> Self {
         if let Some(rate) = &context.rate {
             rate.call(context.start);

@@ -312,14 +312,14 @@ pub(crate) mod boxes {
     use std::thread::LocalKey;
     use std::time::Duration;
 
-    use super::super::replay::Kept;
+    use super::super::replay::ReplayRequest;
     use crate::policy::retry::RetryPolicy;
     use crate::policy::source::Source;
 
     /// What a call's retries keep besides the spare, in the box.
     #[derive(Debug)]
     pub(crate) struct RetryState {
-        pub(crate) kept: Kept,
+        pub(crate) kept: ReplayRequest,
         pub(crate) policy: RetryPolicy,
         pub(crate) idempotent: bool,
         pub(crate) min_timeout: Duration,
@@ -335,7 +335,7 @@ pub(crate) mod boxes {
         /// A state that holds nothing of any call: what a new box starts from.
         pub(crate) fn vacant() -> Self {
             RetryState {
-                kept: Kept::vacant(),
+                kept: ReplayRequest::vacant(),
                 policy: RetryPolicy::off(),
                 idempotent: false,
                 min_timeout: Duration::ZERO,

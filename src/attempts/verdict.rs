@@ -11,7 +11,7 @@ use tonic::Code;
 use super::attempt::Ended;
 use super::event::{CallEnd, Event, Run, Sink};
 use super::retries::{Retries, Retry};
-use crate::policy::deadline::{Phase, Progress};
+use crate::policy::deadline::{Phase, Received};
 use crate::policy::retry::{Failure, Pushback};
 use crate::wire::details::DetectedBy;
 use crate::wire::error::BoxError;
@@ -67,7 +67,7 @@ pub(crate) fn timed_out<R: Sink>(
     call.end(CallEnd::TimedOut {
         phase,
         detected_by,
-        seen: Progress::default(),
+        seen: Received::default(),
     })
 }
 

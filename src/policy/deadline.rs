@@ -125,7 +125,7 @@ struct Watch {
 
 /// What a call has received so far, for choosing its next timer.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Progress {
+pub(crate) struct Received {
     /// Complete messages received.
     pub(crate) messages: u64,
     /// When the last complete message arrived (offset from the start).
@@ -244,7 +244,7 @@ impl Timers {
     /// limit from the last progress (or the start). On a tie the earlier in that list
     /// names the timeout.
     #[inline]
-    pub(crate) fn next(&self, progress: Progress) -> Option<Due> {
+    pub(crate) fn next(&self, progress: Received) -> Option<Due> {
         let total = self.total.as_ref().map(|cap| Due {
             at: cap.limit(),
             phase: Phase::Total,
@@ -268,7 +268,7 @@ impl Timers {
     }
 
     /// [`Timers::next`] for a stream with watch timers.
-    fn next_watched(&self, total: Option<Due>, progress: Progress) -> Option<Due> {
+    fn next_watched(&self, total: Option<Due>, progress: Received) -> Option<Due> {
         let watch = match (progress.messages, progress.last_message) {
             (0, _) => self.initial().map(|cap| Due {
                 at: cap.limit(),
@@ -372,30 +372,30 @@ mod tests {
             },
         ];
         for row in rows {
-            let progress = Progress {
+            let progress = Received {
                 messages: row.messages,
                 last_message: row.last_ms.map(Duration::from_millis),
-                ..Progress::default()
+                ..Received::default()
             };
             let got = t.next(progress).map(|d| (d.at.as_millis() as u64, d.phase));
             assert_eq!(got, row.want, "{progress:?}");
         }
-        assert_eq!(Timers::default().next(Progress::default()), None);
+        assert_eq!(Timers::default().next(Received::default()), None);
         let unary = Timers::unary(cap(5_000, Source::Standard));
-        let due = unary.next(Progress::default()).unwrap();
+        let due = unary.next(Received::default()).unwrap();
         assert_eq!((due.at, due.phase), (Duration::from_secs(5), Phase::Total));
         // Only a gap timer: it runs from the last message.
         let gap_only = Timers::stream(None, cap(100, Source::Client), None);
-        let progress = Progress {
+        let progress = Received {
             messages: 2,
             last_message: Some(Duration::from_millis(40)),
-            ..Progress::default()
+            ..Received::default()
         };
         assert_eq!(
             gap_only.next(progress).unwrap().at,
             Duration::from_millis(140)
         );
-        assert_eq!(gap_only.next(Progress::default()), None);
+        assert_eq!(gap_only.next(Received::default()), None);
     }
 
     /// The idle limit of long work: keep-alive messages (messages that are not
@@ -451,11 +451,11 @@ mod tests {
             },
         ];
         for row in rows {
-            let progress = Progress {
+            let progress = Received {
                 messages: row.messages,
                 last_message: row.last_message.map(ms),
                 last_progress: row.last_progress.map(ms),
-                ..Progress::default()
+                ..Received::default()
             };
             let got = t.next(progress).map(|d| (d.at.as_millis() as u64, d.phase));
             assert_eq!(got, Some(row.want), "{}", row.name);
@@ -464,7 +464,7 @@ mod tests {
         // An idle limit alone makes a stream's watch; none leaves a unary call bare.
         assert!(Timers::unary(None).with_idle(None).idle_limit().is_none());
         let only = Timers::unary(None).with_idle(cap(50, Source::PerCall));
-        let due = only.next(Progress::default()).unwrap();
+        let due = only.next(Received::default()).unwrap();
         assert_eq!((due.at, due.phase), (ms(50), Phase::Idle));
     }
 }

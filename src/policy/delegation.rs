@@ -126,7 +126,7 @@ pub(crate) struct Answer<'a> {
 
 /// What the loop has done so far.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Progress {
+pub(crate) struct LoopProgress {
     /// Retries after `OVERLOADED` made.
     pub(crate) retries: u32,
     /// Redirects followed.
@@ -137,7 +137,7 @@ pub(crate) struct Progress {
 
 /// Why the loop stops with the gateway's own answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Kept {
+pub(crate) enum Settled {
     /// The gateway accepted.
     Accepted,
     /// A rejection the loop does not act on.
@@ -200,7 +200,7 @@ impl Made {
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Step {
     /// Stop with the gateway's answer.
-    Keep(Kept),
+    Keep(Settled),
     /// Stop with an answer of the loop's making.
     Make(Made),
     /// Wait this many ms, then send to the same gateway again.
@@ -217,13 +217,13 @@ pub(crate) enum Step {
 /// own answer returned).
 pub(crate) fn next_step(
     answer: Answer<'_>,
-    progress: &Progress,
+    progress: &LoopProgress,
     rules: &DelegationRules,
     left_ms: u64,
     unit: f64,
 ) -> Step {
     if answer.accepted {
-        return Step::Keep(Kept::Accepted);
+        return Step::Keep(Settled::Accepted);
     }
     if left_ms == 0 {
         return Step::Make(Made::Exhausted);
@@ -232,22 +232,22 @@ pub(crate) fn next_step(
         REDIRECT => redirect(answer.redirect_to, progress, rules),
         OVERLOADED => {
             if progress.retries >= rules.max_retries {
-                return Step::Keep(Kept::RetriesSpent);
+                return Step::Keep(Settled::RetriesSpent);
             }
             let wait = overloaded_wait_ms(answer.retry_after_ms, progress.retries, rules, unit);
             if wait > left_ms {
-                Step::Keep(Kept::WaitBeyondBudget(wait))
+                Step::Keep(Settled::WaitBeyondBudget(wait))
             } else {
                 Step::Retry(wait)
             }
         }
-        _ => Step::Keep(Kept::Rejected),
+        _ => Step::Keep(Settled::Rejected),
     }
 }
 
-fn redirect(target: &str, progress: &Progress, rules: &DelegationRules) -> Step {
+fn redirect(target: &str, progress: &LoopProgress, rules: &DelegationRules) -> Step {
     if !rules.spillover {
-        return Step::Keep(Kept::SpilloverOff);
+        return Step::Keep(Settled::SpilloverOff);
     }
     let target = target.trim();
     if target.is_empty() {
@@ -260,7 +260,7 @@ fn redirect(target: &str, progress: &Progress, rules: &DelegationRules) -> Step 
         return Step::Make(Made::Loop(target.to_owned()));
     }
     if progress.redirects >= rules.max_redirects {
-        return Step::Keep(Kept::RedirectLimit);
+        return Step::Keep(Settled::RedirectLimit);
     }
     Step::Redirect(target.to_owned())
 }
@@ -293,8 +293,8 @@ mod tests {
         }
     }
 
-    fn visited(ids: &[&str], retries: u32, redirects: u32) -> Progress {
-        Progress {
+    fn visited(ids: &[&str], retries: u32, redirects: u32) -> LoopProgress {
+        LoopProgress {
             retries,
             redirects,
             visited: ids.iter().map(|s| (*s).to_owned()).collect(),
@@ -399,20 +399,20 @@ mod tests {
             accepted: true,
             ..answer(0, 0, "")
         };
-        let table: Vec<(Answer<'_>, Progress, DelegationRules, u64, Step)> = vec![
+        let table: Vec<(Answer<'_>, LoopProgress, DelegationRules, u64, Step)> = vec![
             (
                 accepted,
                 visited(&["a"], 0, 0),
                 d,
                 0,
-                Step::Keep(Kept::Accepted),
+                Step::Keep(Settled::Accepted),
             ),
             (
                 answer(7, 0, ""),
                 visited(&["a"], 0, 0),
                 d,
                 10,
-                Step::Keep(Kept::Rejected),
+                Step::Keep(Settled::Rejected),
             ),
             // Spent before anything else (but after an acceptance).
             (
@@ -434,14 +434,14 @@ mod tests {
                 visited(&["a"], 2, 0),
                 d,
                 10_000,
-                Step::Keep(Kept::RetriesSpent),
+                Step::Keep(Settled::RetriesSpent),
             ),
             (
                 answer(OVERLOADED, 200, ""),
                 visited(&["a"], 1, 0),
                 d,
                 219,
-                Step::Keep(Kept::WaitBeyondBudget(220)),
+                Step::Keep(Settled::WaitBeyondBudget(220)),
             ),
             (
                 answer(OVERLOADED, 200, ""),
@@ -455,7 +455,7 @@ mod tests {
                 visited(&["a"], 0, 0),
                 d,
                 10,
-                Step::Keep(Kept::SpilloverOff),
+                Step::Keep(Settled::SpilloverOff),
             ),
             (
                 answer(REDIRECT, 0, "  b "),
@@ -483,7 +483,7 @@ mod tests {
                 visited(&["a", "b", "x"], 0, 2),
                 spill,
                 10,
-                Step::Keep(Kept::RedirectLimit),
+                Step::Keep(Settled::RedirectLimit),
             ),
             (
                 answer(REDIRECT, 0, "c"),

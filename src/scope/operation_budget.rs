@@ -216,12 +216,6 @@ impl OperationBudget {
         self.until_wrap_up().is_some_and(|d| d.is_zero())
     }
 
-    /// Ready once the work under the budget is told to wrap up (never without
-    /// [`with_wrap_up`](Self::with_wrap_up)); a pause moves it later.
-    pub fn wrap_up_notice(&self) -> super::WrapUpNotice {
-        super::WrapUpNotice::budget(self.clone())
-    }
-
     fn lock(&self) -> MutexGuard<'_, State> {
         // The state stays consistent across a panic in a caller: every update is
         // a single assignment.

@@ -93,6 +93,16 @@ pub fn remaining() -> Option<Duration> {
     .flatten()
 }
 
+// The notice is a wrap-up's, asked of a budget: it lives here, so the budget does not
+// know of the notice.
+impl OperationBudget {
+    /// Ready once the work under the budget is told to wrap up (never without
+    /// [`with_wrap_up`](Self::with_wrap_up)); a pause moves it later.
+    pub fn wrap_up_notice(&self) -> WrapUpNotice {
+        WrapUpNotice::budget(self.clone())
+    }
+}
+
 /// Ready once work is told to wrap up ([`wrap_up_notice`],
 /// [`super::Output::wrap_up_notice`], [`OperationBudget::wrap_up_notice`]).
 #[must_use = "futures do nothing unless polled"]

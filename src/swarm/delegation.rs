@@ -15,7 +15,7 @@ use super::gateway::Gateway;
 use super::instruments::SwarmInstruments;
 use super::outcome::{DelegationEnd, DelegationError, DelegationOutcome};
 use crate::policy::delegation::{
-    left_ms, next_step, Answer, DelegationRules, Kept, Made, PolicyFields, Progress, Step,
+    left_ms, next_step, Answer, DelegationRules, LoopProgress, Made, PolicyFields, Settled, Step,
 };
 use crate::policy::envelope::long_past;
 use crate::policy::ids::{random_id, random_u64, unit_draw};
@@ -196,7 +196,7 @@ struct Running {
     /// the two fields never drift apart).
     wall_ms: Option<u64>,
     deadline_epoch_ms: u64,
-    progress: Progress,
+    progress: LoopProgress,
     sent_to: Vec<String>,
     draws: u64,
     first_redirect: Option<Instant>,
@@ -216,9 +216,9 @@ impl Running {
             epoch_start_ms: d.epoch_now_ms.unwrap_or_else(epoch_ms_now),
             wall_ms: (budget.wall_time_remaining_ms > 0).then_some(budget.wall_time_remaining_ms),
             deadline_epoch_ms: budget.deadline_epoch_ms,
-            progress: Progress {
+            progress: LoopProgress {
                 visited: vec![first],
-                ..Progress::default()
+                ..LoopProgress::default()
             },
             sent_to: Vec::new(),
             draws: d.seed.unwrap_or_else(random_u64),
@@ -366,7 +366,7 @@ impl Running {
         }
     }
 
-    fn kept(&self, kept: Kept, response: HandoffResponse) -> DelegationOutcome {
+    fn kept(&self, kept: Settled, response: HandoffResponse) -> DelegationOutcome {
         self.outcome(response, DelegationEnd::kept(kept))
     }
 

@@ -158,7 +158,7 @@ impl HandoffAnswers {
 
     /// Waits for the answer to `request_id` (the one waiting before is replaced);
     /// `earlier`: the gateways the same request went to before this send.
-    fn expect(&self, request_id: &str, earlier: Vec<String>) -> Result<Waiting, Status> {
+    fn await_answer(&self, request_id: &str, earlier: Vec<String>) -> Result<Waiting, Status> {
         let (tx, rx) = oneshot::channel();
         let mut waiting = self.lock();
         if waiting.by_id.len() >= MAX_WAITING_ANSWERS && !waiting.by_id.contains_key(request_id) {
@@ -272,7 +272,7 @@ impl Gateway for SwarmGateway {
             request.get_ref().to_agent.trim(),
         );
         let earlier = self.note_send(id, to);
-        let waiting = self.answers.expect(id, earlier);
+        let waiting = self.answers.await_answer(id, earlier);
         let mut client = self.client.handoff();
         async move {
             let mut waiting = waiting?;
@@ -294,13 +294,16 @@ mod tests {
     fn waiting_answers_are_bounded_and_a_send_that_stops_waiting_leaves_nothing() {
         let answers = HandoffAnswers::new();
         let waiting: Vec<_> = (0..MAX_WAITING_ANSWERS)
-            .map(|i| answers.expect(&format!("r-{i}"), Vec::new()).unwrap())
+            .map(|i| answers.await_answer(&format!("r-{i}"), Vec::new()).unwrap())
             .collect();
         assert_eq!(answers.waiting(), MAX_WAITING_ANSWERS);
-        let refused = answers.expect("one-too-many", Vec::new()).err().unwrap();
+        let refused = answers
+            .await_answer("one-too-many", Vec::new())
+            .err()
+            .unwrap();
         assert_eq!(refused.code(), tonic::Code::ResourceExhausted);
         // The same id waits again in its place (a later send of the same request).
-        assert!(answers.expect("r-0", Vec::new()).is_ok());
+        assert!(answers.await_answer("r-0", Vec::new()).is_ok());
         drop(waiting);
         assert_eq!(answers.waiting(), 0, "every send that stopped waiting left");
     }
@@ -308,7 +311,7 @@ mod tests {
     #[tokio::test]
     async fn an_answer_reaches_the_send_waiting_on_its_request_id() {
         let answers = HandoffAnswers::new();
-        let mut waiting = answers.expect("r-1", vec!["gw-a".into()]).unwrap();
+        let mut waiting = answers.await_answer("r-1", vec!["gw-a".into()]).unwrap();
         let late = HandoffResponse {
             request_id: "r-1".into(),
             accepted: true,

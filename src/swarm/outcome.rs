@@ -7,7 +7,7 @@ use std::fmt;
 use tonic::Status;
 
 use crate::policy::cancel::CancelReason;
-use crate::policy::delegation::{Kept, Made};
+use crate::policy::delegation::{Made, Settled};
 use crate::policy::quote::{cut, QUOTE_LIMIT};
 use crate::proto::sw4rm::handoff::{BudgetEnvelope, HandoffResponse};
 
@@ -73,14 +73,14 @@ impl DelegationEnd {
         )
     }
 
-    pub(crate) fn kept(kept: Kept) -> Self {
+    pub(crate) fn kept(kept: Settled) -> Self {
         match kept {
-            Kept::Accepted => DelegationEnd::Accepted,
-            Kept::Rejected => DelegationEnd::Rejected,
-            Kept::RetriesSpent => DelegationEnd::RetriesSpent,
-            Kept::SpilloverOff => DelegationEnd::SpilloverOff,
-            Kept::RedirectLimit => DelegationEnd::RedirectLimit,
-            Kept::WaitBeyondBudget(_) => DelegationEnd::WaitBeyondBudget,
+            Settled::Accepted => DelegationEnd::Accepted,
+            Settled::Rejected => DelegationEnd::Rejected,
+            Settled::RetriesSpent => DelegationEnd::RetriesSpent,
+            Settled::SpilloverOff => DelegationEnd::SpilloverOff,
+            Settled::RedirectLimit => DelegationEnd::RedirectLimit,
+            Settled::WaitBeyondBudget(_) => DelegationEnd::WaitBeyondBudget,
         }
     }
 

@@ -23,7 +23,7 @@ use tokio::time::Instant;
 
 use super::record::{CallRecord, Record};
 use crate::attempts::{CallEnd, Event, Sink, Timer};
-use crate::policy::deadline::Progress;
+use crate::policy::deadline::Received;
 use crate::policy::progress::Heard;
 use crate::wire::details::DetectedBy;
 use crate::wire::error::BoxError;
@@ -128,12 +128,12 @@ impl<B> Default for TimeoutBody<B> {
 }
 
 /// What the call has received so far (nothing, for a unary call).
-fn progress(call: &Record, arrived: Option<&Arrived>) -> Progress {
+fn progress(call: &Record, arrived: Option<&Arrived>) -> Received {
     let Some(a) = arrived else {
-        return Progress::default();
+        return Received::default();
     };
     let since_start = |t: Instant| t.saturating_duration_since(call.start());
-    Progress {
+    Received {
         messages: a.messages.complete,
         last_message: a.last_message.map(since_start),
         last_progress: a.progress.last.map(since_start),

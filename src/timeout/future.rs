@@ -37,7 +37,9 @@ use tower_service::Service;
 
 use super::body::TimeoutBody;
 use super::record::CallRecord;
-use crate::attempts::{Attempt, CallLoop, HedgeContext, HedgePlan, Kept, Retries, Run, Spare};
+use crate::attempts::{
+    Attempt, CallLoop, HedgeContext, HedgePlan, ReplayRequest, Retries, Run, Spare,
+};
 use crate::wire::error::BoxError;
 
 type Request = http::Request<tonic::body::Body>;
@@ -80,7 +82,7 @@ impl<S, F> ResponseFuture<S, F> {
         inner: &mut S,
         spare: Spare<S>,
         request: Request,
-        hedging: (Kept, HedgePlan, HedgeContext),
+        hedging: (ReplayRequest, HedgePlan, HedgeContext),
         record: CallRecord,
     ) -> Self
     where

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use tonic::Status;
 
-use super::per_call::{Asked, CallHedging, CallOptions, CallRetry, CallStreamingPolicy};
+use super::per_call::{Asked, CallHedging, CallOptions, CallRetry};
+use super::stream_plan::{call_timers, Streamed};
 use crate::attempts::{HedgePlan, RetryPlan, WireTimeout};
 use crate::config::{ProfileSet, ResolvedProfile};
 use crate::policy::deadline::{Cap, Timers};
@@ -208,7 +209,7 @@ pub(crate) fn plan<'a>(
         from_message,
     );
 
-    let mut timers = call_timers(profile, &route, options, resolved.deadline, outer);
+    let mut timers = call_timers(profile, &route, options, resolved.deadline, outer.progress);
     let streaming = timers.streaming;
     let clamp = resolved.clamp.or(timers.clamp.take());
     // The one rule for every cap: the smallest wins and names itself. An inherited
@@ -255,41 +256,6 @@ pub(crate) fn plan<'a>(
         exhausted,
         budget,
     }
-}
-
-/// A call's timers before the scope's caps: a unary call's deadline, or a stream's
-/// timers (the profile's, the per-call policy's, the route's progress rule), with
-/// what the stream rules lowered, to log.
-pub(super) struct Streamed {
-    pub(super) timers: Timers,
-    pub(super) streaming: bool,
-    /// A per-call stream total that SW4-002 §2.2 changed.
-    pub(super) clamp: Option<Clamp>,
-    pub(super) gap_clamped: Option<Box<Cap>>,
-    pub(super) idle_clamped: Option<Box<Cap>>,
-}
-
-/// The timers of a call on `route` whose resolved deadline is `deadline`.
-#[inline]
-fn call_timers(
-    profile: &ResolvedProfile,
-    route: &Lookup<'_>,
-    options: CallOptions<'_>,
-    deadline: Option<Cap>,
-    outer: &Outer<'_>,
-) -> Streamed {
-    let call_policy = options.get::<CallStreamingPolicy>().map(|p| p.0);
-    let streaming = route.streaming || call_policy.is_some();
-    if !streaming {
-        return Streamed {
-            timers: Timers::unary(deadline),
-            streaming,
-            clamp: None,
-            gap_clamped: None,
-            idle_clamped: None,
-        };
-    }
-    super::stream_plan::streamed(profile, route, options, deadline, outer, call_policy)
 }
 
 /// The `grpc-timeout` to send: the first attempt's timeout when it is a cap of its
@@ -413,6 +379,7 @@ mod tests {
     use crate::policy::resolve::Bound;
     use crate::policy::source::Source;
     use crate::policy::streaming::StreamingTimeoutPolicy;
+    use crate::timeout::per_call::CallStreamingPolicy;
     use crate::timeout::per_call::{asked, CallTimeout};
     use crate::wire::grpc_timeout::GRPC_TIMEOUT;
     use http::HeaderMap;

@@ -23,11 +23,11 @@ use super::record::CallRecord;
 use super::state::shared::{Found, Reader, Shared};
 use super::state::LabelsRef;
 use crate::attempts::{
-    CallLoop, HedgeContext, HedgePlan, Kept, RecentLatency, Retries, RetryPlan, Spare, SpareSlot,
-    WireTimeout,
+    CallLoop, HedgeContext, HedgePlan, RecentLatency, ReplayRequest, Retries, RetryPlan, Spare,
+    SpareSlot, WireTimeout,
 };
 use crate::config::ResolvedProfile;
-use crate::policy::deadline::{Phase, Progress};
+use crate::policy::deadline::{Phase, Received};
 use crate::policy::hedge::HedgingDelay;
 use crate::policy::route::{Lookup, ProfileId};
 use crate::policy::streaming::millis;
@@ -126,7 +126,7 @@ where
         if exhausted {
             // Nothing (or less than the floor) is left of the inherited deadline or
             // the budget: fail at once, without sending.
-            let status = call.timed_out(Phase::Total, &Progress::default(), DetectedBy::Client);
+            let status = call.timed_out(Phase::Total, &Received::default(), DetectedBy::Client);
             return ResponseFuture::failed(status);
         }
         // Made in a cancelled scope: not sent.
@@ -296,7 +296,7 @@ impl Attempts {
 #[allow(clippy::large_enum_variant)]
 enum Sending<S> {
     /// Hedged: the request kept for the hedges, with the spare they are sent through.
-    Hedged(Spare<S>, (Kept, HedgePlan, HedgeContext)),
+    Hedged(Spare<S>, (ReplayRequest, HedgePlan, HedgeContext)),
     /// One attempt at a time, with its retries when it has any.
     Once(Option<Retries<S>>),
 }
@@ -324,7 +324,7 @@ fn keep<S: Clone>(
             rate: shared.settings.hedge_cap.clone(),
         };
         let watch = watch_cancel.then(|| call.request_watch());
-        if let Some(kept) = take_whole(body, limit, |bytes| Kept::new(req, bytes), watch) {
+        if let Some(kept) = take_whole(body, limit, |bytes| ReplayRequest::new(req, bytes), watch) {
             call.sending();
             call.attempt(1, None);
             return Sending::Hedged(spare.share(inner), (kept, plan, context));

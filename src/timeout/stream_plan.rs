@@ -1,26 +1,61 @@
-//! A streaming call's timers: the profile's streaming policy under the per-call
-//! one, the route's progress rule, a per-call total clamped by SW4-002 §2.2, and what
-//! the stream rules lowered (to log).
+//! A call's timers: a unary call's deadline, or a stream's (the profile's streaming
+//! policy under the per-call one, the route's progress rule, a per-call total clamped by SW4-002 §2.2, and what
+//! the stream rules lowered, to log).
 
 use std::time::Duration;
 
-use super::per_call::{CallOptions, CallProgress};
-use super::plan::{Outer, Streamed};
+use super::per_call::{CallOptions, CallProgress, CallStreamingPolicy};
 use crate::config::ResolvedProfile;
 use crate::policy::deadline::{Cap, Timers};
+use crate::policy::progress::ProgressRoutes;
 use crate::policy::resolve::{apply_override, Clamp};
 use crate::policy::route::Lookup;
 use crate::policy::source::Source;
 use crate::policy::streaming::{lower_to, stream_timers, StreamingTimeoutPolicy};
 
-/// The timers of a streaming call on `route` whose resolved deadline is `deadline`,
-/// under the per-call policy `call_policy`.
-pub(super) fn streamed(
+/// A call's timers before the scope's caps: a unary call's deadline, or a stream's
+/// timers (the profile's, the per-call policy's, the route's progress rule), with
+/// what the stream rules lowered, to log.
+pub(super) struct Streamed {
+    pub(super) timers: Timers,
+    pub(super) streaming: bool,
+    /// A per-call stream total that SW4-002 §2.2 changed.
+    pub(super) clamp: Option<Clamp>,
+    pub(super) gap_clamped: Option<Box<Cap>>,
+    pub(super) idle_clamped: Option<Box<Cap>>,
+}
+
+/// The timers of a call on `route` whose resolved deadline is `deadline`.
+#[inline]
+pub(super) fn call_timers(
     profile: &ResolvedProfile,
     route: &Lookup<'_>,
     options: CallOptions<'_>,
     deadline: Option<Cap>,
-    outer: &Outer<'_>,
+    progress: &ProgressRoutes,
+) -> Streamed {
+    let call_policy = options.get::<CallStreamingPolicy>().map(|p| p.0);
+    let streaming = route.streaming || call_policy.is_some();
+    if !streaming {
+        return Streamed {
+            timers: Timers::unary(deadline),
+            streaming,
+            clamp: None,
+            gap_clamped: None,
+            idle_clamped: None,
+        };
+    }
+    streamed(profile, route, options, deadline, progress, call_policy)
+}
+
+/// The timers of a streaming call on `route` whose resolved deadline is `deadline`,
+/// under the per-call policy `call_policy`.
+fn streamed(
+    profile: &ResolvedProfile,
+    route: &Lookup<'_>,
+    options: CallOptions<'_>,
+    deadline: Option<Cap>,
+    progress: &ProgressRoutes,
     call_policy: Option<StreamingTimeoutPolicy>,
 ) -> Streamed {
     let streaming = true;
@@ -32,7 +67,7 @@ pub(super) fn streamed(
     );
     let rule = match options.get::<CallProgress>() {
         Some(call) => Some(call.0.clone()),
-        None => outer.progress.find(route.service, route.method).cloned(),
+        None => progress.find(route.service, route.method).cloned(),
     };
     let mut timers = st.timers.with_progress_rule(rule);
     let mut gap_clamped = st.gap_clamped.map(Box::new);

@@ -10,7 +10,7 @@
 //! and the layer's own work with retries on to 4,021 instructions per call (callgrind,
 //! 2026-11-26; 270–281 ns on the host of the earlier timings; `benches/README.md`):
 //!
-//! * `request.rs` ([`Kept`]): the request kept for replay, and each later attempt's
+//! * `request.rs` ([`ReplayRequest`]): the request kept for replay, and each later attempt's
 //!   request made from it; a message of at most 88 bytes is kept inline, and its head
 //!   without copying the header and extension maps (five allocations a usual request
 //!   would cost), built again only for a later attempt.
@@ -25,4 +25,4 @@ mod handle;
 mod request;
 
 pub(crate) use handle::{Spare, SpareSlot};
-pub(crate) use request::{Kept, DEFAULT_REPLAY_LIMIT};
+pub(crate) use request::{ReplayRequest, DEFAULT_REPLAY_LIMIT};

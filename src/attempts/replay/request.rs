@@ -1,4 +1,4 @@
-//! [`Kept`]: the request kept for replay, and each later attempt's request made from
+//! [`ReplayRequest`]: the request kept for replay, and each later attempt's request made from
 //! it: the same head and byte-identical body, its own `grpc-timeout`, and gRPC A6's
 //! `grpc-previous-rpc-attempts`. Keeping costs one move into the call's retry state
 //! when the request is a usual one (its [`Head`] without copying the request's maps;
@@ -35,7 +35,7 @@ pub(crate) const INLINE_BODY: usize = 88;
 
 /// A request kept for replay.
 #[derive(Debug)]
-pub(crate) struct Kept {
+pub(crate) struct ReplayRequest {
     head: Head,
     body: Body,
 }
@@ -63,17 +63,17 @@ impl Body {
     }
 }
 
-impl Kept {
+impl ReplayRequest {
     /// Keeps the head of `request` and its whole body, `bytes`.
     pub(crate) fn new(request: &Request, bytes: &Bytes) -> Self {
-        let mut kept = Kept::vacant();
+        let mut kept = ReplayRequest::vacant();
         kept.keep(request, bytes);
         kept
     }
 
     /// A request of no call: a POST to `/`, no headers, no extensions, no bytes.
     pub(crate) fn vacant() -> Self {
-        Kept {
+        ReplayRequest {
             head: Head::vacant(),
             body: Body::empty(),
         }
@@ -379,7 +379,7 @@ mod tests {
             .body(tonic::body::Body::default())
             .unwrap();
         sent.extensions_mut().insert(7u8);
-        let kept = Kept::new(&sent, &Bytes::from_static(b"\0\0\0\0\x01x"));
+        let kept = ReplayRequest::new(&sent, &Bytes::from_static(b"\0\0\0\0\x01x"));
         let second = kept.request(2);
         // The caller's timeout is not kept: each attempt's sender writes its own.
         assert!(second.headers().get("grpc-timeout").is_none());
@@ -414,7 +414,7 @@ mod tests {
             let mut buffer = BytesMut::with_capacity(8 * 1024 + len);
             buffer.extend_from_slice(&vec![7u8; len]);
             let view = buffer.split().freeze();
-            let kept = Kept::new(&sent, &view);
+            let kept = ReplayRequest::new(&sent, &view);
             let got = match &kept.body {
                 Body::Inline { .. } => "inline",
                 Body::Own(b) if b.as_ptr() == view.as_ptr() => "a view into the buffer",
@@ -436,7 +436,7 @@ mod tests {
         let sizes = [0, 5, INLINE_BODY, INLINE_BODY + 1, 4 * 1024];
         for before in sizes {
             for after in sizes {
-                let mut kept = Kept::new(&sent, &Bytes::from(vec![1u8; before]));
+                let mut kept = ReplayRequest::new(&sent, &Bytes::from(vec![1u8; before]));
                 let bytes = Bytes::from(vec![2u8; after]);
                 kept.keep(&sent, &bytes);
                 let sent = kept.request(2).into_body().collect().await;

@@ -8,12 +8,10 @@ use crate::config::{ConfigIssue, Overrides};
 use crate::policy::route::{Route, RoutePattern, RouteTable, STANDARD_ROUTES};
 use crate::policy::source::Source;
 
-use super::build::Fields;
-
-pub(super) fn build_routes(
+pub(super) fn build_routes<Declared>(
     merged: &Overrides,
     by_name: &HashMap<Box<str>, usize>,
-    declared: &BTreeMap<String, Fields>,
+    declared: &BTreeMap<String, Declared>,
     issues: &mut Vec<ConfigIssue>,
 ) -> RouteTable {
     let mut routes = RouteTable::default();

@@ -21,7 +21,7 @@ const MAX_ID_LEN: usize = 256;
 /// The cancels kept, by correlation id, with their arrival order.
 #[derive(Debug, Default)]
 pub(super) struct EarlyCancels {
-    by_id: HashMap<String, Kept>,
+    by_id: HashMap<String, EarlyCancel>,
     /// Arrival order; entries taken or replaced stay until they age out or the
     /// queue is compacted.
     order: VecDeque<(String, u64, Instant)>,
@@ -30,7 +30,7 @@ pub(super) struct EarlyCancels {
 }
 
 #[derive(Debug)]
-struct Kept {
+struct EarlyCancel {
     request: CancelDelegation,
     at: Instant,
     seq: u64,
@@ -53,7 +53,7 @@ impl EarlyCancels {
             self.forget_if(&id, seq);
         }
         self.seq += 1;
-        let kept = Kept {
+        let kept = EarlyCancel {
             request: CancelDelegation {
                 correlation_id: request.correlation_id.clone(),
                 reason: cut(&request.reason, QUOTE_LIMIT).to_string(),

@@ -6,7 +6,7 @@
 
 use tonic::{Code, Status};
 
-use crate::policy::deadline::{Phase, Progress};
+use crate::policy::deadline::{Phase, Received};
 use crate::policy::envelope::{base, outgoing, Refusal};
 use crate::policy::inherit::Propagation;
 use crate::scope::{epoch_ms_now, Current};
@@ -38,7 +38,7 @@ pub(crate) fn stamp_handoff(
 /// `FAILED_PRECONDITION` naming the depth cap when it would go too deep.
 pub(crate) fn refused(call: &mut CallRecord, refusal: Refusal) -> Status {
     match refusal {
-        Refusal::Spent => call.timed_out(Phase::Total, &Progress::default(), DetectedBy::Client),
+        Refusal::Spent => call.timed_out(Phase::Total, &Received::default(), DetectedBy::Client),
         Refusal::Depth { next, max } => {
             call.finish(|| Code::FailedPrecondition);
             Status::failed_precondition(format!(

@@ -7,7 +7,7 @@ use tonic::{Code, Status};
 
 use super::{Record, State};
 use crate::policy::cancel::CancelReason;
-use crate::policy::deadline::{Phase, Progress};
+use crate::policy::deadline::{Phase, Received};
 use crate::policy::streaming::millis;
 use crate::scope::Watch;
 use crate::wire::cancel::CancelDetails;
@@ -19,17 +19,17 @@ impl Record {
     pub(in crate::timeout) fn cancelled(
         &mut self,
         reason: CancelReason,
-        seen: &Progress,
+        seen: &Received,
     ) -> Status {
         self.end_cancelled(reason, seen, true)
     }
 
     /// The call was made in a scope already cancelled: not sent.
     pub(crate) fn not_sent(&mut self, reason: CancelReason) -> Status {
-        self.end_cancelled(reason, &Progress::default(), false)
+        self.end_cancelled(reason, &Received::default(), false)
     }
 
-    fn end_cancelled(&mut self, reason: CancelReason, seen: &Progress, sent: bool) -> Status {
+    fn end_cancelled(&mut self, reason: CancelReason, seen: &Received, sent: bool) -> Status {
         if reason.is_deadline() {
             return self.timed_out(Phase::Total, seen, DetectedBy::Client);
         }

@@ -6,7 +6,7 @@ use tokio::time::Instant;
 
 use super::Record;
 use crate::attempts::Deadlines;
-use crate::policy::deadline::{Due, Phase, Progress, Timers};
+use crate::policy::deadline::{Due, Phase, Received, Timers};
 use crate::timeout::plan::RoutePlan;
 use std::sync::Arc;
 
@@ -44,7 +44,7 @@ impl Record {
         Deadlines {
             start: self.start,
             total: timers.total.as_ref().map(|cap| cap.limit()),
-            first: timers.next(Progress::default()),
+            first: timers.next(Received::default()),
             server_phase: timers.server_phase(0),
         }
     }
@@ -89,7 +89,7 @@ impl Record {
     }
 
     /// The next timer to fire, placed on the clock.
-    pub(crate) fn next_due(&self, progress: Progress) -> Option<Due<Instant>> {
+    pub(crate) fn next_due(&self, progress: Received) -> Option<Due<Instant>> {
         let start = self.start;
         self.timers()
             .next(progress)

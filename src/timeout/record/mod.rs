@@ -48,7 +48,7 @@ use super::state::shared::Shared;
 use super::state::{Labels, LabelsRef};
 use crate::attempts::{RetryBudget, ATTEMPTS_HEADER};
 use crate::observe::metrics::{CallTally, Instruments};
-use crate::policy::deadline::{Cap, Progress};
+use crate::policy::deadline::{Cap, Received};
 use crate::policy::effect::{effect_of, CallEffect};
 use crate::policy::route::ProfileId;
 use crate::policy::streaming::millis;
@@ -194,7 +194,7 @@ impl Record {
 
     /// What the call leaves behind if it ends now, having `sent` it or not
     /// (SW4-002's timeouts and cancels say it in their details).
-    pub(super) fn effect(&self, seen: &Progress, sent: bool) -> CallEffect {
+    pub(super) fn effect(&self, seen: &Received, sent: bool) -> CallEffect {
         let messages = self.streaming.then_some(seen.messages);
         effect_of(sent, self.labels().idempotent, messages, seen.marker)
     }

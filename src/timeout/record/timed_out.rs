@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use tonic::{Code, Status};
 
 use super::{Record, State};
-use crate::policy::deadline::{Cap, Phase, Progress};
+use crate::policy::deadline::{Cap, Phase, Received};
 use crate::policy::source::Source;
 use crate::policy::streaming::millis;
 use crate::wire::details::{DetectedBy, TimeoutDetails};
@@ -30,7 +30,7 @@ impl Record {
     pub(crate) fn timed_out(
         &mut self,
         phase: Phase,
-        seen: &Progress,
+        seen: &Received,
         detected_by: DetectedBy,
     ) -> Status {
         let profile = self.shared.profiles.by_id(self.profile);
@@ -64,7 +64,7 @@ impl Record {
             elapsed,
             elapsed,
             Source::Transport,
-            &Progress::default(),
+            &Received::default(),
             DetectedBy::Transport,
         )
     }
@@ -75,7 +75,7 @@ impl Record {
         configured: std::time::Duration,
         elapsed: std::time::Duration,
         source: Source,
-        seen: &Progress,
+        seen: &Received,
         detected_by: DetectedBy,
     ) -> Status {
         let profile = self.shared.profiles.by_id(self.profile);

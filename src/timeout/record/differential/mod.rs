@@ -27,10 +27,12 @@ use tower::{Service, ServiceExt};
 use tower_layer::Layer;
 use tracing_subscriber::layer::SubscriberExt;
 
+use crate::config::ProfileSet;
+use crate::observe::metrics::MetricFamily;
+use crate::policy::retry::RetryPolicy;
 use crate::testing::{Play, Scripted};
 use crate::timeout::service::PLANNED_APART;
-use crate::MetricFamily;
-use crate::{ProfileSet, RetryPolicy, TimeoutProfileLayer};
+use crate::timeout::TimeoutProfileLayer;
 use observe::{described, metrics, read, status, Events, NotReadyAtFirst};
 
 const HEARTBEAT: &str = "/sw4rm.registry.RegistryService/Heartbeat";
@@ -118,7 +120,7 @@ fn profiles(settings: Settings, deadline_ms: u32) -> ProfileSet {
         .unwrap()
 }
 
-type Svc = crate::TimeoutProfileService<NotReadyAtFirst>;
+type Svc = crate::timeout::TimeoutProfileService<NotReadyAtFirst>;
 
 /// One call through `svc`, ended by the caller as `then`.
 async fn one_call(svc: &mut Svc, inner: &Scripted, then: Then) -> Got {
@@ -200,7 +202,7 @@ async fn run(plays: &[Play], then: Then, settings: Settings, way: Way) -> Seen {
     let exporter = InMemoryMetricExporter::default();
     let reader = PeriodicReader::builder(exporter.clone()).build();
     let provider = SdkMeterProvider::builder().with_reader(reader).build();
-    let budget = crate::RetryBudget::new(10).with_token_ratio(0.5);
+    let budget = crate::attempts::RetryBudget::new(10).with_token_ratio(0.5);
     // Below its top, so that an answer's payment shows.
     assert!(budget.fail() && budget.fail());
     let mut layer = TimeoutProfileLayer::new(profiles(settings, 1_000));

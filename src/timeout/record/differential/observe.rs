@@ -102,14 +102,14 @@ where
     }
 }
 
-pub(super) fn status(err: crate::BoxError) -> String {
+pub(super) fn status(err: crate::wire::error::BoxError) -> String {
     let status = tonic::Status::from_error(err);
     described(&status)
 }
 
 pub(super) fn described(status: &tonic::Status) -> String {
     let attempts = status.metadata().get("sw4rm-attempts").cloned();
-    let timeout = crate::TimeoutDetails::from_status(status);
+    let timeout = crate::wire::details::TimeoutDetails::from_status(status);
     let cancel = crate::wire::cancel::CancelDetails::from_status(status);
     format!(
         "{:?} {} {timeout:?} {cancel:?} {attempts:?}",
