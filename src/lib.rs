@@ -121,7 +121,9 @@
 //! cancelled, ends), `timeout/handoff/` (a handoff's envelope and the cancel
 //! cascade), `timeout/record/differential/` (the test that holds every call alike
 //! however it was planned and whatever the log level), and
-//! each folder's `mod.rs`.
+//! each folder's `mod.rs`. Each is off it for a reason `tests/reading_order.rs`
+//! checks: compiled for tests only, every function it defines `#[cold]` (a timeout,
+//! a cancel, a clamp), or nothing on the list above calls it.
 //!
 //! ## Features
 //!

@@ -16,6 +16,7 @@ use crate::wire::details::DetectedBy;
 impl Record {
     /// The call was cancelled by its scope after it was sent: ends the record and
     /// gives the status (the caller drops the call, and hyper resets the stream).
+    #[cold]
     pub(in crate::timeout) fn cancelled(
         &mut self,
         reason: CancelReason,
@@ -25,10 +26,12 @@ impl Record {
     }
 
     /// The call was made in a scope already cancelled: not sent.
+    #[cold]
     pub(crate) fn not_sent(&mut self, reason: CancelReason) -> Status {
         self.end_cancelled(reason, &Received::default(), false)
     }
 
+    #[cold]
     fn end_cancelled(&mut self, reason: CancelReason, seen: &Received, sent: bool) -> Status {
         if reason.is_deadline() {
             return self.timed_out(Phase::Total, seen, DetectedBy::Client);
@@ -61,6 +64,7 @@ impl Record {
 
     /// Ends the record of a cancelled call, once: the duration (as `CANCELLED`), the
     /// cancel counter by cause, and an INFO event.
+    #[cold]
     pub(super) fn end_record(&mut self, reason: CancelReason, elapsed_ms: u64, sent: bool) {
         if self.state != State::Open {
             return;

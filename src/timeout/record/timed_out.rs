@@ -16,6 +16,7 @@ use crate::wire::long_work::LongWorkDetails;
 
 impl Record {
     /// The cap whose end is `phase`.
+    #[cold]
     fn cap(&self, phase: Phase) -> Option<&Cap> {
         match phase {
             Phase::Initial => self.timers().initial(),
@@ -27,6 +28,7 @@ impl Record {
     }
 
     /// The call timed out in `phase`: counts it, logs it and builds the status, once.
+    #[cold]
     pub(crate) fn timed_out(
         &mut self,
         phase: Phase,
@@ -46,6 +48,7 @@ impl Record {
     /// set below the layer (`Endpoint::timeout`, or a `grpc-timeout` written under
     /// it). Reported as what it is, with the time it fired, and warned about once
     /// per layer: it caps every profile.
+    #[cold]
     pub(crate) fn transport_capped(&mut self) -> Status {
         let elapsed = self.start.elapsed();
         if !self.shared.transport_warned.swap(true, Ordering::Relaxed) {
@@ -69,6 +72,7 @@ impl Record {
         )
     }
 
+    #[cold]
     fn end_with(
         &mut self,
         phase: Phase,
