@@ -15,8 +15,27 @@
 //! with a value of the caller's own in each request's extensions (no override of the
 //! layer's), measured against `plain-extension`, plain with the same value. Run without a
 //! variant (as `cargo bench` does), it runs each once and prints nothing else.
+//!
+//! The shapes users write besides the default, each against its own plain variant
+//! where the inner service differs: `call-timeout` (a per-call `CallTimeout`),
+//! `message-timeout` (a `WaitForDecision` whose message carries its timeout, against
+//! `plain-message`), `budget` (every call inside an `OperationBudget`), `hedged` (a
+//! read under a hedging policy whose delay no call reaches, against `plain-hedged`),
+//! `stream-100` (a server stream of 100 messages, against `plain-stream-100`),
+//! `routes-1` / `routes-100` / `routes-10000` (a table of that many custom routes, the
+//! call on the middle one, against `plain-routes`) and `debug` (`retries-on` with a
+//! DEBUG subscriber installed, writing to nowhere, against `plain-debug`; `registry`
+//! with spans and events enabled at DEBUG but formatted by no one, against
+//! `plain-registry`).
 
-use sw4rm_timeouts::{ProfileSet, TimeoutProfileLayer};
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use sw4rm_timeouts::{
+    CallTimeout, HedgingPolicy, OperationBudget, ProfileSet, TimeoutProfileLayer,
+};
 use tower::{Layer, Service};
 
 #[path = "support/in_memory.rs"]
@@ -25,6 +44,17 @@ mod in_memory;
 use in_memory::{drive, request, InMemory, Request};
 
 const CALLS: usize = 20_000;
+
+/// The calls each variant makes: `CALLS`, or the executable's second argument (run a
+/// variant at 20,000 and at 40,000 calls, and the difference over 20,000 is its cost
+/// per call without its setup: a table of 10,000 routes takes longer to build than
+/// 20,000 calls take to route).
+fn calls_wanted() -> usize {
+    std::env::args()
+        .nth(2)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(CALLS)
+}
 const PATH: &str = "/sw4rm.registry.RegistryService/Heartbeat";
 
 /// `CALLS` calls; with `extension`, each request carries a value of the caller's own.
@@ -35,7 +65,7 @@ where
     B: http_body::Body,
     B::Error: std::fmt::Debug,
 {
-    for _ in 0..CALLS {
+    for _ in 0..calls_wanted() {
         let mut req = request(PATH, false);
         if extension {
             req.extensions_mut().insert(7u8);
@@ -43,6 +73,201 @@ where
         drive(svc, req).await;
     }
 }
+
+/// `CALLS` calls of `make()`'s request.
+async fn calls_of<S, B>(svc: &mut S, make: impl Fn() -> Request)
+where
+    S: Service<Request, Response = http::Response<B>>,
+    S::Error: std::fmt::Debug,
+    B: http_body::Body,
+    B::Error: std::fmt::Debug,
+{
+    for _ in 0..calls_wanted() {
+        drive(svc, make()).await;
+    }
+}
+
+/// A request on `path` with `message` (its gRPC frame included) as its body.
+fn request_on(path: &'static str, message: &'static [u8]) -> Request {
+    let mut req = request(path, false);
+    *req.body_mut() = tonic::body::Body::new(http_body_util::Full::new(bytes::Bytes::from_static(
+        message,
+    )));
+    req
+}
+
+const WAIT: &str = "/sw4rm.negotiation_room.NegotiationRoomService/WaitForDecision";
+/// `WaitForDecisionRequest { timeout_seconds: 30 }` (field 3), framed.
+const WAIT_30S: &[u8] = &[0, 0, 0, 0, 2, 0x18, 30];
+const READ: &str = "/sw4rm.workflow.WorkflowService/GetWorkflowState";
+const STREAM: &str = "/sw4rm.tool.ToolService/CallStream";
+
+/// An inner service answering every call with a stream of `STREAMED` empty messages
+/// and `grpc-status: 0`.
+#[derive(Clone, Copy)]
+struct Streams;
+
+const STREAMED: usize = 100;
+
+struct Messages {
+    left: usize,
+}
+
+impl http_body::Body for Messages {
+    type Data = bytes::Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<bytes::Bytes>, Infallible>>> {
+        let frame = match self.left {
+            0 => return Poll::Ready(None),
+            1 => {
+                let mut trailers = http::HeaderMap::new();
+                trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+                http_body::Frame::trailers(trailers)
+            }
+            _ => http_body::Frame::data(bytes::Bytes::from_static(&[0, 0, 0, 0, 0])),
+        };
+        self.left -= 1;
+        Poll::Ready(Some(Ok(frame)))
+    }
+}
+
+impl Service<Request> for Streams {
+    type Response = http::Response<tonic::body::Body>;
+    type Error = Infallible;
+    type Future = std::future::Ready<Result<Self::Response, Infallible>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: Request) -> Self::Future {
+        let body = tonic::body::Body::new(Messages { left: STREAMED + 1 });
+        std::future::ready(Ok(http::Response::new(body)))
+    }
+}
+
+/// A layer whose table has `n` custom routes, `/acme.Svc{i}/Run`.
+fn routes(n: usize) -> TimeoutProfileLayer {
+    let mut builder = ProfileSet::builder().without_global();
+    for i in 0..n {
+        builder = builder.route(&format!("/acme.Svc{i}/Run"), "task_submit");
+    }
+    TimeoutProfileLayer::new(builder.build().expect("profiles")).without_metrics()
+}
+
+/// The middle route's path of a table of `n` (leaked: the request wants a `'static`).
+fn middle(n: usize) -> &'static str {
+    Box::leak(format!("/acme.Svc{}/Run", n / 2).into_boxed_str())
+}
+
+/// A layer hedging `READ` with a delay no call reaches.
+fn hedged() -> TimeoutProfileLayer {
+    let policy = HedgingPolicy::builder()
+        .max_attempts(2)
+        .delay(Duration::from_secs(5))
+        .build()
+        .expect("hedging");
+    let profiles = ProfileSet::builder()
+        .without_global()
+        .hedging("workflow_status", policy)
+        .build()
+        .expect("profiles");
+    TimeoutProfileLayer::new(profiles).without_metrics()
+}
+
+fn with_timeout() -> Request {
+    let mut req = request(PATH, false);
+    req.extensions_mut()
+        .insert(CallTimeout::After(Duration::from_secs(3)));
+    req
+}
+
+/// The shapes besides the default, by variant name; `false` when `variant` is none.
+async fn shapes(variant: &str, on: &TimeoutProfileLayer) -> bool {
+    let heartbeat = || request(PATH, false);
+    match variant {
+        "call-timeout" => calls_of(&mut on.layer(InMemory::empty()), with_timeout).await,
+        "plain-message" => calls_of(&mut InMemory::empty(), || request_on(WAIT, WAIT_30S)).await,
+        "message-timeout" => {
+            calls_of(&mut on.layer(InMemory::empty()), || {
+                request_on(WAIT, WAIT_30S)
+            })
+            .await
+        }
+        "budget" => {
+            let budget = OperationBudget::new(Duration::from_secs(60));
+            budget
+                .run(calls_of(&mut on.layer(InMemory::empty()), heartbeat))
+                .await
+        }
+        "plain-hedged" => calls_of(&mut InMemory::empty(), || request(READ, false)).await,
+        "hedged" => {
+            calls_of(&mut hedged().layer(InMemory::empty()), || {
+                request(READ, false)
+            })
+            .await
+        }
+        "plain-stream-100" => calls_of(&mut Streams, || request(STREAM, false)).await,
+        "stream-100" => calls_of(&mut on.layer(Streams), || request(STREAM, false)).await,
+        "plain-routes" => calls_of(&mut InMemory::empty(), || request(middle(1), false)).await,
+        "routes-1" | "routes-100" | "routes-10000" => {
+            let n: usize = variant["routes-".len()..].parse().expect("a count");
+            let path = middle(n);
+            calls_of(&mut routes(n).layer(InMemory::empty()), || {
+                request(path, false)
+            })
+            .await
+        }
+        "plain-registry" | "registry" => {
+            // Spans and events enabled at DEBUG, kept by the registry, formatted by
+            // no one: what the layer's own span costs, apart from a formatter's work.
+            use tracing_subscriber::layer::SubscriberExt;
+            let subscriber =
+                tracing_subscriber::registry().with(tracing_subscriber::filter::LevelFilter::DEBUG);
+            let _guard = tracing::subscriber::set_default(subscriber);
+            match variant {
+                "registry" => calls_of(&mut on.layer(InMemory::empty()), heartbeat).await,
+                _ => calls_of(&mut InMemory::empty(), heartbeat).await,
+            }
+        }
+        "plain-debug" | "debug" => {
+            let subscriber = tracing_subscriber::fmt()
+                .with_max_level(tracing::Level::DEBUG)
+                .with_writer(std::io::sink)
+                .finish();
+            let _guard = tracing::subscriber::set_default(subscriber);
+            match variant {
+                "debug" => calls_of(&mut on.layer(InMemory::empty()), heartbeat).await,
+                _ => calls_of(&mut InMemory::empty(), heartbeat).await,
+            }
+        }
+        _ => return false,
+    }
+    true
+}
+
+const SHAPES: [&str; 16] = [
+    "call-timeout",
+    "plain-message",
+    "message-timeout",
+    "budget",
+    "plain-hedged",
+    "hedged",
+    "plain-stream-100",
+    "stream-100",
+    "plain-routes",
+    "routes-1",
+    "routes-100",
+    "routes-10000",
+    "plain-registry",
+    "registry",
+    "plain-debug",
+    "debug",
+];
 
 fn main() {
     let variant = std::env::args().nth(1).unwrap_or_default();
@@ -54,6 +279,9 @@ fn main() {
     let off = on.clone().without_retries();
     let (live, _handle) = on.clone().reloadable();
     rt.block_on(async {
+        if shapes(&variant, &on).await {
+            return;
+        }
         match variant.as_str() {
             "plain" => calls(&mut InMemory::empty(), false).await,
             "retries-off" => calls(&mut off.layer(InMemory::empty()), false).await,
@@ -68,6 +296,9 @@ fn main() {
                 calls(&mut live.layer(InMemory::empty()), false).await;
                 calls(&mut InMemory::empty(), true).await;
                 calls(&mut on.layer(InMemory::empty()), true).await;
+                for shape in SHAPES {
+                    shapes(shape, &on).await;
+                }
             }
         }
     });

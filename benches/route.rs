@@ -48,6 +48,37 @@ fn bench(c: &mut Criterion) {
         b.iter(|| set.profile_for_path(black_box("/other.Service/Method")))
     });
     group.finish();
+
+    // The cost of finding a route as the table grows: 1, 100 and 10,000 custom routes,
+    // exact (`/acme.Svc7/Run`) and whole-service (`/acme.Svc7/*`), looking up the
+    // middle one. (The layer asks the table once per path and keeps the answer; the
+    // instruction bench's `routes-N` variants measure a call through it.)
+    let mut sizes = c.benchmark_group("route_table_size");
+    for n in [1usize, 100, 10_000] {
+        let exact = table(n, false);
+        let services = table(n, true);
+        let path = format!("/acme.Svc{}/Run", n / 2);
+        sizes.bench_function(format!("exact_{n}"), |b| {
+            b.iter(|| exact.profile_for_path(black_box(&path)))
+        });
+        sizes.bench_function(format!("service_{n}"), |b| {
+            b.iter(|| services.profile_for_path(black_box(&path)))
+        });
+    }
+    sizes.finish();
+}
+
+/// A table with `n` custom routes: `/acme.Svc{i}/Run` each, or `/acme.Svc{i}/*`.
+fn table(n: usize, whole_service: bool) -> ProfileSet {
+    let mut builder = ProfileSet::builder().without_global();
+    for i in 0..n {
+        let pattern = match whole_service {
+            true => format!("/acme.Svc{i}/*"),
+            false => format!("/acme.Svc{i}/Run"),
+        };
+        builder = builder.route(&pattern, "task_submit");
+    }
+    builder.build().unwrap()
 }
 
 criterion_group!(benches, bench);

@@ -310,9 +310,8 @@ fn calls(code: &str, f: &Defined) -> bool {
                     .next()
                     .is_some_and(|s| s.starts_with(char::is_uppercase))
             });
-            !(before.is_alphanumeric() || before == '_' || before == '.')
-                && !of_a_type
-                && !code[..at].ends_with("fn ")
+            let another = before.is_alphanumeric() || before == '_' || before == '.';
+            !(another || of_a_type || code[..at].ends_with("fn "))
         })
 }
 

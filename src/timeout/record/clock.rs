@@ -10,6 +10,29 @@ use crate::policy::deadline::{Due, Phase, Received, Timers};
 use crate::timeout::plan::RoutePlan;
 use std::sync::Arc;
 
+/// A span entered by its id, exited when dropped (on an unwind too).
+struct Entered {
+    id: tracing::span::Id,
+    dispatch: tracing::Dispatch,
+}
+
+impl Entered {
+    #[inline]
+    fn enter(span: &tracing::Span) -> Option<Self> {
+        let (id, dispatch) =
+            span.with_subscriber(|(id, dispatch)| (id.clone(), dispatch.clone()))?;
+        dispatch.enter(&id);
+        Some(Entered { id, dispatch })
+    }
+}
+
+impl Drop for Entered {
+    #[inline]
+    fn drop(&mut self) {
+        self.dispatch.exit(&self.id);
+    }
+}
+
 /// Where a call's timers are: in its route's plan, or its own.
 #[derive(Debug)]
 pub(super) enum CallTimers {
@@ -64,15 +87,28 @@ impl Record {
         (!self.span.is_disabled()).then_some(&self.span)
     }
 
-    /// Runs `f` with the record inside the call's span ([`Record::enabled_span`]; an
-    /// enabled span is cloned for the guard, as the record is lent to the step).
+    /// Runs `f` with the record inside the call's span ([`Record::enabled_span`]). The
+    /// record is lent to the step, so the guard holds the span's id and subscriber
+    /// rather than a clone of the span (a clone is a reference the subscriber counts,
+    /// and closes, on every poll).
     #[inline(always)]
     pub(crate) fn in_span_mut<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
         if self.span.is_disabled() {
             return f(self);
         }
-        let _entered = self.span.clone().entered();
-        f(self)
+        self.in_entered_span(f)
+    }
+
+    /// [`Record::in_span_mut`] with the span on: apart, so that the step's code
+    /// with the span off stays as small as it was.
+    #[inline(never)]
+    fn in_entered_span<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
+        let Some(entered) = Entered::enter(&self.span) else {
+            return f(self);
+        };
+        let answer = f(self);
+        drop(entered);
+        answer
     }
 
     pub(crate) fn streaming(&self) -> bool {
