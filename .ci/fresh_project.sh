@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A new user's first try, from the packaged crate: a fresh `cargo new` project that
+# A new user's first try, from each packaged crate. The core: a fresh `cargo new` project that
 # follows only the README's "Add it" (its [dependencies] block, the crate taken from
 # the .crate file `cargo package` wrote) and "A first call" (its code, as src/main.rs),
 # built and run against the embedded server.
@@ -48,3 +48,32 @@ echo "$out" | grep -q "the server saw /sw4rm.registry.RegistryService/Heartbeat 
 # The clamp's warning the README promises, printed by the subscriber it installs.
 echo "$out" | grep -q "WARN.*SW4RM timeout override clamped to the profile's bounds"
 echo "first try: built and ran from the packaged crate"
+
+# The operator's crate: a fresh project from advise/README.md's "Add it" (its
+# [dependencies] block, both crates from their packages, and its code as main's body).
+advise_crate="target/package/sw4rm-advise-$version.crate"
+test -f "$advise_crate" || { echo "no $advise_crate: run cargo package first"; exit 1; }
+tar -xzf "$advise_crate" -C "$work"
+cargo new --quiet --bin "$work/advise-try"
+app="$work/advise-try"
+deps=$(cd advise && block "## Add it" "toml" | grep -v '^\[dependencies\]')
+test -n "$deps" || { echo "advise/README: no [dependencies] under 'Add it'"; exit 1; }
+code=$(cd advise && block "## Add it" "rust")
+test -n "$code" || { echo "advise/README: no code under 'Add it'"; exit 1; }
+# The code's `use` lines first, the rest as main's body.
+{ printf '%s\n' "$code" | grep '^use '; echo 'fn main() {'; printf '%s\n' "$code" | grep -v '^use '; echo '}'; } > "$app/src/main.rs"
+deps=$(printf '%s\n' "$deps" \
+  | sed "s|^sw4rm-advise = .*|sw4rm-advise = { path = \"$work/sw4rm-advise-$version\" }|" \
+  | sed "s|^sw4rm-timeouts = .*|sw4rm-timeouts = { path = \"$work/sw4rm-timeouts-$version\" }|")
+printf '%s\n' "$deps" >> "$app/Cargo.toml"
+# The packaged sw4rm-advise names the core by version: the core's package stands in.
+printf '\n[patch.crates-io]\nsw4rm-timeouts = { path = "%s" }\n' "$work/sw4rm-timeouts-$version" >> "$app/Cargo.toml"
+printf '\n[workspace]\n' >> "$app/Cargo.toml"
+cp Cargo.lock "$app/Cargo.lock"
+echo "-- $app/Cargo.toml"
+cat "$app/Cargo.toml"
+out=$(CARGO_TARGET_DIR="$root/target" cargo run --quiet --manifest-path "$app/Cargo.toml")
+echo "$out"
+echo "$out" | grep -q "^# SW4-002 timeouts proposed by sw4rm-timeouts advise from 0 calls on 0 routes" \
+  || { echo "advise try: no overlay printed"; exit 1; }
+echo "advise try: built and ran from the packaged crates"

@@ -1,5 +1,5 @@
 //! The advisor replayed on latency shapes of real services (`cargo bench --bench
-//! replay`, a few seconds): for each scenario of `support/scenarios.rs`, the advisor
+//! replay`, a few seconds): for each scenario of `advise/tests/support/scenarios.rs`, the advisor
 //! reads the first hour of calls, and the value its overlay writes is judged on the
 //! second hour beside SW4-002's standard table — false timeouts (calls cut that would
 //! have answered) and detection time (how long a caller waits on a dead peer). Then
@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use sw4rm_timeouts::ProfileSet;
 
-#[path = "support/scenarios.rs"]
+#[path = "../advise/tests/support/scenarios.rs"]
 mod scenarios;
 
 use scenarios::{adaptive, advised, all, calls, judge, observed_p999, Judged, FALSE_TIMEOUT_GOAL};

@@ -16,6 +16,7 @@
 
 use std::time::Duration;
 
+use sw4rm_advise::Advice;
 use sw4rm_timeouts::proto::sw4rm::negotiation_room::SubmitVoteRequest;
 use sw4rm_timeouts::proto::sw4rm::registry::HeartbeatRequest;
 use sw4rm_timeouts::proto::sw4rm::tool::ToolCall;
@@ -78,7 +79,7 @@ async fn run(server: &TestServer, config: GlobalConfig) -> Result<(), Box<dyn st
     let sw4rm = Sw4rm::connect_with(server.url(), layer).await?;
     let [tools, room, registry] = mix(&sw4rm).await;
     println!("  failed of {CALLS} each: tools {tools}, room votes {room}, heartbeats {registry}\n");
-    let advice = observations.advise();
+    let advice = Advice::observed(&observations);
     println!("{advice}");
     println!("{}", advice.overlay());
     Ok(())
@@ -108,7 +109,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let sw4rm = Sw4rm::connect_with(server.url(), layer).await?;
     let [tools, room, registry] = mix(&sw4rm).await;
     println!("  failed of {CALLS} each: tools {tools}, room votes {room}, heartbeats {registry}\n");
-    let advice = observations.advise();
+    let advice = Advice::observed(&observations);
     println!("{advice}");
     let overlay = advice.overlay();
     println!("-- the proposed overlay --\n{overlay}");

@@ -135,8 +135,6 @@
 //!   without a socket that plays attempts as scripted, for tests on paused time.
 //! * `prometheus`: `metrics::prometheus_provider`, an OpenTelemetry meter provider
 //!   exporting to Prometheus that keeps the SW4-002 metric names exact.
-//! * `cli`: the `sw4rm-timeouts` operator command (`explain`, `check`, `routes`,
-//!   `service-config`).
 //! * `tls-ring` or `tls-aws-lc`: TLS (rustls) with that crypto provider;
 //!   `tls-native-roots`, `tls-webpki-roots`: the trust roots [`Sw4rm::connect`] uses
 //!   for `https://` URLs. Without a provider an `https://` URL is refused, never
@@ -168,13 +166,12 @@ pub mod wire;
 
 pub use observe::metrics;
 
-/// The timeout advisor: what calls really took, per route, and the profile values that
-/// fit it (SW4-002's question: a timeout too short fails calls that would have
-/// succeeded, one too long notices a dead peer late). A layer built
-/// `with_observations()` records each call ([`Observations`](advise::Observations));
-/// [`from_exposition`](advise::from_exposition) reads the same from a Prometheus scrape.
-pub mod advise {
-    pub use crate::observe::advise::*;
+/// What a layer built `with_observations()` observed of its calls, per route
+/// ([`Observations`](observations::Observations)): latency estimates the advisor
+/// (the `sw4rm-advise` crate) weighs against the table in use, and an agent can read
+/// itself.
+pub mod observations {
+    pub use crate::observe::latency::{Above, LatencySnapshot, Resolution, RouteLatency};
     pub use crate::timeout::Observations;
 }
 
@@ -208,8 +205,6 @@ pub mod guide {
     pub mod metrics {}
     #[doc = include_str!("../docs/guide/operating.md")]
     pub mod operating {}
-    #[doc = include_str!("../docs/guide/advisor.md")]
-    pub mod advisor {}
     #[doc = include_str!("../docs/guide/interop.md")]
     pub mod interop {}
     #[doc = include_str!("../docs/guide/building.md")]

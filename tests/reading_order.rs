@@ -273,7 +273,7 @@ fn defined(code: &str) -> Vec<Defined> {
 
 /// Method names the standard library's types also have (`Option::get_mut`,
 /// `Mutex::into_inner`, ...): a `.name(` call of one says nothing of whose it is.
-const STD_METHODS: [&str; 12] = [
+const STD_METHODS: [&str; 14] = [
     "get",
     "get_mut",
     "into_inner",
@@ -286,6 +286,8 @@ const STD_METHODS: [&str; 12] = [
     "insert",
     "remove",
     "push",
+    "read",
+    "write",
 ];
 
 /// Whether `code` calls `f`: `Type::f(` for any function of an `impl Type`,

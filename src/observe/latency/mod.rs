@@ -11,10 +11,15 @@
 //!
 //! Recording is three relaxed atomic additions (no lock, no allocation); a
 //! [`LatencySnapshot`] reads the counters, and snapshots merge by adding them (parts
-//! kept per thread, per layer or per process combine exactly).
+//! kept per thread, per layer or per process combine exactly). A route's snapshot
+//! with its path and profile is a [`RouteLatency`] (`route.rs`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+mod route;
+
+pub use route::RouteLatency;
 
 /// Buckets per power of two, as a power of two.
 const SUB_BITS: u32 = 5;
@@ -116,13 +121,15 @@ pub enum Resolution {
     Buckets,
 }
 
-/// Successful calls above a limit, as far as a snapshot can tell.
+/// Successful calls above a limit, as far as a snapshot can tell
+/// ([`LatencySnapshot::above`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Above {
+#[non_exhaustive]
+pub struct Above {
     /// Calls known to have taken longer.
-    pub(crate) at_least: u64,
+    pub at_least: u64,
     /// Calls that may have taken longer.
-    pub(crate) at_most: u64,
+    pub at_most: u64,
 }
 
 /// The latencies of one route at one moment: successful calls per bucket, and calls
@@ -130,7 +137,7 @@ pub(crate) struct Above {
 ///
 /// ```
 /// use std::time::Duration;
-/// use sw4rm_timeouts::advise::LatencySnapshot;
+/// use sw4rm_timeouts::observations::LatencySnapshot;
 ///
 /// let mut s = LatencySnapshot::default();
 /// for ms in 1..=1_000 {
@@ -240,7 +247,18 @@ impl LatencySnapshot {
     /// How many successful calls took longer than `limit`: at least (those known to)
     /// and at most (those that may have), as the buckets tell it. From a scrape a
     /// call is known only to lie between its bucket's bounds.
-    pub(crate) fn above(&self, limit: Duration) -> Above {
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use sw4rm_timeouts::observations::LatencySnapshot;
+    /// let ms = Duration::from_millis;
+    /// // A scrape: 3 calls up to 100 ms, 2 between 100 and 500 ms.
+    /// let s = LatencySnapshot::from_buckets(&[(ms(100), 3), (ms(500), 2)], 0);
+    /// let above = s.above(ms(200));
+    /// assert_eq!((above.at_least, above.at_most), (0, 2), "the 2 may, none is known to");
+    /// assert_eq!(s.above(ms(50)).at_least, 2);
+    /// ```
+    pub fn above(&self, limit: Duration) -> Above {
         let limit = u64::try_from(limit.as_micros()).unwrap_or(u64::MAX);
         let mut above = Above::default();
         for (low, high, n) in self.spans() {
@@ -257,7 +275,14 @@ impl LatencySnapshot {
     /// Each bucket that holds calls, ascending: the values its calls may have had, in
     /// whole µs (`low..=high`), and how many there were. From a scrape, the range of
     /// the exposition's bucket.
-    pub(crate) fn spans(&self) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use sw4rm_timeouts::observations::LatencySnapshot;
+    /// let s = LatencySnapshot::from_buckets(&[(Duration::from_millis(5), 7)], 0);
+    /// assert_eq!(s.spans().collect::<Vec<_>>(), vec![(0, 5_000, 7)]);
+    /// ```
+    pub fn spans(&self) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
         self.counts
             .iter()
             .enumerate()
@@ -283,8 +308,15 @@ impl LatencySnapshot {
 
     /// A snapshot from histogram buckets as a Prometheus exposition gives them:
     /// `(upper bound, calls in the bucket)` pairs (not cumulative); each bucket's calls
-    /// are placed at its upper bound.
-    pub(crate) fn from_buckets(buckets: &[(Duration, u64)], timeouts: u64) -> Self {
+    /// are placed at its upper bound; `timeouts` calls timed out.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use sw4rm_timeouts::observations::{LatencySnapshot, Resolution};
+    /// let s = LatencySnapshot::from_buckets(&[(Duration::from_millis(5), 7)], 1);
+    /// assert_eq!(s.resolution(), Resolution::Buckets);
+    /// ```
+    pub fn from_buckets(buckets: &[(Duration, u64)], timeouts: u64) -> Self {
         let mut s = LatencySnapshot {
             resolution: Resolution::Buckets,
             ..LatencySnapshot::default()

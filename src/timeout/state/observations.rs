@@ -5,8 +5,9 @@
 //!
 //! [`TimeoutProfileLayer::with_observations`]: crate::timeout::TimeoutProfileLayer::with_observations
 
+use super::reload::CurrentProfiles;
 use super::shared::{Shared, Table};
-use crate::observe::advise::{Advice, RouteLatency};
+use crate::observe::latency::RouteLatency;
 
 /// What a layer built with
 /// [`with_observations`](crate::timeout::TimeoutProfileLayer::with_observations) has observed:
@@ -17,8 +18,12 @@ use crate::observe::advise::{Advice, RouteLatency};
 /// let layer = TimeoutProfileLayer::standard().with_observations();
 /// let observations = layer.observations().expect("observed");
 /// assert!(observations.routes().is_empty(), "no call yet");
-/// println!("{}", observations.advise().overlay());
+/// let (profiles, routes) = observations.read();
+/// assert!(routes.is_empty());
+/// assert_eq!(profiles.profile("heartbeat").unwrap().default_timeout_ms, 5_000);
 /// ```
+///
+/// The advisor (the `sw4rm-advise` crate) weighs these against the table in use.
 #[derive(Clone, Debug)]
 pub struct Observations {
     /// The layer's table (read anew each time: a reload keeps what was observed).
@@ -31,11 +36,13 @@ impl Observations {
         routes_of(&self.table.full())
     }
 
-    /// The advisor's verdicts on what was observed, against the layer's own profile
-    /// table, and its proposal ([`Advice::overlay`]).
-    pub fn advise(&self) -> Advice {
+    /// The layer's profile table in use and every route observed so far, read
+    /// together (a reload between two separate reads could pair routes with a table
+    /// they did not run under).
+    pub fn read(&self) -> (CurrentProfiles, Vec<RouteLatency>) {
         let shared = self.table.full();
-        Advice::new(&shared.profiles, &routes_of(&shared))
+        let routes = routes_of(&shared);
+        (CurrentProfiles(shared), routes)
     }
 }
 

@@ -7,52 +7,9 @@ use std::time::Duration;
 
 use super::rules::{judge, Facts, Verdict, MIN_CALLS};
 use super::trial::{Evaluation, NotDominant};
-use crate::config::ProfileSet;
-use crate::observe::latency::{LatencySnapshot, Resolution};
-use crate::policy::profile::TimeoutProfile;
-
-/// What was observed of one route: its path's parts, the profile it ran under, and
-/// its latencies.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct RouteLatency {
-    /// The package-qualified service, `sw4rm.tool.ToolService`.
-    pub service: String,
-    /// The method, `Call`.
-    pub method: String,
-    /// The profile the route's calls ran under.
-    pub profile: String,
-    /// Its calls' latencies and timeouts.
-    pub latency: LatencySnapshot,
-}
-
-impl RouteLatency {
-    /// One route's observations.
-    ///
-    /// ```
-    /// use sw4rm_timeouts::advise::{LatencySnapshot, RouteLatency};
-    /// let r = RouteLatency::new("sw4rm.tool.ToolService", "Call", "tool_call", LatencySnapshot::default());
-    /// assert_eq!(r.path(), "/sw4rm.tool.ToolService/Call");
-    /// ```
-    pub fn new(
-        service: impl Into<String>,
-        method: impl Into<String>,
-        profile: impl Into<String>,
-        latency: LatencySnapshot,
-    ) -> Self {
-        RouteLatency {
-            service: service.into(),
-            method: method.into(),
-            profile: profile.into(),
-            latency,
-        }
-    }
-
-    /// `/service/method`.
-    pub fn path(&self) -> String {
-        format!("/{}/{}", self.service, self.method)
-    }
-}
+use sw4rm_timeouts::observations::{LatencySnapshot, Observations, Resolution, RouteLatency};
+use sw4rm_timeouts::ProfileSet;
+use sw4rm_timeouts::TimeoutProfile;
 
 /// The figures observed of a route or a profile, and the verdict on them.
 #[derive(Clone, Debug, PartialEq)]
@@ -234,7 +191,7 @@ pub struct ProfileAdvice {
 ///
 /// ```
 /// use std::time::Duration;
-/// use sw4rm_timeouts::advise::{Advice, LatencySnapshot, RouteLatency, Verdict};
+/// use sw4rm_advise::{Advice, LatencySnapshot, RouteLatency, Verdict};
 /// use sw4rm_timeouts::ProfileSet;
 ///
 /// // Heartbeats answer in about 20 ms; the standard default is 5 s.
@@ -256,6 +213,21 @@ pub struct Advice {
 }
 
 impl Advice {
+    /// Judges what a layer built `with_observations()` has observed so far, against
+    /// the layer's own table in use (read together with the routes).
+    ///
+    /// ```
+    /// use sw4rm_advise::Advice;
+    /// use sw4rm_timeouts::TimeoutProfileLayer;
+    /// let layer = TimeoutProfileLayer::standard().with_observations();
+    /// let advice = Advice::observed(&layer.observations().expect("observed"));
+    /// assert!(advice.overlay().lines().all(|l| l.is_empty() || l.starts_with('#')), "no call yet");
+    /// ```
+    pub fn observed(observations: &Observations) -> Self {
+        let (profiles, routes) = observations.read();
+        Advice::new(&profiles, &routes)
+    }
+
     /// Judges every observed route against `profiles` (the configuration the calls
     /// ran under). Routes of a profile the set does not know are left out.
     pub fn new(profiles: &ProfileSet, routes: &[RouteLatency]) -> Self {
@@ -287,7 +259,7 @@ impl Advice {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use sw4rm_timeouts::advise::{Advice, LatencySnapshot, RouteLatency};
+    /// use sw4rm_advise::{Advice, LatencySnapshot, RouteLatency};
     /// use sw4rm_timeouts::ProfileSet;
     ///
     /// // Heartbeats near their 5 s default, and 5 % timing out: raising the default

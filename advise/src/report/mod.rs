@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use super::advice::{ms, resolution_text, Advice, Finding, ProfileAdvice};
 use super::overlay::Totals;
 use super::rules::{Verdict, TIMEOUT_SHARE};
-use crate::observe::latency::Resolution;
+use sw4rm_timeouts::observations::Resolution;
 
 const STYLE: &str =
     "body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#222;max-width:760px}\
@@ -33,7 +33,7 @@ impl Advice {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use sw4rm_timeouts::advise::{Advice, LatencySnapshot, RouteLatency};
+    /// use sw4rm_advise::{Advice, LatencySnapshot, RouteLatency};
     /// use sw4rm_timeouts::ProfileSet;
     ///
     /// let mut latency = LatencySnapshot::default();

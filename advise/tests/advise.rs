@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use sw4rm_timeouts::advise::{Advice, LatencySnapshot, RouteLatency, Verdict, SUGGESTION};
+use sw4rm_advise::{Advice, LatencySnapshot, RouteLatency, Verdict, SUGGESTION};
 use sw4rm_timeouts::proto::sw4rm::registry::HeartbeatRequest;
 use sw4rm_timeouts::testing::{Script, TestServer};
 use sw4rm_timeouts::{GlobalConfig, ProfileSet, Sw4rm, TimeoutProfileLayer};
@@ -199,7 +199,7 @@ async fn a_layer_observes_false_failures_and_its_overlay_removes_them() {
                     failed += 1;
                 }
             }
-            (failed, observations.advise())
+            (failed, Advice::observed(&observations))
         }
     };
     let (failed, advice) = run(file.clone()).await;
@@ -284,7 +284,7 @@ fn a_proposal_that_would_cut_a_route_left_under_it_is_not_written() {
     let e = tool_call.finding.evaluation.unwrap();
     assert_eq!(
         e.dominance(),
-        Err(sw4rm_timeouts::advise::NotDominant::MoreFalseTimeouts)
+        Err(sw4rm_advise::NotDominant::MoreFalseTimeouts)
     );
     assert!(e.proposed.false_timeouts >= 3_000, "{e:?}");
 

@@ -7,11 +7,11 @@
 use std::collections::BTreeMap;
 
 use super::exposition::split;
-use crate::config::{ProfileSet, ProfileSetBuilder};
-use crate::observe::metrics::CONFIGURED_TIMEOUT_MS;
-use crate::policy::profile::ProfileField;
-use crate::policy::profile::TimeoutProfile;
-use crate::policy::source::Source;
+use sw4rm_timeouts::metrics::CONFIGURED_TIMEOUT_MS;
+use sw4rm_timeouts::ProfileField;
+use sw4rm_timeouts::Source;
+use sw4rm_timeouts::TimeoutProfile;
+use sw4rm_timeouts::{ProfileSet, ProfileSetBuilder};
 
 /// One profile's bounds as scraped (milliseconds; `None`: not in the scrape).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -28,7 +28,7 @@ pub struct ScrapedBounds {
 /// The table in use as a scrape tells it, by profile.
 ///
 /// ```
-/// use sw4rm_timeouts::advise::ScrapedTable;
+/// use sw4rm_advise::ScrapedTable;
 /// use sw4rm_timeouts::ProfileSet;
 /// let scrape = "sw4rm_rpc_configured_timeout_ms{bound=\"default\",profile=\"heartbeat\"} 1000\n";
 /// let table = ScrapedTable::from_exposition(scrape);

@@ -7,7 +7,7 @@ use std::time::Duration;
 mod exposition;
 
 use roxmltree::{Document, Node, ParsingOptions};
-use sw4rm_timeouts::advise::{Advice, LatencySnapshot, RouteLatency};
+use sw4rm_advise::{Advice, LatencySnapshot, RouteLatency};
 use sw4rm_timeouts::ProfileSet;
 
 fn ms(v: u64) -> Duration {
@@ -248,7 +248,7 @@ fn a_scrapes_page_says_what_its_bars_and_labels_are() {
         &shared,
         0,
     ));
-    let routes = sw4rm_timeouts::advise::from_exposition(&scrape).unwrap();
+    let routes = sw4rm_advise::from_exposition(&scrape).unwrap();
     let set = ProfileSet::builder()
         .without_global()
         .default_timeout_ms("heartbeat", 1_000)

@@ -13,8 +13,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
-use super::advice::RouteLatency;
-use crate::observe::latency::LatencySnapshot;
+use sw4rm_timeouts::observations::LatencySnapshot;
+use sw4rm_timeouts::observations::RouteLatency;
 
 const DURATION: &str = "sw4rm_rpc_duration_ms_bucket";
 const TIMEOUTS: &str = "sw4rm_rpc_timeout_total";
@@ -87,7 +87,7 @@ struct Series {
 /// Every route's latencies in a Prometheus text exposition.
 ///
 /// ```
-/// use sw4rm_timeouts::advise::from_exposition;
+/// use sw4rm_advise::from_exposition;
 /// let text = "\
 /// sw4rm_rpc_duration_ms_bucket{method=\"Heartbeat\",profile=\"heartbeat\",service=\"sw4rm.registry.RegistryService\",le=\"10\"} 95
 /// sw4rm_rpc_duration_ms_bucket{method=\"Heartbeat\",profile=\"heartbeat\",service=\"sw4rm.registry.RegistryService\",le=\"+Inf\"} 100
@@ -96,7 +96,7 @@ struct Series {
 /// let routes = from_exposition(text)?;
 /// assert_eq!(routes[0].path(), "/sw4rm.registry.RegistryService/Heartbeat");
 /// assert_eq!((routes[0].latency.successes(), routes[0].latency.timeouts()), (98, 2));
-/// # Ok::<(), sw4rm_timeouts::advise::ExpositionError>(())
+/// # Ok::<(), sw4rm_advise::ExpositionError>(())
 /// ```
 pub fn from_exposition(text: &str) -> Result<Vec<RouteLatency>, ExpositionError> {
     let mut series: BTreeMap<Key, Series> = BTreeMap::new();
@@ -316,8 +316,7 @@ mod tests {
             routes[0].latency.quantile(0.99),
             Some(Duration::from_millis(1_000))
         );
-        let advice =
-            crate::observe::advise::Advice::new(&crate::config::ProfileSet::standard(), &routes);
+        let advice = crate::Advice::new(&sw4rm_timeouts::ProfileSet::standard(), &routes);
         let text = advice.to_string();
         assert!(
             text.contains("p50, p99 and p99.9 all ≤ 1000 ms over 4000 calls"),

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use sw4rm_timeouts::advise::{Advice, LatencySnapshot, RouteLatency};
+use sw4rm_advise::{Advice, LatencySnapshot, RouteLatency};
 use sw4rm_timeouts::ProfileSet;
 
 /// Calls a second.

@@ -322,7 +322,7 @@ fn advise(source: &str, config: Option<&str>, report: Option<&str>) -> Result<St
         path => std::fs::read_to_string(path)
             .map_err(|e| Failure::Input(format!("{path}: cannot read: {e}")))?,
     };
-    let routes = sw4rm_timeouts::advise::from_exposition(&text)
+    let routes = sw4rm_advise::from_exposition(&text)
         .map_err(|e| Failure::Input(format!("{source}: {e}")))?;
     let base = profiles(config)?;
     let named = match config {
@@ -331,7 +331,7 @@ fn advise(source: &str, config: Option<&str>, report: Option<&str>) -> Result<St
                  else SW4-002's standard table)"
             .to_owned(),
     };
-    let scraped = sw4rm_timeouts::advise::ScrapedTable::from_exposition(&text);
+    let scraped = sw4rm_advise::ScrapedTable::from_exposition(&text);
     let set = if scraped.is_empty() {
         eprintln!(
             "sw4rm-timeouts: {source} has no sw4rm_rpc_configured_timeout_ms (the layer's \
@@ -355,7 +355,7 @@ fn advise(source: &str, config: Option<&str>, report: Option<&str>) -> Result<St
             .build()
             .map_err(Failure::Config)?
     };
-    let advice = sw4rm_timeouts::advise::Advice::new(&set, &routes);
+    let advice = sw4rm_advise::Advice::new(&set, &routes);
     if let Some(path) = report {
         std::fs::write(path, advice.html_report())
             .map_err(|e| Failure::Input(format!("--report {path}: cannot write: {e}")))?;

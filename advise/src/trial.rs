@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use crate::observe::latency::LatencySnapshot;
+use sw4rm_timeouts::observations::LatencySnapshot;
 
 /// What one timeout would have done to the observed calls.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use sw4rm_timeouts::ProfileSet;
 
-#[path = "../benches/support/scenarios.rs"]
+#[path = "support/scenarios.rs"]
 mod scenarios;
 
 use scenarios::{advised, all, calls, judge, observed_p999, FALSE_TIMEOUT_GOAL};

@@ -5,6 +5,10 @@ use std::process::Command;
 #[path = "support/scrape.rs"]
 mod exposition;
 
+/// The workspace's root, where the command lines of the docs run (the example
+/// configuration is there).
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+
 fn cli(args: &[&str]) -> (i32, String, String) {
     cli_env(args, &[])
 }
@@ -14,7 +18,7 @@ fn cli_env(args: &[&str], vars: &[(&str, &str)]) -> (i32, String, String) {
         .args(args)
         .env_remove("SW4RM_CONFIG")
         .envs(vars.iter().copied())
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .current_dir(ROOT)
         .output()
         .expect("runs");
     (
@@ -205,13 +209,17 @@ fn a_mistyped_command_says_what_was_meant_in_a_few_lines() {
     );
 }
 
-/// The README and the guide's chapters, one after the other.
+/// The READMEs and the guide's chapters (the core's and this crate's), one after the
+/// other.
 fn docs() -> String {
-    let root = env!("CARGO_MANIFEST_DIR");
-    let mut text = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
-    let mut chapters: Vec<_> = std::fs::read_dir(format!("{root}/docs/guide"))
+    let own = env!("CARGO_MANIFEST_DIR");
+    let mut text = std::fs::read_to_string(format!("{ROOT}/README.md")).unwrap();
+    text.push_str(&std::fs::read_to_string(format!("{own}/README.md")).unwrap());
+    let mut chapters: Vec<_> = std::fs::read_dir(format!("{ROOT}/docs/guide"))
         .unwrap()
+        .chain(std::fs::read_dir(format!("{own}/docs")).unwrap())
         .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
         .collect();
     chapters.sort();
     for chapter in chapters {
@@ -224,7 +232,7 @@ fn docs() -> String {
 #[test]
 fn the_readme_examples_run() {
     let readme = docs();
-    let prefix = "cargo run --features cli --bin sw4rm-timeouts -- ";
+    let prefix = "cargo run -p sw4rm-advise --bin sw4rm-timeouts -- ";
     let lines: Vec<&str> = readme
         .lines()
         .filter_map(|l| l.strip_prefix(prefix))
@@ -267,8 +275,7 @@ fn mistakes_are_named_as_written() {
     std::fs::remove_dir_all(dir).ok();
 
     // The example file and the guide give a profile timeout's range alike.
-    let root = env!("CARGO_MANIFEST_DIR");
-    let example = std::fs::read_to_string(format!("{root}/sw4rm.example.toml")).unwrap();
+    let example = std::fs::read_to_string(format!("{ROOT}/sw4rm.example.toml")).unwrap();
     for (file, text) in [("the docs", docs()), ("sw4rm.example.toml", example)] {
         assert!(text.contains("1 to 4294967295"), "{file}");
         assert!(!text.contains("0 to 4294967295"), "{file}");
@@ -377,7 +384,7 @@ fn advise_reads_stdin() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_sw4rm-timeouts"))
         .args(["advise", "-"])
         .env_remove("SW4RM_CONFIG")
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .current_dir(ROOT)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()

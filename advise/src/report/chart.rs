@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use super::axis::Axis;
 use super::escape;
-use crate::observe::advise::Finding;
-use crate::observe::latency::Resolution;
+use crate::Finding;
+use sw4rm_timeouts::observations::Resolution;
 
 const WIDTH: f64 = 720.0;
 const HEIGHT: f64 = 262.0;
@@ -250,7 +250,7 @@ fn anchor(x: f64) -> &'static str {
 
 /// `1000 ms`, `12.5 ms`, as the rest of the advice writes values.
 fn text_ms(d: Duration) -> String {
-    escape(&crate::observe::advise::advice::ms(d))
+    escape(&crate::advice::ms(d))
 }
 
 fn millis(d: Duration) -> f64 {
