@@ -17,7 +17,8 @@
 //! variant (as `cargo bench` does), it runs each once and prints nothing else.
 //!
 //! The shapes users write besides the default, each against its own plain variant
-//! where the inner service differs: `call-timeout` (a per-call `CallTimeout`),
+//! where the inner service or the request differs: `call-timeout` (a per-call
+//! `CallTimeout`, against `plain-extension`: its request carries an extension too),
 //! `message-timeout` (a `WaitForDecision` whose message carries its timeout, against
 //! `plain-message`), `budget` (every call inside an `OperationBudget`), `hedged` (a
 //! read under a hedging policy whose delay no call reaches, against `plain-hedged`),
