@@ -10,6 +10,7 @@
 //! To run it in a project of your own, make it `src/main.rs` with these dependencies:
 //!
 //! ```toml
+//! sw4rm-advise = "0.1"
 //! sw4rm-timeouts = { version = "0.1", features = ["testing", "prometheus"] }
 //! tokio = { version = "1", features = ["macros", "rt-multi-thread"] }
 //! ```
