@@ -134,13 +134,13 @@ async fn exposition() -> String {
     metrics::render(&[&registry])
 }
 
-/// Every `expr:` of the rules file, and the names it records.
+/// Every `expr:` of the rule files (the rules, and the timeout SLOs `sw4rm-timeouts
+/// slo-rules` writes), and the names they record.
 fn rules() -> (Vec<String>, BTreeSet<String>) {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/operate/prometheus-rules.yml"
-    ))
-    .unwrap();
+    let root = env!("CARGO_MANIFEST_DIR");
+    let text = ["prometheus-rules.yml", "slo-rules.yml"]
+        .map(|file| std::fs::read_to_string(format!("{root}/operate/{file}")).unwrap())
+        .join("\n");
     let mut exprs = Vec::new();
     let mut recorded = BTreeSet::new();
     for line in text.lines().map(str::trim) {
@@ -175,7 +175,7 @@ async fn every_expression_parses_and_names_only_metrics_the_sdk_exposes() {
     let exposed = exposed(&exposition().await);
     let (rules, recorded) = rules();
     let dashboard = dashboard();
-    assert!(rules.len() >= 13, "{rules:?}");
+    assert!(rules.len() >= 13 + 11, "{rules:?}");
     assert_eq!(dashboard.len(), 17, "{dashboard:?}");
     let mut named = BTreeSet::new();
     for expr in rules.iter().chain(&dashboard) {

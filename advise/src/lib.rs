@@ -9,7 +9,8 @@
 //! * from a Prometheus scrape of `sw4rm_rpc_duration_ms` and the timeout counters:
 //!   [`from_exposition`] and [`ScrapedTable`] (the table in use, as the scrape tells);
 //! * the `sw4rm-timeouts` command (`cargo install sw4rm-advise`): `advise`, and the
-//!   table's own `explain`, `check`, `routes` and `service-config`.
+//!   table's own `explain`, `check`, `routes` and `service-config`;
+//! * timeout SLOs per profile as Prometheus rules: [`SloRules`] (`slo-rules`).
 //!
 //! The guide's chapter: [`guide`].
 //!
@@ -32,6 +33,7 @@ mod overlay;
 mod report;
 mod rules;
 mod scraped;
+mod slo;
 mod trial;
 
 pub use advice::{Advice, Finding, ProfileAdvice};
@@ -41,6 +43,7 @@ pub use rules::{
     Bound, Verdict, CLUSTER_SHARE, HEADROOM, MIN_CALLS, MISFIT_FACTOR, SLOW_FACTOR, TIMEOUT_SHARE,
 };
 pub use scraped::{ScrapedBounds, ScrapedTable};
+pub use slo::{ObjectiveError, SloRules, DEFAULT_OBJECTIVE};
 pub use sw4rm_timeouts::observations::{LatencySnapshot, Observations, Resolution, RouteLatency};
 pub use trial::{Evaluation, NotDominant, Trial};
 

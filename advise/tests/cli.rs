@@ -187,7 +187,7 @@ fn a_mistyped_command_says_what_was_meant_in_a_few_lines() {
         err,
         "sw4rm-timeouts: unknown command `explian` (did you mean `explain`?)\n\
          usage: sw4rm-timeouts COMMAND [OPTIONS]   (commands: explain, check, routes, \
-         service-config, advise, help)\n\
+         service-config, advise, slo-rules, help)\n\
          (sw4rm-timeouts --help for what each does)\n"
     );
     let (code, _, err) = cli(&["servce-config"]);

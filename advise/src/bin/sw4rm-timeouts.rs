@@ -23,7 +23,7 @@ use std::process::ExitCode;
 use sw4rm_timeouts::{ProfileSet, ServiceConfigMode};
 
 /// One command: its name, synopsis and what it does.
-const COMMANDS: [(&str, &str, &str); 5] = [
+const COMMANDS: [(&str, &str, &str); 6] = [
     (
         "explain",
         "explain [--config FILE]",
@@ -56,6 +56,15 @@ const COMMANDS: [(&str, &str, &str); 5] = [
          self-contained HTML page with a chart per route (latency on a log axis, p50, p99 \
          and p99.9, the timeout in use, the profile's min and max, the proposal, the share \
          that timed out)",
+    ),
+    (
+        "slo-rules",
+        "slo-rules [--objective PERCENT] [--config FILE]",
+        "a timeout SLO per profile as Prometheus recording and alerting rules (YAML): \
+         multiwindow, multi-burn-rate alerts on the share of calls that timed out, paging \
+         at 14.4× over 1 h and 5 m or 6× over 6 h and 30 m, a ticket at 3× over 1 d and \
+         2 h or 1× over 3 d and 6 h; --objective is the share of calls without a timeout, \
+         in percent (default 99.9)",
     ),
 ];
 
@@ -170,6 +179,7 @@ fn takes(command: &str) -> Option<Takes> {
         "explain" | "routes" => (&["--config"], None),
         "check" => (&[], Some("a FILE")),
         "service-config" => (&["--mode", "--config"], None),
+        "slo-rules" => (&["--objective", "--config"], None),
         "advise" => (
             &["--config", "--report"],
             Some("a METRICS_FILE (or - for stdin)"),
@@ -301,6 +311,21 @@ fn run(args: &[String]) -> Result<String, Failure> {
                 }
             };
             Ok(profiles(config)?.service_config(mode))
+        }
+        "slo-rules" => {
+            let rules = sw4rm_advise::SloRules::new(&profiles(config)?);
+            let rules = match parsed.option("--objective") {
+                None => rules,
+                Some(text) => {
+                    let percent = text.parse::<f64>().map_err(|_| {
+                        Failure::Usage(format!("--objective {text}: a percentage, such as 99.9"))
+                    })?;
+                    rules
+                        .objective_for_all(percent)
+                        .map_err(|e| Failure::Usage(e.to_string()))?
+                }
+            };
+            Ok(rules.to_yaml())
         }
         "advise" => {
             let source = parsed.argument.unwrap_or_default();
