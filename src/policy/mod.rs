@@ -4,7 +4,7 @@
 //! Reading order: `profile.rs` (the SW4-002 §1 table; `profile_error.rs` what can be
 //! wrong with a profile) → `route.rs` (request path → profile; `standard_routes.rs` the
 //! table of every SW4RM RPC) → `resolve.rs` (per-call > message > profile default,
-//! clamped by §2.2) → `streaming.rs` (§4.1 timers; `progress.rs` which
+//! clamped by §2.2; `call_timeout.rs` the per-call value) → `streaming.rs` (§4.1 timers; `progress.rs` which
 //! messages are progress for the idle limit of long work) → `deadline.rs` (the smallest cap
 //! wins; the timer description shared by the response future and body). `retry.rs`
 //! decides retries (SW4-002 §5.2) under a `retry_policy.rs`, `hedge.rs` hedges (gRPC
@@ -14,6 +14,7 @@
 //! from. `quote.rs` cuts text from a peer or a user to a bound before it is echoed;
 //! `idempotency.rs` the portable `bytes-v1` token of a mutation sent again.
 
+pub(crate) mod call_timeout;
 pub(crate) mod cancel;
 pub(crate) mod deadline;
 pub(crate) mod delegation;

@@ -10,6 +10,8 @@ use http::uri::PathAndQuery;
 use http::{Extensions, Method, Uri, Version};
 use tonic::GrpcMethod;
 
+use crate::policy::call_timeout::CallTimeout;
+
 use crate::wire::grpc_timeout::GRPC_TIMEOUT;
 use crate::wire::reassembled::Whole;
 
@@ -182,6 +184,8 @@ enum Known {
     None,
     /// The one extension tonic's generated clients set.
     GrpcMethod(GrpcMethod<'static>),
+    /// It and a per-call timeout, the extension callers set most.
+    Timed(GrpcMethod<'static>, CallTimeout),
     Copied(Extensions),
 }
 
@@ -346,8 +350,13 @@ impl Known {
         if extensions.is_empty() {
             return Known::None;
         }
-        match (extensions.len(), extensions.get::<GrpcMethod<'static>>()) {
+        let method = extensions.get::<GrpcMethod<'static>>();
+        match (extensions.len(), method) {
             (1, Some(method)) => Known::GrpcMethod(method.clone()),
+            (2, Some(method)) => match extensions.get::<CallTimeout>() {
+                Some(timeout) => Known::Timed(method.clone(), *timeout),
+                None => Known::Copied(extensions.clone()),
+            },
             _ => Known::Copied(extensions.clone()),
         }
     }
@@ -358,6 +367,12 @@ impl Known {
             Known::GrpcMethod(method) => {
                 let mut map = Extensions::new();
                 map.insert(method.clone());
+                map
+            }
+            Known::Timed(method, timeout) => {
+                let mut map = Extensions::new();
+                map.insert(method.clone());
+                map.insert(*timeout);
                 map
             }
             Known::Copied(map) => map.clone(),
@@ -552,14 +567,32 @@ mod head_tests {
     }
 
     #[test]
-    fn extensions_come_back_kept_as_a_value_when_only_grpc_method() {
+    fn extensions_come_back_kept_as_values_when_only_grpc_method_and_a_timeout() {
         let method = GrpcMethod::new("sw4rm.registry.RegistryService", "Heartbeat");
+        let timeout = CallTimeout::After(std::time::Duration::from_millis(1_500));
         let mut only_method = parts(&[]);
         only_method.extensions.insert(method.clone());
+        let mut timed = parts(&[]);
+        timed.extensions.insert(method.clone());
+        timed.extensions.insert(timeout);
         let mut more = parts(&[]);
-        more.extensions.insert(method);
+        more.extensions.insert(method.clone());
         more.extensions.insert(7u8);
-        for (p, value_kept) in [(parts(&[]), true), (only_method, true), (more, false)] {
+        let mut timed_and_more = parts(&[]);
+        timed_and_more.extensions.insert(method);
+        timed_and_more.extensions.insert(timeout);
+        timed_and_more.extensions.insert(7u8);
+        let mut timeout_alone = parts(&[]);
+        timeout_alone.extensions.insert(CallTimeout::Infinite);
+        let rows = [
+            (parts(&[]), true),
+            (only_method, true),
+            (timed, true),
+            (more, false),
+            (timed_and_more, false),
+            (timeout_alone, false),
+        ];
+        for (p, value_kept) in rows {
             let head = Head::new(&request(&p), &[]);
             assert_eq!(
                 !matches!(head.extensions, Known::Copied(_)),
@@ -574,6 +607,7 @@ mod head_tests {
             };
             assert_eq!(names(&got), names(&p.extensions));
             assert_eq!(got.get::<u8>(), p.extensions.get::<u8>());
+            assert_eq!(got.get::<CallTimeout>(), p.extensions.get::<CallTimeout>());
         }
     }
 
