@@ -138,20 +138,16 @@ pub(crate) fn encode_kept(d: Duration) -> HeaderValue {
 }
 
 fn encode_into(d: Duration, buf: &mut [u8; MAX_DIGITS + 1]) -> usize {
-    let nanos = d.as_nanos();
-    const UNITS: [(u128, u8); 6] = [
-        (1, b'n'),
-        (1_000, b'u'),
-        (1_000_000, b'm'),
-        (1_000_000_000, b'S'),
-        (60_000_000_000, b'M'),
-        (3_600_000_000_000, b'H'),
-    ];
-    let (value, unit) = UNITS
-        .iter()
-        .map(|&(per, unit)| (nanos.div_ceil(per), unit))
-        .find(|&(v, _)| v <= MAX_VALUE)
-        .unwrap_or((MAX_VALUE, b'H'));
+    // Every deadline a call sends fits `u64` nanoseconds (584 years); only a longer one
+    // takes the 128-bit way, whose divisions cost a hundred instructions each.
+    let nanos = d
+        .as_secs()
+        .checked_mul(1_000_000_000)
+        .and_then(|n| n.checked_add(u64::from(d.subsec_nanos())));
+    let (value, unit) = match nanos {
+        Some(nanos) => value_and_unit(nanos),
+        None => value_and_unit_wide(d.as_nanos()),
+    };
     let mut digits = [0u8; MAX_DIGITS];
     let mut v = value;
     let mut i = MAX_DIGITS;
@@ -167,6 +163,34 @@ fn encode_into(d: Duration, buf: &mut [u8; MAX_DIGITS + 1]) -> usize {
     buf[..n].copy_from_slice(&digits[i..]);
     buf[n] = unit;
     n + 1
+}
+
+/// The units `grpc-timeout` has, finest first, in nanoseconds.
+const UNITS: [(u64, u8); 6] = [
+    (1, b'n'),
+    (1_000, b'u'),
+    (1_000_000, b'm'),
+    (1_000_000_000, b'S'),
+    (60_000_000_000, b'M'),
+    (3_600_000_000_000, b'H'),
+];
+
+/// The finest unit whose count (rounded up) fits 8 digits, and that count.
+fn value_and_unit(nanos: u64) -> (u32, u8) {
+    UNITS
+        .iter()
+        .map(|&(per, unit)| (nanos.div_ceil(per), unit))
+        .find(|&(v, _)| v <= MAX_VALUE as u64)
+        .map_or((MAX_VALUE as u32, b'H'), |(v, unit)| (v as u32, unit))
+}
+
+/// [`value_and_unit`] for a duration beyond `u64` nanoseconds.
+fn value_and_unit_wide(nanos: u128) -> (u32, u8) {
+    UNITS
+        .iter()
+        .map(|&(per, unit)| (nanos.div_ceil(u128::from(per)), unit))
+        .find(|&(v, _)| v <= MAX_VALUE)
+        .map_or((MAX_VALUE as u32, b'H'), |(v, unit)| (v as u32, unit))
 }
 
 #[cfg(test)]
@@ -241,6 +265,13 @@ mod tests {
             (Duration::from_secs(3_600), "3600000m"),
             (Duration::from_millis(u64::from(u32::MAX)), "4294968S"),
             (Duration::MAX, "99999999H"),
+            // Past u64 nanoseconds (584 years): the wide way, in hours.
+            (Duration::from_secs(1_000 * 365 * 86_400), "8760000H"),
+            (Duration::from_nanos(u64::MAX), "5124096H"),
+            (
+                Duration::new(u64::MAX / 1_000_000_000, 999_999_999),
+                "5124096H",
+            ),
         ];
         for (d, want) in table {
             assert_eq!(encode(d), want, "{d:?}");
@@ -255,6 +286,12 @@ mod tests {
             prop_assert!(v.len() <= 9);
             let back = parse(v.as_bytes()).unwrap();
             prop_assert!(back >= d);
+        }
+
+        /// The `u64` way and the 128-bit way agree wherever both can go.
+        #[test]
+        fn the_narrow_and_the_wide_way_agree(nanos in any::<u64>()) {
+            prop_assert_eq!(value_and_unit(nanos), value_and_unit_wide(u128::from(nanos)));
         }
 
         #[test]
