@@ -21,8 +21,8 @@
 //! values only where they dominate) → `report/` (the same as an HTML page with a
 //! chart per route) → `exposition.rs` (the same from a Prometheus exposition, for the
 //! `sw4rm-timeouts advise` command; `scraped.rs` the table in use as the scrape tells
-//! it). The layer's side, recording each call, is the core's
-//! `timeout/state/per_path.rs`.
+//! it). Beside them, `slo.rs`: the table's timeout SLOs as Prometheus rules. The
+//! layer's side, recording each call, is the core's `timeout/state/per_path.rs`.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
