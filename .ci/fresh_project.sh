@@ -35,14 +35,18 @@ test -s "$app/src/main.rs" || { echo "README: no code under 'A first call'"; exi
 # The crate from the package, not the registry; the project is a workspace of its own.
 deps=$(printf '%s\n' "$deps" | sed "s|sw4rm-timeouts = { version = \"[^\"]*\"|sw4rm-timeouts = { path = \"$work/sw4rm-timeouts-$version\"|")
 printf '%s\n' "$deps" >> "$app/Cargo.toml"
-printf '\n[workspace]\n' >> "$app/Cargo.toml"
-# The versions this repository tested with.
-cp Cargo.lock "$app/Cargo.lock"
 
-echo "-- $app/Cargo.toml"
-cat "$app/Cargo.toml"
-out=$(CARGO_TARGET_DIR="$root/target" cargo run --quiet --manifest-path "$app/Cargo.toml")
-echo "$out"
+# A fresh project's run: a workspace of its own, built with the versions this
+# repository tested with; its manifest and output printed, the output kept in $out.
+run_project() {
+  printf '\n[workspace]\n' >> "$1/Cargo.toml"
+  cp Cargo.lock "$1/Cargo.lock"
+  echo "-- $1/Cargo.toml"
+  cat "$1/Cargo.toml"
+  out=$(CARGO_TARGET_DIR="$root/target" cargo run --quiet --manifest-path "$1/Cargo.toml")
+  echo "$out"
+}
+run_project "$app"
 echo "$out" | grep -q "the server saw /sw4rm.registry.RegistryService/Heartbeat with grpc-timeout Some(\"5000000u\")"
 echo "$out" | grep -q "the server saw /sw4rm.registry.RegistryService/Heartbeat with grpc-timeout Some(\"1000000u\")"
 # The clamp's warning the README promises, printed by the subscriber it installs.
@@ -68,12 +72,7 @@ deps=$(printf '%s\n' "$deps" \
 printf '%s\n' "$deps" >> "$app/Cargo.toml"
 # The packaged sw4rm-advise names the core by version: the core's package stands in.
 printf '\n[patch.crates-io]\nsw4rm-timeouts = { path = "%s" }\n' "$work/sw4rm-timeouts-$version" >> "$app/Cargo.toml"
-printf '\n[workspace]\n' >> "$app/Cargo.toml"
-cp Cargo.lock "$app/Cargo.lock"
-echo "-- $app/Cargo.toml"
-cat "$app/Cargo.toml"
-out=$(CARGO_TARGET_DIR="$root/target" cargo run --quiet --manifest-path "$app/Cargo.toml")
-echo "$out"
+run_project "$app"
 echo "$out" | grep -q "^# SW4-002 timeouts proposed by sw4rm-timeouts advise from 0 calls on 0 routes" \
   || { echo "advise try: no overlay printed"; exit 1; }
 echo "advise try: built and ran from the packaged crates"

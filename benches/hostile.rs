@@ -12,11 +12,9 @@
 //! The client runs on a current-thread runtime on the main thread; the raw HTTP/2
 //! server on its own thread, whose allocations are not counted.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -27,48 +25,10 @@ use sw4rm_timeouts::{cancel_safe, ProfileSet, Sw4rm, TimeoutProfileLayer};
 use tokio::time::Instant;
 
 // ---------------------------------------------------------------------------------
-// Live bytes, counted on threads that opt in.
+// Live bytes, counted on the client's thread (`support/counting.rs`).
 
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-thread_local! {
-    static COUNTED: Cell<bool> = const { Cell::new(false) };
-}
-
-fn counted() -> bool {
-    COUNTED.try_with(Cell::get).unwrap_or(false)
-}
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if counted() {
-            LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        }
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        if counted() {
-            LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        }
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if counted() {
-            LIVE.fetch_add(
-                new_size as isize - layout.size() as isize,
-                Ordering::Relaxed,
-            );
-        }
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static ALLOC: Counting = Counting;
+#[path = "support/counting.rs"]
+mod counting;
 
 // ---------------------------------------------------------------------------------
 // A peer that never answers, on its own thread.
@@ -249,7 +209,7 @@ where
     Fut: std::future::Future<Output = ()> + 'static,
 {
     let before_accepted = silent.accepted.load(Ordering::Relaxed);
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = counting::live();
     let mut tasks = Vec::with_capacity(n);
     for i in 0..n as u64 {
         tasks.push(tokio::task::spawn_local(call(i)));
@@ -259,7 +219,7 @@ where
     }
     // Let every call settle into waiting.
     tokio::time::sleep(Duration::from_millis(50)).await;
-    let during = LIVE.load(Ordering::Relaxed);
+    let during = counting::live();
     let per_call = (during - before) as f64 / n as f64;
     for task in &tasks {
         task.abort();
@@ -276,7 +236,7 @@ fn main() {
         return;
     }
     let (addr, silent) = silent_server();
-    COUNTED.with(|c| c.set(true));
+    counting::count_this_thread();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -58,7 +58,8 @@ fn calls_wanted() -> usize {
 }
 const PATH: &str = "/sw4rm.registry.RegistryService/Heartbeat";
 
-/// `CALLS` calls; with `extension`, each request carries a value of the caller's own.
+/// `CALLS` heartbeats; with `extension`, each request carries a value of the caller's
+/// own.
 async fn calls<S, B>(svc: &mut S, extension: bool)
 where
     S: Service<Request, Response = http::Response<B>>,
@@ -66,13 +67,14 @@ where
     B: http_body::Body,
     B::Error: std::fmt::Debug,
 {
-    for _ in 0..calls_wanted() {
+    calls_of(svc, || {
         let mut req = request(PATH, false);
         if extension {
             req.extensions_mut().insert(7u8);
         }
-        drive(svc, req).await;
-    }
+        req
+    })
+    .await
 }
 
 /// `CALLS` calls of `make()`'s request.

@@ -15,10 +15,8 @@
 //! `cargo bench --bench scale` runs the whole grid; `-- quick` runs 1,000 and 10,000
 //! only.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -29,48 +27,10 @@ use sw4rm_timeouts::{cancel_safe, ProfileSet, Sw4rm, TimeoutProfileLayer};
 use tonic::transport::Channel;
 
 // ---------------------------------------------------------------------------------
-// Live bytes, counted on the thread that opts in (the client's).
+// Live bytes, counted on the client's thread (`support/counting.rs`).
 
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-thread_local! {
-    static COUNTED: Cell<bool> = const { Cell::new(false) };
-}
-
-fn counted() -> bool {
-    COUNTED.try_with(Cell::get).unwrap_or(false)
-}
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if counted() {
-            LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        }
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        if counted() {
-            LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        }
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if counted() {
-            LIVE.fetch_add(
-                new_size as isize - layout.size() as isize,
-                Ordering::Relaxed,
-            );
-        }
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static ALLOC: Counting = Counting;
+#[path = "support/counting.rs"]
+mod counting;
 
 /// The calling thread's CPU time.
 fn thread_cpu() -> Duration {
@@ -239,7 +199,7 @@ async fn clients(addr: SocketAddr, connections: usize) -> (Client, Client) {
 async fn held(peer: &Peer, client: &Client, n: usize) -> (f64, Duration) {
     peer.hold.store(true, Ordering::Release);
     let accepted = peer.accepted.load(Ordering::Relaxed);
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = counting::live();
     let cpu = thread_cpu();
     let tasks: Vec<_> = (0..n)
         .map(|i| tokio::task::spawn_local(client.call(i)))
@@ -249,7 +209,7 @@ async fn held(peer: &Peer, client: &Client, n: usize) -> (f64, Duration) {
     }
     // Every request is read: let each call settle into waiting for its answer.
     tokio::time::sleep(Duration::from_millis(20)).await;
-    let during = LIVE.load(Ordering::Relaxed);
+    let during = counting::live();
     peer.hold.store(false, Ordering::Release);
     peer.release.notify_waiters();
     let mut answered = 0;
@@ -314,7 +274,7 @@ fn main() {
     }
     let quick = std::env::args().any(|a| a == "quick");
     let (addr, peer) = start_peer();
-    COUNTED.with(|c| c.set(true));
+    counting::count_this_thread();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

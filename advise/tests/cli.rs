@@ -5,28 +5,10 @@ use std::process::Command;
 #[path = "support/scrape.rs"]
 mod exposition;
 
-/// The workspace's root, where the command lines of the docs run (the example
-/// configuration is there).
-const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+#[path = "support/command.rs"]
+mod command;
 
-fn cli(args: &[&str]) -> (i32, String, String) {
-    cli_env(args, &[])
-}
-
-fn cli_env(args: &[&str], vars: &[(&str, &str)]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_sw4rm-timeouts"))
-        .args(args)
-        .env_remove("SW4RM_CONFIG")
-        .envs(vars.iter().copied())
-        .current_dir(ROOT)
-        .output()
-        .expect("runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use command::{cli, cli_env, ROOT};
 
 #[test]
 fn check_accepts_a_valid_file_and_rejects_an_invalid_one() {

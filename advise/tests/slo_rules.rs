@@ -4,23 +4,10 @@
 //! `.ci/run`; the core's `tests/operate_files.rs` checks every metric they name
 //! against what the SDK exposes.)
 
-use std::process::Command;
+#[path = "support/command.rs"]
+mod command;
 
-const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
-
-fn cli(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_sw4rm-timeouts"))
-        .args(args)
-        .env_remove("SW4RM_CONFIG")
-        .current_dir(ROOT)
-        .output()
-        .expect("runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use command::{cli, ROOT};
 
 #[test]
 fn the_shipped_rules_are_the_commands_for_the_standard_table() {
