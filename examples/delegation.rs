@@ -22,6 +22,7 @@ use sw4rm_timeouts::proto::sw4rm::handoff::handoff_service_server::{
 use sw4rm_timeouts::proto::sw4rm::handoff::{
     self, BudgetEnvelope, HandoffRequest, HandoffResponse,
 };
+use sw4rm_timeouts::swarm::HandoffLayer;
 use sw4rm_timeouts::testing::TestServer;
 use sw4rm_timeouts::tonic::transport::server::TcpIncoming;
 use sw4rm_timeouts::tonic::{Request, Response, Status};
@@ -71,7 +72,11 @@ impl HandoffService for Coordinator {
                 to_agent: "worker".into(),
                 ..Default::default()
             };
-            match worker.handoff().request_handoff(part).await {
+            match HandoffLayer::new()
+                .client(&worker)
+                .request_handoff(part)
+                .await
+            {
                 Ok(_) => println!("coordinator  handed part of it to the worker"),
                 Err(status) => println!("coordinator  could not hand it on: {status}"),
             }
@@ -151,7 +156,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         ..Default::default()
     };
     budget
-        .run(planner.handoff().request_handoff(request))
+        .run(
+            HandoffLayer::new()
+                .client(&planner)
+                .request_handoff(request),
+        )
         .await?;
     finished.await;
 

@@ -104,8 +104,7 @@
 //! 20. `timeout/record/events.rs` — what the record makes of what it is told:
 //!     metrics, logs, the end.
 //!
-//! A call with a value of its own, a scope or a stream reads the same files and
-//! `timeout/handoff/step.rs` (whether a call made in a scope is a handoff); a stream
+//! A call with a value of its own, a scope or a stream reads the same files; a stream
 //! adds `timeout/stream_plan.rs` (its timers). A hedged call reads those but the
 //! retry state, and `attempts/hedges.rs` (its concurrent attempts),
 //! `attempts/hedge_verdict.rs` (what each one's end means) and
@@ -118,8 +117,8 @@
 //! (the advisor's reading of what was observed), `timeout/clamp_log.rs` (the warnings
 //! of a call whose plan clamped something), `timeout/record/timed_out.rs` and
 //! `timeout/record/cancelled.rs` (how a call that timed out, or that its scope
-//! cancelled, ends), `timeout/handoff/` (a handoff's envelope and the cancel
-//! cascade), `timeout/record/differential/` (the test that holds every call alike
+//! cancelled, ends), `timeout/refuse.rs` (a call a layer above refused before it was
+//! sent), `timeout/record/differential/` (the test that holds every call alike
 //! however it was planned and whatever the log level), and
 //! each folder's `mod.rs`. Each is off it for a reason `tests/reading_order.rs`
 //! checks: compiled for tests only, every function it defines `#[cold]` (a timeout,
@@ -165,6 +164,14 @@ pub mod timeout;
 pub mod wire;
 
 pub use observe::metrics;
+
+/// What the crates beside this one (`sw4rm-swarm`) build on and no user should:
+/// seams of the layer, kept out of the documented API. Only this workspace's crates
+/// use it; it changes with them, in lockstep.
+#[doc(hidden)]
+pub mod seams {
+    pub use crate::timeout::refuse::RefuseSending;
+}
 
 /// What a layer built `with_observations()` observed of its calls, per route
 /// ([`Observations`](observations::Observations)): latency estimates the advisor
@@ -245,9 +252,9 @@ pub use policy::streaming::StreamingTimeoutPolicy;
 pub use policy::wrap_up::WrapUp;
 pub use scope::{EnvelopeError, OperationBudget};
 pub use timeout::{
-    BoxError, CallBudgetEnvelope, CallHedging, CallProgress, CallRetry, CallStreamingPolicy,
-    CallTimeout, ConfigWatch, CurrentProfiles, ReloadHandle, Reloaded, RetryBudget,
-    TimeoutProfileLayer, TimeoutProfileService, ATTEMPTS_HEADER,
+    BoxError, CallHedging, CallProgress, CallRetry, CallStreamingPolicy, CallTimeout, ConfigWatch,
+    CurrentProfiles, ReloadHandle, Reloaded, RetryBudget, TimeoutProfileLayer,
+    TimeoutProfileService, ATTEMPTS_HEADER,
 };
 pub use wire::cancel::{CancelDetails, CANCEL_REASON};
 pub use wire::details::{DetectedBy, TimeoutDetails, TIMEOUT_DOMAIN, TIMEOUT_REASON};

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use common::{server, WAIT};
 use sw4rm_timeouts::proto::sw4rm::common::Empty;
+use sw4rm_timeouts::proto::sw4rm::handoff::handoff_service_client::HandoffServiceClient;
 use sw4rm_timeouts::proto::sw4rm::handoff::handoff_service_server::{
     HandoffService, HandoffServiceServer,
 };
@@ -21,10 +22,12 @@ use sw4rm_timeouts::proto::sw4rm::handoff::{
 };
 use sw4rm_timeouts::proto::sw4rm::tool::ToolCall;
 use sw4rm_timeouts::scope::{self, Delegations, InboundDeadlineLayer};
+use sw4rm_timeouts::swarm::{HandoffLayer, HandoffStamped};
 use sw4rm_timeouts::testing::{Script, ServedEnd, TestServer};
 use sw4rm_timeouts::{CancelDetails, CancelReason, OperationBudget, Sw4rm, TimeoutProfileLayer};
 use tokio::sync::mpsc;
 use tonic::transport::server::TcpIncoming;
+use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 
 const TOOL_CALL: &str = "/sw4rm.tool.ToolService/Call";
@@ -103,7 +106,7 @@ async fn run(name: &'static str, work: Work) {
             request_id: id.clone(),
             ..Default::default()
         };
-        if let Err(status) = next.handoff().request_handoff(handoff).await {
+        if let Err(status) = cascading(next).request_handoff(handoff).await {
             let _ = work.results.send((format!("{name} handoff"), Err(status)));
             return;
         }
@@ -118,10 +121,18 @@ async fn run(name: &'static str, work: Work) {
     let _ = work.results.send((name.to_owned(), result));
 }
 
-/// A client with the cancel cascade on (1 s of grace asked for: the floor applies).
+/// A client for the cascading handoff client [`cascading`] makes.
 async fn cascading_client(url: String) -> Sw4rm {
-    let layer = TimeoutProfileLayer::standard().with_cancel_cascade(Duration::from_secs(1));
+    let layer = TimeoutProfileLayer::standard();
     Sw4rm::connect_with(url, layer).await.expect("connect")
+}
+
+/// `client`'s handoffs with the cancel cascade on (1 s of grace asked for: the floor
+/// applies).
+fn cascading(client: &Sw4rm) -> HandoffServiceClient<HandoffStamped<Channel>> {
+    HandoffLayer::new()
+        .with_cancel_cascade(Duration::from_secs(1))
+        .client(client)
 }
 
 /// Starts an agent on loopback; its URL.
@@ -182,7 +193,7 @@ async fn cancelling_the_first_of_three_agents_stops_the_second_and_the_third() {
         ..Default::default()
     };
     budget
-        .run(async { to_b.handoff().request_handoff(handoff).await })
+        .run(async { cascading(&to_b).request_handoff(handoff).await })
         .await
         .expect("B accepts");
     // Both tool calls are in flight downstream.
@@ -292,7 +303,7 @@ async fn chain(to_b: &Sw4rm, n: usize) {
         ..Default::default()
     };
     budget
-        .run(async { to_b.handoff().request_handoff(handoff).await })
+        .run(async { cascading(to_b).request_handoff(handoff).await })
         .await
         .expect("B accepts");
     budget.cancel();

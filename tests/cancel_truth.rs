@@ -18,7 +18,7 @@ use sw4rm_timeouts::proto::sw4rm::handoff::{
     GetPendingHandoffsRequest, GetPendingHandoffsResponse, HandoffRequest, HandoffResponse,
 };
 use sw4rm_timeouts::scope::{self, Delegated, Delegations};
-use sw4rm_timeouts::swarm::{CancelOutcome, CancelWait, DelegationCancel};
+use sw4rm_timeouts::swarm::{CancelOutcome, CancelWait, DelegationCancel, HandoffLayer};
 use sw4rm_timeouts::{CancelReason, OperationBudget, Sw4rm, TimeoutProfileLayer};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -27,7 +27,11 @@ use tonic::{Request, Response, Status};
 
 const WAIT: Duration = Duration::from_secs(20);
 
+/// The grace a working agent's own handoffs are cancelled with, by its cascade.
+const CHILD_GRACE: Duration = Duration::from_secs(30);
+
 /// How a delegate's work meets a cancel.
+
 #[derive(Clone, Copy)]
 enum Work {
     /// Winds down for 200 ms, then returns.
@@ -75,7 +79,8 @@ impl HandoffService for Child {
                             request_id: format!("{id}-child"),
                             ..HandoffRequest::default()
                         };
-                        let _ = next.unwrap().handoff().request_handoff(onward).await;
+                        let cascade = HandoffLayer::new().with_cancel_cascade(CHILD_GRACE);
+                        let _ = cascade.client(&next.unwrap()).request_handoff(onward).await;
                         scope::cancelled().await;
                     }
                 }
@@ -425,19 +430,18 @@ async fn unimplemented_falls_back_to_the_deadline_and_the_cascade_counts_it() {
     // The cascade: a handoff made in a budget, then the budget cancelled.
     let registry = metrics::Registry::new();
     let provider = metrics::prometheus_provider(registry.clone()).unwrap();
-    let layer = TimeoutProfileLayer::standard()
-        .with_cancel_cascade(Duration::from_secs(10))
-        .with_meter_provider(&provider);
+    let layer = TimeoutProfileLayer::standard().with_meter_provider(&provider);
     let client = Sw4rm::connect_with(legacy.url.clone(), layer)
         .await
         .unwrap();
     let budget = OperationBudget::new(Duration::from_secs(60));
+    let cascading = HandoffLayer::new().with_cancel_cascade(Duration::from_secs(10));
     let request = HandoffRequest {
         request_id: "h-8".into(),
         ..HandoffRequest::default()
     };
     budget
-        .run(client.handoff().request_handoff(request))
+        .run(cascading.client(&client).request_handoff(request))
         .await
         .unwrap();
     budget.cancel();
@@ -448,13 +452,10 @@ async fn unimplemented_falls_back_to_the_deadline_and_the_cascade_counts_it() {
 async fn t016_the_cascade_passes_on_no_more_grace_than_the_cancelled_work_has_left() {
     // The last agent records the cancel it gets.
     let last = agent(Work::Cooperative, false, 0, None).await;
-    // The middle agent's work calls it through a layer with the cascade on.
-    let cascading = Sw4rm::connect_with(
-        last.url.clone(),
-        TimeoutProfileLayer::standard().with_cancel_cascade(Duration::from_secs(30)),
-    )
-    .await
-    .unwrap();
+    // The middle agent's work calls it with the cascade on (`CHILD_GRACE`).
+    let cascading = Sw4rm::connect_with(last.url.clone(), TimeoutProfileLayer::standard())
+        .await
+        .unwrap();
     let mut middle = agent(Work::HandsOn, false, 0, Some(cascading)).await;
     hand(&middle, "m-1").await;
     // Wait until the middle's work has handed on.

@@ -20,9 +20,10 @@ use sw4rm_timeouts::proto::sw4rm::handoff::{
     self, BudgetEnvelope, GetPendingHandoffsRequest, GetPendingHandoffsResponse, HandoffRequest,
     HandoffResponse,
 };
+use sw4rm_timeouts::swarm::{CallBudgetEnvelope, HandoffLayer};
 use sw4rm_timeouts::testing::TestServer;
 use sw4rm_timeouts::wire::grpc_timeout;
-use sw4rm_timeouts::{CallBudgetEnvelope, OperationBudget, Sw4rm, TimeoutProfileLayer};
+use sw4rm_timeouts::{OperationBudget, Sw4rm, TimeoutProfileLayer};
 use tonic::transport::server::TcpIncoming;
 use tonic::{Code, Request, Response, Status};
 
@@ -70,7 +71,10 @@ impl HandoffService for Middle {
                 request_id: "r-2".into(),
                 ..Default::default()
             };
-            let result = downstream.handoff().request_handoff(onward).await;
+            let result = HandoffLayer::new()
+                .client(&downstream)
+                .request_handoff(onward)
+                .await;
             *seen.delegated.lock().unwrap() = Some(result.map(drop));
             done.notify_one();
         }));
@@ -142,7 +146,7 @@ async fn hand_off(first: &Sw4rm, max_depth: u32) -> Result<(), Status> {
         ..Default::default()
     };
     OperationBudget::new(GRANTED)
-        .run(first.handoff().request_handoff(request))
+        .run(HandoffLayer::new().client(first).request_handoff(request))
         .await
         .map(drop)
 }
@@ -214,17 +218,17 @@ async fn a_delegation_beyond_the_maximum_depth_is_refused_before_it_is_sent() {
     assert_eq!(last.calls().len(), 0, "never sent");
 }
 
-/// A handoff to the embedded server inside a 20 s budget, with `configure` applied.
+/// A handoff to the embedded server inside a 20 s budget, through `layer`, with `configure` applied.
 async fn one_handoff(
-    layer: TimeoutProfileLayer,
+    layer: HandoffLayer,
     configure: impl FnOnce(&mut Request<HandoffRequest>),
 ) -> Option<BudgetEnvelope> {
     let last = server().await;
-    let sw4rm = common::connect(&last, layer).await;
+    let sw4rm = common::connect(&last, TimeoutProfileLayer::standard()).await;
     let mut request = Request::new(HandoffRequest::default());
     configure(&mut request);
     OperationBudget::new(GRANTED)
-        .run(sw4rm.handoff().request_handoff(request))
+        .run(layer.client(&sw4rm).request_handoff(request))
         .await
         .unwrap();
     last.calls()[0]
@@ -235,18 +239,14 @@ async fn one_handoff(
 
 #[tokio::test]
 async fn the_envelope_is_written_unless_switched_off() {
-    let stamped = one_handoff(TimeoutProfileLayer::standard(), |_| {}).await;
+    let stamped = one_handoff(HandoffLayer::new(), |_| {}).await;
     assert!(stamped.is_some_and(|e| e.current_depth == 1 && e.wall_time_remaining_ms > 0));
-    let per_call = one_handoff(TimeoutProfileLayer::standard(), |r| {
+    let per_call = one_handoff(HandoffLayer::new(), |r| {
         CallBudgetEnvelope::AsWritten.apply(r)
     })
     .await;
     assert_eq!(per_call, None);
-    let per_layer = one_handoff(
-        TimeoutProfileLayer::standard().without_budget_envelopes(),
-        |_| {},
-    )
-    .await;
+    let per_layer = one_handoff(HandoffLayer::new().without_budget_envelopes(), |_| {}).await;
     assert_eq!(per_layer, None);
 }
 
@@ -263,7 +263,11 @@ async fn outside_a_scope_the_envelope_goes_as_written() {
         budget: Some(written),
         ..Default::default()
     };
-    sw4rm.handoff().request_handoff(request).await.unwrap();
+    HandoffLayer::new()
+        .client(&sw4rm)
+        .request_handoff(request)
+        .await
+        .unwrap();
     let sent = last.calls()[0].request_as::<HandoffRequest>().unwrap();
     assert_eq!(sent.budget, Some(written));
 }
@@ -331,7 +335,7 @@ async fn both_fields_written_say_the_callers_smaller_deadline() {
     };
     let sent_at = now_epoch_ms();
     OperationBudget::new(Duration::from_millis(2_500))
-        .run(sw4rm.handoff().request_handoff(request))
+        .run(HandoffLayer::new().client(&sw4rm).request_handoff(request))
         .await
         .unwrap();
     let received_at = now_epoch_ms();
@@ -376,4 +380,73 @@ async fn both_fields_written_say_the_callers_smaller_deadline() {
         (sent_at..=received_at).contains(&written_at),
         "{sent_at} ≤ {written_at} ≤ {received_at}"
     );
+}
+
+/// A handoff whose written envelope is already spent is refused by the handoff layer
+/// and ends in the timeout layer as a timeout of the whole call: `DEADLINE_EXCEEDED`
+/// with the handoff profile's details, counted, and never sent.
+#[tokio::test]
+async fn a_spent_handoff_ends_in_the_timeout_layer_and_is_never_sent() {
+    use sw4rm_timeouts::metrics;
+    use sw4rm_timeouts::{Phase, TimeoutDetails};
+
+    let last = server().await;
+    let registry = metrics::Registry::new();
+    let provider = metrics::prometheus_provider(registry.clone()).unwrap();
+    let layer = TimeoutProfileLayer::standard().with_meter_provider(&provider);
+    let sw4rm = common::connect(&last, layer).await;
+    let request = HandoffRequest {
+        budget: Some(BudgetEnvelope {
+            deadline_epoch_ms: now_epoch_ms() - 1_000,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let status = OperationBudget::new(GRANTED)
+        .run(HandoffLayer::new().client(&sw4rm).request_handoff(request))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+    let details = TimeoutDetails::from_status(&status).expect("timeout details");
+    assert_eq!(details.profile_name(), "handoff");
+    assert_eq!(details.phase(), Phase::Total);
+    assert!(last.calls().is_empty(), "never sent");
+    let text = metrics::render(&[&registry]);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("sw4rm_rpc_timeout_total{")
+                && l.contains("method=\"RequestHandoff\"")
+                && l.ends_with(" 1")),
+        "{text}"
+    );
+}
+
+/// Without the handoff layer a handoff inside a scope goes as written (the timeout
+/// layer alone caps the call, not its envelope), and the layer leaves the handoff
+/// service's other calls as they are.
+#[tokio::test]
+async fn the_timeout_layer_alone_leaves_the_envelope_and_the_handoff_layer_only_handoffs() {
+    let last = server().await;
+    let sw4rm = common::connect(&last, TimeoutProfileLayer::standard()).await;
+    OperationBudget::new(GRANTED)
+        .run(sw4rm.handoff().request_handoff(HandoffRequest::default()))
+        .await
+        .unwrap();
+    let sent = last.calls()[0].request_as::<HandoffRequest>().unwrap();
+    assert_eq!(sent.budget, None, "no envelope without the handoff layer");
+    let answer = HandoffResponse {
+        request_id: "r-9".into(),
+        accepted: true,
+        ..Default::default()
+    };
+    OperationBudget::new(GRANTED)
+        .run(
+            HandoffLayer::new()
+                .client(&sw4rm)
+                .accept_handoff(answer.clone()),
+        )
+        .await
+        .unwrap();
+    let calls = last.calls_to("AcceptHandoff");
+    assert_eq!(calls[0].request_as::<HandoffResponse>().unwrap(), answer);
 }

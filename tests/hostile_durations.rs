@@ -11,9 +11,10 @@ use std::future::Future;
 use std::time::Duration;
 
 use sw4rm_timeouts::follow::{Follow, SchedulerTask};
+use sw4rm_timeouts::proto::sw4rm::handoff::HandoffRequest;
 use sw4rm_timeouts::proto::sw4rm::registry::HeartbeatRequest;
 use sw4rm_timeouts::proto::sw4rm::scheduler::SubmitTaskRequest;
-use sw4rm_timeouts::swarm::{CancelWait, DelegationCancel};
+use sw4rm_timeouts::swarm::{CancelWait, DelegationCancel, HandoffLayer};
 use sw4rm_timeouts::testing::TestServer;
 use sw4rm_timeouts::{
     CallTimeout, OperationBudget, ProfileSet, RetryPolicy, Sw4rm, TimeoutProfileLayer,
@@ -154,13 +155,25 @@ async fn calls_budgets_and_retries_take_hostile_durations() {
         .await;
         let url = server.url();
         no_panic(
-            "TimeoutProfileLayer::with_cancel_cascade",
+            "HandoffLayer::with_cancel_cascade",
             value,
             bound,
             || async move {
-                let layer = TimeoutProfileLayer::standard().with_cancel_cascade(value);
+                let layer = TimeoutProfileLayer::standard();
                 let sw4rm = Sw4rm::connect_with(url, layer).await.unwrap();
-                heartbeat(&sw4rm).await.unwrap();
+                let mut handoff = HandoffLayer::new()
+                    .with_cancel_cascade(value)
+                    .client(&sw4rm);
+                // A handoff made in a budget, then the budget cancelled: the cascade
+                // reads the grace, and its cancel is sent.
+                let budget = OperationBudget::new(Duration::from_secs(60));
+                let request = HandoffRequest {
+                    request_id: "hostile".into(),
+                    ..HandoffRequest::default()
+                };
+                budget.run(handoff.request_handoff(request)).await.unwrap();
+                budget.cancel();
+                tokio::time::sleep(Duration::from_millis(20)).await;
             },
         )
         .await;

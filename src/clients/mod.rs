@@ -230,16 +230,7 @@ impl Sw4rm {
 
     /// Wraps an existing channel with this layer.
     pub fn with_layer(channel: Channel, layer: TimeoutProfileLayer) -> Self {
-        let mut sw4rm = Sw4rm::with_service(channel, layer);
-        // The cancel cascade sends through this client (its own handle has none).
-        let handoff = sw4rm.handoff();
-        sw4rm
-            .channel
-            .set_cascade(crate::timeout::CascadeSender::new(move |message| {
-                let mut client = handoff.clone();
-                Box::pin(async move { client.cancel_delegation(message).await })
-            }));
-        sw4rm
+        Sw4rm::with_service(channel, layer)
     }
 
     /// Wraps an existing channel with these profiles.

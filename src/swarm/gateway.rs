@@ -209,8 +209,8 @@ impl Drop for Waiting {
 }
 
 /// The crate's gateway: sends `RequestHandoff` through a [`Sw4rm`] client (so it gets
-/// the `handoff` profile, the layer's retries, the scope's caps and the stamped
-/// envelope) and waits for the gateway's `AcceptHandoff` or `RejectHandoff`, handed
+/// the `handoff` profile, the layer's retries, the scope's caps) and a
+/// [`super::HandoffLayer`] (the stamped envelope) and waits for the gateway's `AcceptHandoff` or `RejectHandoff`, handed
 /// to `answers` by this agent's `HandoffService`.
 ///
 /// ```no_run
@@ -273,7 +273,7 @@ impl Gateway for SwarmGateway {
         );
         let earlier = self.note_send(id, to);
         let waiting = self.answers.await_answer(id, earlier);
-        let mut client = self.client.handoff();
+        let mut client = super::HandoffLayer::new().client(&self.client);
         async move {
             let mut waiting = waiting?;
             client.request_handoff(request).await?;

@@ -55,6 +55,7 @@
 mod cancel;
 mod delegation;
 mod gateway;
+mod handoff;
 mod instruments;
 mod outcome;
 mod token;
@@ -66,6 +67,7 @@ pub use crate::wire::delegation_cancel::{
 pub use cancel::{CancelReport, CancelWait, DelegationCancel};
 pub use delegation::{Delegation, IDEMPOTENCY_TOKEN_KEY};
 pub use gateway::{Gateway, HandoffAnswers, SwarmGateway, MAX_WAITING_ANSWERS};
+pub use handoff::{CallBudgetEnvelope, HandoffLayer, HandoffStamped};
 pub use instruments::{
     SWARM_BUDGET_EXHAUSTED_TOTAL, SWARM_DELEGATIONS_TOTAL, SWARM_OVERLOADED_TOTAL,
     SWARM_REDIRECTS_TOTAL, SWARM_REDIRECT_LATENCY_MS, SWARM_REDIRECT_LIMIT_REACHED_TOTAL,

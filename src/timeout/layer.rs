@@ -8,7 +8,6 @@ use std::sync::Arc;
 use opentelemetry::metrics::MeterProvider;
 use tower_layer::Layer;
 
-use super::handoff::cascade::CascadeSender;
 use super::service::TimeoutProfileService;
 use super::state::observations::Observations;
 use super::state::reload::{CurrentProfiles, ReloadHandle};
@@ -118,24 +117,6 @@ impl TimeoutProfileLayer {
     /// ```
     pub fn with_propagation(self, propagation: Propagation) -> Self {
         self.with_settings(|s| s.propagation = propagation)
-    }
-
-    /// SW4-004's cancel cascade: a handoff (`RequestHandoff`) made in a scope is
-    /// remembered (its `request_id`, the delegation's correlation id), and when the
-    /// scope is cancelled — its caller went away, its budget or its own delegation was
-    /// cancelled — the client sends `CancelDelegation` for it, with `grace` as the
-    /// grace period (the receiver raises 0 to 5000 ms). Only direct children: each
-    /// delegate cascades to its own. The client must be able to send: `Sw4rm` over a
-    /// tonic `Channel` is. Off by default.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use sw4rm_timeouts::TimeoutProfileLayer;
-    /// let layer = TimeoutProfileLayer::standard().with_cancel_cascade(Duration::from_secs(10));
-    /// # drop(layer);
-    /// ```
-    pub fn with_cancel_cascade(self, grace: std::time::Duration) -> Self {
-        self.with_settings(|s| s.cascade = Some(grace))
     }
 
     /// The same table with settings changed by `f`.
@@ -274,19 +255,6 @@ impl TimeoutProfileLayer {
         self.with_settings(|s| s.retry.replay_limit = bytes)
     }
 
-    /// Leaves every handoff's `BudgetEnvelope` as the caller wrote it (or absent).
-    /// By default a `RequestHandoff` made inside a scope (an inherited deadline, an
-    /// [`crate::OperationBudget`]) carries an envelope no larger than what remains,
-    /// one hop deeper (SW4-004); per call: [`crate::CallBudgetEnvelope::AsWritten`].
-    ///
-    /// ```
-    /// let layer = sw4rm_timeouts::TimeoutProfileLayer::standard().without_budget_envelopes();
-    /// # drop(layer);
-    /// ```
-    pub fn without_budget_envelopes(self) -> Self {
-        self.with_settings(|s| s.envelopes = false)
-    }
-
     /// Reads the messages of the streams on `route` with `rule`: only those it calls
     /// progress restart a stream's idle limit (`streaming.idle_timeout_ms`), and its
     /// markers appear in a timeout's details. Without a rule every message is
@@ -340,13 +308,7 @@ impl<S> TimeoutProfileService<S> {
             inner,
             spare: SpareSlot::default(),
             table: Reader::new(table),
-            cascade: None,
         }
-    }
-
-    /// Sends the cancel cascade's `CancelDelegation` through `send`.
-    pub(crate) fn set_cascade(&mut self, send: CascadeSender) {
-        self.cascade = Some(send);
     }
 
     /// The wrapped service.
@@ -369,6 +331,11 @@ impl<S> TimeoutProfileService<S> {
     /// The profile table in use now (after a reload, the new one).
     pub fn profiles(&self) -> CurrentProfiles {
         CurrentProfiles(self.table.full())
+    }
+
+    /// The layer's propagation settings now, for a handoff's envelope.
+    pub(crate) fn propagation(&self) -> Propagation {
+        self.table.full().settings.propagation
     }
 
     /// The layer's instruments now (`None`: metrics off), for what is counted beside

@@ -17,10 +17,10 @@
 //! engine's sink, which emits metrics, logs and the timeout status exactly once). The
 //! rooms beside the glue: `state/` (what every call of one layer reads and where it
 //! finds it, each path's route and labels and what is kept of it, the reload that
-//! swaps it, what was observed for the advisor), `handoff/` (a handoff's budget
-//! envelope, SW4-004, and the cancel cascade). Off the common call's path: `layer.rs`
-//! (building the layer), `stream_plan.rs` (a stream's timers) and `clamp_log.rs` (the
-//! warnings of a call whose plan clamped something).
+//! swaps it, what was observed for the advisor). Off the common call's path: `layer.rs`
+//! (building the layer), `stream_plan.rs` (a stream's timers), `clamp_log.rs` (the
+//! warnings of a call whose plan clamped something) and `refuse.rs` (a call a layer
+//! above refused before it was sent: a delegation too deep or with nothing left).
 
 /// Emits one of a call's events inside its `sw4rm_rpc` span. An enabled span already
 /// names the call's service, method and profile, so the event leaves them out and a
@@ -44,11 +44,11 @@ macro_rules! call_event {
 pub mod body;
 mod clamp_log;
 pub mod future;
-mod handoff;
 mod layer;
 mod per_call;
 mod plan;
 mod record;
+pub(crate) mod refuse;
 mod service;
 mod state;
 mod stream_plan;
@@ -56,11 +56,9 @@ mod stream_plan;
 pub use crate::attempts::{RetryBudget, ATTEMPTS_HEADER};
 pub use crate::wire::error::BoxError;
 pub use body::TimeoutBody;
-pub(crate) use handoff::cascade::CascadeSender;
 pub use layer::TimeoutProfileLayer;
-pub use per_call::{
-    CallBudgetEnvelope, CallHedging, CallProgress, CallRetry, CallStreamingPolicy, CallTimeout,
-};
+pub use per_call::{CallHedging, CallProgress, CallRetry, CallStreamingPolicy, CallTimeout};
+pub(crate) use refuse::RefuseSending;
 pub use service::TimeoutProfileService;
 pub use state::observations::Observations;
 pub use state::reload::{ConfigWatch, CurrentProfiles, ReloadHandle, Reloaded};

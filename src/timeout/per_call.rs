@@ -217,34 +217,6 @@ impl CallHedging {
     }
 }
 
-/// What the layer does with a handoff's SW4-004 `BudgetEnvelope`, for one call.
-///
-/// By default a `RequestHandoff` made inside a scope carries an envelope whose wall
-/// time and epoch deadline are no later than what remains of the scope (and than
-/// what the caller wrote), one hop deeper; a delegation beyond
-/// `max_delegation_depth`, or with nothing left, is refused before it is sent.
-///
-/// ```
-/// use sw4rm_timeouts::CallBudgetEnvelope;
-/// use sw4rm_timeouts::proto::sw4rm::handoff::HandoffRequest;
-/// let mut req = tonic::Request::new(HandoffRequest::default());
-/// CallBudgetEnvelope::AsWritten.apply(&mut req); // sent exactly as written
-/// assert_eq!(req.extensions().get::<CallBudgetEnvelope>(), Some(&CallBudgetEnvelope::AsWritten));
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum CallBudgetEnvelope {
-    /// Send the request's envelope as the caller wrote it (or without one).
-    AsWritten,
-}
-
-impl CallBudgetEnvelope {
-    /// Attaches this choice to a request.
-    pub fn apply<T>(self, request: &mut tonic::Request<T>) {
-        request.extensions_mut().insert(self);
-    }
-}
-
 /// The per-call overrides a request may carry, read from its extensions. A request
 /// whose extensions hold none of them (nothing, tonic's `GrpcMethod` that a generated
 /// client sets, or values of the caller's own) carries none: every question about it
@@ -277,7 +249,7 @@ overrides!(
     CallProgress,
     CallRetry,
     CallHedging,
-    CallBudgetEnvelope,
+    super::refuse::RefuseSending,
 );
 
 impl<'a> CallOptions<'a> {
@@ -440,8 +412,8 @@ mod options_tests {
             ("hedging", |e| {
                 e.insert(CallHedging::off());
             }),
-            ("budget envelope", |e| {
-                e.insert(CallBudgetEnvelope::AsWritten);
+            ("refusal", |e| {
+                e.insert(super::super::refuse::RefuseSending::Spent);
             }),
         ];
         for (name, add) in rows {

@@ -14,12 +14,11 @@ use tokio::time::Instant;
 use tower_service::Service;
 
 use super::future::ResponseFuture;
-use super::handoff::cascade::CascadeSender;
-use super::handoff::step::Handoff;
 use super::per_call::asked;
 use super::per_call::CallOptions;
 use super::plan::{not_a_grpc_path, plan, CallPlan, Decided, Outer, RoutePlan};
 use super::record::CallRecord;
+use super::refuse::{refused, RefuseSending};
 use super::state::shared::{Found, Reader, Shared};
 use super::state::LabelsRef;
 use crate::attempts::{
@@ -48,8 +47,6 @@ pub struct TimeoutProfileService<S> {
     pub(super) spare: SpareSlot<S>,
     /// The layer's state, read once per call (a reload swaps it between calls).
     pub(super) table: Reader,
-    /// How this client sends `CancelDelegation` for the layer's cancel cascade.
-    pub(super) cascade: Option<CascadeSender>,
 }
 
 type Request = http::Request<tonic::body::Body>;
@@ -76,7 +73,7 @@ where
     fn call(&mut self, mut req: Request) -> Self::Future {
         let start = Instant::now();
         // The body is read apart from the head (peeked for a message's timeout, kept
-        // for replay, stamped for a handoff) and goes back before the request is sent:
+        // for replay) and goes back before the request is sent:
         // 16 bytes moved twice, where taking the request apart would move its 224-byte
         // head twice. The plan, the record and the request stay in this frame: each
         // step borrows them (a value returned through a step would be copied).
@@ -119,7 +116,6 @@ where
         let span = rpc_span(level, &planned.route, planned.profile, &planned.decided);
         planned.log_clamps(&span);
         let mut head = Head::of(&mut planned);
-        let handoff = Handoff::of(shared, &planned, options, scope, cancel.is_some());
         let attempts = Attempts::of(shared, &mut planned, &found.labels, head.total, start);
         let exhausted = planned.exhausted;
         let mut call = CallRecord::open(shared.clone(), found.labels, &mut planned, start, span);
@@ -133,12 +129,12 @@ where
         if let Some(reason) = cancel.as_ref().and_then(|signal| signal.reason()) {
             return ResponseFuture::failed(call.not_sent(reason));
         }
+        // Refused by a layer above (a delegation too deep or with nothing left).
+        if let Some(refusal) = options.get::<RefuseSending>() {
+            return ResponseFuture::failed(refused(&mut call, *refusal));
+        }
         // The plan (which borrows the path) is done with: the head can change.
         head.write_quiet(req.headers_mut());
-        let cascade = (&cancel, &self.cascade);
-        if let Err(status) = handoff.stamp(shared, &mut body, &mut call, cascade) {
-            return ResponseFuture::failed(status);
-        }
         if let Some(signal) = cancel {
             call.watch_cancel(signal);
         }

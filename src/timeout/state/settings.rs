@@ -49,8 +49,6 @@ pub(crate) struct Settings {
     /// What the endpoint's server said first, when the client sniffs it (a lazily
     /// connected `Sw4rm`): a TLS server behind `http://` is named as such.
     pub(crate) heard: Option<Arc<crate::wire::first_words::Heard>>,
-    /// Write a `BudgetEnvelope` into handoffs made inside a scope.
-    pub(crate) envelopes: bool,
     /// Keep a latency estimate per route (`with_observations`).
     pub(crate) observe: bool,
     /// Hedge calls whose policy says so (`without_hedging` turns it off).
@@ -60,9 +58,6 @@ pub(crate) struct Settings {
     pub(crate) watch_tonic_cancel: bool,
     /// Which messages of a stream are progress, by route (`with_progress`).
     pub(crate) progress: ProgressRoutes,
-    /// Send `CancelDelegation` for the handoffs made in a scope when it is cancelled,
-    /// with this grace (`with_cancel_cascade`).
-    pub(crate) cascade: Option<std::time::Duration>,
     /// The cap on the share of calls that hedge, counted for the whole layer (its
     /// variants and reloads share the count).
     pub(crate) hedge_cap: Option<Arc<HedgeRate>>,
@@ -70,8 +65,7 @@ pub(crate) struct Settings {
 
 impl Settings {
     /// A new layer's settings: no instruments, spans at DEBUG, retries with their
-    /// budget, envelopes stamped, hedging allowed under the default cap, nothing
-    /// observed, no cascade.
+    /// budget, hedging allowed under the default cap, nothing observed.
     pub(crate) fn standard() -> Self {
         Settings {
             instruments: None,
@@ -80,12 +74,10 @@ impl Settings {
             propagation: Propagation::default(),
             endpoint: None,
             heard: None,
-            envelopes: true,
             observe: false,
             hedging: true,
             watch_tonic_cancel: false,
             progress: standard_progress(),
-            cascade: None,
             hedge_cap: Some(Arc::new(HedgeRate::new(HedgeCap::default()))),
         }
     }

@@ -2,7 +2,7 @@
 //! remembered on the scope's cancel signal (its `request_id`, the correlation id of
 //! the delegation); when the scope is cancelled, the agent sends `CancelDelegation` for
 //! it to the agent it was handed to — its direct children only: each child cascades
-//! to its own. Opt-in per layer ([`crate::timeout::TimeoutProfileLayer::with_cancel_cascade`]);
+//! to its own. Opt-in per layer ([`super::HandoffLayer::with_cancel_cascade`]);
 //! what is remembered goes with the scope when it ends uncancelled.
 
 use std::fmt;
