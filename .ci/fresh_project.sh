@@ -53,6 +53,28 @@ echo "$out" | grep -q "the server saw /sw4rm.registry.RegistryService/Heartbeat 
 echo "$out" | grep -q "WARN.*SW4RM timeout override clamped to the profile's bounds"
 echo "first try: built and ran from the packaged crate"
 
+# The swarm's crate: a fresh project from swarm/README.md's "Add it" (both crates from
+# their packages) and "A first handoff" (its code, as src/main.rs).
+swarm_crate="target/package/sw4rm-swarm-$version.crate"
+test -f "$swarm_crate" || { echo "no $swarm_crate: run cargo package first"; exit 1; }
+tar -xzf "$swarm_crate" -C "$work"
+cargo new --quiet --bin "$work/swarm-try"
+app="$work/swarm-try"
+deps=$(cd swarm && block "## Add it" "toml" | grep -v '^\[dependencies\]')
+test -n "$deps" || { echo "swarm/README: no [dependencies] under 'Add it'"; exit 1; }
+(cd swarm && block "## A first handoff" "rust") > "$app/src/main.rs"
+test -s "$app/src/main.rs" || { echo "swarm/README: no code under 'A first handoff'"; exit 1; }
+deps=$(printf '%s\n' "$deps" \
+  | sed "s|^sw4rm-swarm = .*|sw4rm-swarm = { path = \"$work/sw4rm-swarm-$version\" }|" \
+  | sed "s|sw4rm-timeouts = { version = \"[^\"]*\"|sw4rm-timeouts = { path = \"$work/sw4rm-timeouts-$version\"|")
+printf '%s\n' "$deps" >> "$app/Cargo.toml"
+# The packaged sw4rm-swarm names the core by version: the core's package stands in.
+printf '\n[patch.crates-io]\nsw4rm-timeouts = { path = "%s" }\n' "$work/sw4rm-timeouts-$version" >> "$app/Cargo.toml"
+run_project "$app"
+echo "$out" | grep -q "the server saw RequestHandoff with depth 1 and" \
+  || { echo "swarm try: no stamped handoff printed"; exit 1; }
+echo "swarm try: built and ran from the packaged crates"
+
 # The operator's crate: a fresh project from advise/README.md's "Add it" (its
 # [dependencies] block, both crates from their packages, and its code as main's body).
 advise_crate="target/package/sw4rm-advise-$version.crate"

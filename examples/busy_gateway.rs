@@ -18,6 +18,8 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use sw4rm_swarm::Delegations;
+use sw4rm_swarm::{CancelWait, Delegation, DelegationCancel, HandoffAnswers, SwarmGateway};
 use sw4rm_timeouts::proto::sw4rm::common::{Empty, ErrorCode};
 use sw4rm_timeouts::proto::sw4rm::handoff::handoff_service_server::{
     HandoffService, HandoffServiceServer,
@@ -25,10 +27,7 @@ use sw4rm_timeouts::proto::sw4rm::handoff::handoff_service_server::{
 use sw4rm_timeouts::proto::sw4rm::handoff::{
     self, BudgetEnvelope, CancelDelegation, HandoffRequest, HandoffResponse, SwarmDelegationPolicy,
 };
-use sw4rm_timeouts::scope::{self, Delegations};
-use sw4rm_timeouts::swarm::{
-    CancelWait, Delegation, DelegationCancel, HandoffAnswers, SwarmGateway,
-};
+use sw4rm_timeouts::scope;
 use sw4rm_timeouts::tonic::transport::server::TcpIncoming;
 use sw4rm_timeouts::tonic::{Request, Response, Status};
 use sw4rm_timeouts::{Sw4rm, TimeoutProfileLayer};

@@ -15,6 +15,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use sw4rm_swarm::HandoffLayer;
 use sw4rm_timeouts::proto::sw4rm::common::Empty;
 use sw4rm_timeouts::proto::sw4rm::handoff::handoff_service_server::{
     HandoffService, HandoffServiceServer,
@@ -22,7 +23,6 @@ use sw4rm_timeouts::proto::sw4rm::handoff::handoff_service_server::{
 use sw4rm_timeouts::proto::sw4rm::handoff::{
     self, BudgetEnvelope, HandoffRequest, HandoffResponse,
 };
-use sw4rm_timeouts::swarm::HandoffLayer;
 use sw4rm_timeouts::testing::TestServer;
 use sw4rm_timeouts::tonic::transport::server::TcpIncoming;
 use sw4rm_timeouts::tonic::{Request, Response, Status};

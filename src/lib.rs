@@ -16,10 +16,11 @@
 //! and beyond one call: retries inside the call's one deadline (SW4-002 §5.2,
 //! [`RetryPolicy`]), hedged reads with a delay learned from the route's own latency
 //! ([`HedgingPolicy`]), deadlines inherited from the inbound call an agent serves and
-//! operation budgets that pause while a human decides ([`scope`]), the caller's
-//! delegation loop to a busy swarm and cancels that report what they came to
-//! ([`swarm`]), operations submitted once and followed by status ([`follow`]). The
-//! [`guide`] has a chapter for each, and for how it fits ordinary tonic code.
+//! operation budgets that pause while a human decides ([`scope`]), operations
+//! submitted once and followed by status ([`follow`]). The [`guide`] has a chapter
+//! for each, and for how it fits ordinary tonic code. Delegation across agents and
+//! swarms (SW4-004/005) is the `sw4rm-swarm` crate's; the operator's advisor is
+//! `sw4rm-advise`'s.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -156,7 +157,6 @@ mod observe;
 mod policy;
 pub mod proto;
 pub mod scope;
-pub mod swarm;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
@@ -170,7 +170,48 @@ pub use observe::metrics;
 /// use it; it changes with them, in lockstep.
 #[doc(hidden)]
 pub mod seams {
+    use std::sync::Arc;
+
+    use crate::scope::CancelSignal;
+    use crate::{CancelReason, OperationBudget, Propagation, TimeoutProfileService};
+
+    pub use crate::policy::envelope::{long_past, Envelope};
+    pub use crate::policy::ids::{random_id, random_u64, unit_draw};
+    pub use crate::policy::quote::{cut, quoted, Cut, Quoted, QUOTE_LIMIT};
+    pub use crate::scope::cancel::{CancelSignal as Signal, Hook, Watch};
+    pub use crate::scope::cancelled::own_grace_left;
+    pub use crate::scope::caps::Current;
+    pub use crate::scope::operation_budget::epoch_ms_now;
+    pub use crate::scope::task::current;
     pub use crate::timeout::refuse::RefuseSending;
+    pub use crate::wire::framing::first_message;
+    pub use crate::wire::message_field::{fields, next_field, Value};
+    pub use crate::wire::reassembled::with_first_frame;
+    pub use crate::wire::status::passes;
+
+    /// The propagation settings of the layer `service` runs under, now.
+    pub fn propagation<S>(service: &TimeoutProfileService<S>) -> Propagation {
+        service.propagation()
+    }
+
+    /// The meter the layer `service` runs under records to (`None`: metrics off).
+    pub fn meter<S>(service: &TimeoutProfileService<S>) -> Option<opentelemetry::metrics::Meter> {
+        service.instruments().map(|i| i.meter().clone())
+    }
+
+    /// `budget`'s cancel signal.
+    pub fn signal(budget: &OperationBudget) -> &Arc<CancelSignal> {
+        budget.signal()
+    }
+
+    /// Cancels `budget` for `reason`, its work given until `grace_until` to end.
+    pub fn cancel_within(
+        budget: &OperationBudget,
+        reason: CancelReason,
+        grace_until: tokio::time::Instant,
+    ) -> bool {
+        budget.cancel_within(reason, grace_until)
+    }
 }
 
 /// What a layer built `with_observations()` observed of its calls, per route
@@ -198,8 +239,6 @@ pub mod guide {
     pub mod hedging {}
     #[doc = include_str!("../docs/guide/deadlines.md")]
     pub mod deadlines {}
-    #[doc = include_str!("../docs/guide/delegation.md")]
-    pub mod delegation {}
     #[doc = include_str!("../docs/guide/cancellation.md")]
     pub mod cancellation {}
     #[doc = include_str!("../docs/guide/connections.md")]
@@ -238,7 +277,6 @@ pub use policy::cancel::CancelReason;
 pub use policy::deadline::Phase;
 pub use policy::effect::CallEffect;
 pub use policy::hedge::{HedgingDelay, HedgingPolicy, HedgingPolicyBuilder, HedgingPolicyError};
-pub use policy::idempotency::{idempotency_token, IdempotencyError};
 pub use policy::inherit::Propagation;
 pub use policy::message::{MessageField, MESSAGE_DEADLINE_MARGIN};
 pub use policy::profile::{

@@ -3,18 +3,15 @@
 //! it, and the work still ends (against the embedded server over loopback). The
 //! connection builder, per-call timeouts, budgets and their pauses, retry and hedging
 //! policies and the hedge cap, propagation, streaming policies per call and per
-//! profile, the cancel cascade, long work and its wrap-up, `Follow`, and delegation
-//! cancels. A
+//! profile, long work and its wrap-up, and `Follow` (the cancel cascade and delegation
+//! cancels: `sw4rm-swarm`'s tests). A
 //! `Duration::MAX` is user input: a computed "time left", a value read from a file.
 
-use std::future::Future;
 use std::time::Duration;
 
 use sw4rm_timeouts::follow::{Follow, SchedulerTask};
-use sw4rm_timeouts::proto::sw4rm::handoff::HandoffRequest;
 use sw4rm_timeouts::proto::sw4rm::registry::HeartbeatRequest;
 use sw4rm_timeouts::proto::sw4rm::scheduler::SubmitTaskRequest;
-use sw4rm_timeouts::swarm::{CancelWait, DelegationCancel, HandoffLayer};
 use sw4rm_timeouts::testing::TestServer;
 use sw4rm_timeouts::{
     CallTimeout, OperationBudget, ProfileSet, RetryPolicy, Sw4rm, TimeoutProfileLayer,
@@ -24,27 +21,9 @@ use tonic::transport::Endpoint;
 /// One of `Follow`'s duration setters.
 type SetFollow = fn(Follow, Duration) -> Follow;
 
-const HOSTILE: [Duration; 4] = [
-    Duration::ZERO,
-    Duration::from_nanos(1),
-    Duration::MAX,
-    Duration::from_millis(u64::MAX),
-];
-
-/// Runs `case` for `value` on a task of its own: a panic there fails with the
-/// setter's name and value; so does work that does not end within `bound`.
-async fn no_panic<F, Fut>(setter: &str, value: Duration, bound: Duration, case: F)
-where
-    F: FnOnce() -> Fut,
-    Fut: Future<Output = ()> + Send + 'static,
-{
-    let ran = tokio::time::timeout(bound, tokio::spawn(case())).await;
-    match ran {
-        Ok(Ok(())) => {}
-        Ok(Err(panic)) => panic!("{setter}({value:?}) panicked: {panic:?}"),
-        Err(_) => panic!("{setter}({value:?}) did not end within {bound:?}"),
-    }
-}
+#[path = "common/hostile.rs"]
+mod hostile;
+use hostile::{no_panic, HOSTILE};
 
 async fn heartbeat(sw4rm: &Sw4rm) -> Result<(), tonic::Status> {
     sw4rm
@@ -153,35 +132,11 @@ async fn calls_budgets_and_retries_take_hostile_durations() {
             },
         )
         .await;
-        let url = server.url();
-        no_panic(
-            "HandoffLayer::with_cancel_cascade",
-            value,
-            bound,
-            || async move {
-                let layer = TimeoutProfileLayer::standard();
-                let sw4rm = Sw4rm::connect_with(url, layer).await.unwrap();
-                let mut handoff = HandoffLayer::new()
-                    .with_cancel_cascade(value)
-                    .client(&sw4rm);
-                // A handoff made in a budget, then the budget cancelled: the cascade
-                // reads the grace, and its cancel is sent.
-                let budget = OperationBudget::new(Duration::from_secs(60));
-                let request = HandoffRequest {
-                    request_id: "hostile".into(),
-                    ..HandoffRequest::default()
-                };
-                budget.run(handoff.request_handoff(request)).await.unwrap();
-                budget.cancel();
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            },
-        )
-        .await;
     }
 }
 
 #[tokio::test]
-async fn follow_and_delegation_cancels_take_hostile_durations() {
+async fn follow_takes_hostile_durations() {
     let server = TestServer::start().await.unwrap();
     let sw4rm = Sw4rm::connect(server.url()).await.unwrap();
     let bound = Duration::from_secs(20);
@@ -202,26 +157,6 @@ async fn follow_and_delegation_cancels_take_hostile_durations() {
                 let follow = set(Follow::new(), value);
                 let _ = budget().run(follow.run(&mut task)).await;
             })
-            .await;
-        }
-        for wait in [
-            CancelWait::Try,
-            CancelWait::UntilAcknowledged,
-            CancelWait::UntilEnded,
-        ] {
-            let s = sw4rm.clone();
-            no_panic(
-                "DelegationCancel::with_grace",
-                value,
-                bound,
-                || async move {
-                    let _ = DelegationCancel::new("c-1")
-                        .with_grace(value)
-                        .with_wait(wait)
-                        .send(&s)
-                        .await;
-                },
-            )
             .await;
         }
     }

@@ -105,11 +105,6 @@ impl<S> Sw4rm<S> {
     pub fn profiles(&self) -> crate::timeout::CurrentProfiles {
         self.channel.profiles()
     }
-
-    /// The layer's instruments now (`None`: metrics off).
-    pub(crate) fn instruments(&self) -> Option<crate::observe::metrics::Instruments> {
-        self.channel.instruments()
-    }
 }
 
 impl<S: Clone> Sw4rm<S> {

@@ -5,7 +5,7 @@
 use std::hash::{BuildHasher, Hasher};
 
 /// A random 64-bit value.
-pub(crate) fn random_u64() -> u64 {
+pub fn random_u64() -> u64 {
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -15,13 +15,13 @@ pub(crate) fn random_u64() -> u64 {
 }
 
 /// A random id: 32 hex digits.
-pub(crate) fn random_id() -> String {
+pub fn random_id() -> String {
     format!("{:016x}{:016x}", random_u64(), random_u64())
 }
 
 /// A draw in `[0, 1)` from the generator state `state` (splitmix64: seedable, so a
 /// test can fix the jitter).
-pub(crate) fn unit_draw(state: &mut u64) -> f64 {
+pub fn unit_draw(state: &mut u64) -> f64 {
     *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
     let mut z = *state;
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);

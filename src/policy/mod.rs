@@ -9,19 +9,16 @@
 //! wins; the timer description shared by the response future and body). `retry.rs`
 //! decides retries (SW4-002 §5.2) under a `retry_policy.rs`, `hedge.rs` hedges (gRPC
 //! A6); `inherit.rs` caps calls by an inherited deadline or an operation budget;
-//! `envelope.rs` carries a budget across an asynchronous handoff (SW4-004's
-//! `BudgetEnvelope`). `source.rs` is the one type that says where every value came
+//! `envelope.rs` reads the budget a handoff carried (SW4-004's `BudgetEnvelope`). `source.rs` is the one type that says where every value came
 //! from. `quote.rs` cuts text from a peer or a user to a bound before it is echoed;
-//! `idempotency.rs` the portable `bytes-v1` token of a mutation sent again.
+//! `ids.rs` draws random ids and jitter.
 
 pub(crate) mod call_timeout;
 pub(crate) mod cancel;
 pub(crate) mod deadline;
-pub(crate) mod delegation;
 pub(crate) mod effect;
 pub(crate) mod envelope;
 pub(crate) mod hedge;
-pub(crate) mod idempotency;
 pub(crate) mod ids;
 pub(crate) mod inherit;
 pub(crate) mod message;

@@ -4,11 +4,11 @@
 use std::fmt;
 
 /// At most this many bytes of the text are quoted; the rest is counted.
-pub(crate) const QUOTE_LIMIT: usize = 128;
+pub const QUOTE_LIMIT: usize = 128;
 
 /// `text` as a quoted string cut to [`QUOTE_LIMIT`] bytes (on a character boundary),
 /// with the whole length named when it was cut.
-pub(crate) fn quoted(text: &str) -> Quoted<'_> {
+pub fn quoted(text: &str) -> Quoted<'_> {
     Quoted {
         text,
         limit: QUOTE_LIMIT,
@@ -17,7 +17,7 @@ pub(crate) fn quoted(text: &str) -> Quoted<'_> {
 
 /// The [`Display`](fmt::Display) of [`quoted`].
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Quoted<'a> {
+pub struct Quoted<'a> {
     text: &'a str,
     limit: usize,
 }
@@ -30,13 +30,13 @@ impl fmt::Display for Quoted<'_> {
 
 /// `text` as it is (not quoted), cut to `limit` bytes on a character boundary, with
 /// the whole length named when it was cut.
-pub(crate) fn cut(text: &str, limit: usize) -> Cut<'_> {
+pub fn cut(text: &str, limit: usize) -> Cut<'_> {
     Cut { text, limit }
 }
 
 /// The [`Display`](fmt::Display) of [`cut`].
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Cut<'a> {
+pub struct Cut<'a> {
     text: &'a str,
     limit: usize,
 }

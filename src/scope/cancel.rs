@@ -22,7 +22,7 @@ use crate::policy::cancel::CancelReason;
 
 /// One scope's cancel signal.
 #[derive(Default)]
-pub(crate) struct CancelSignal {
+pub struct CancelSignal {
     /// 0 while live; then the reason's code, set once.
     reason: AtomicU8,
     /// Made by the first waiter.
@@ -43,7 +43,7 @@ pub(crate) struct CancelSignal {
 
 /// Something to do when a signal is cancelled: given the reason, and the end of the
 /// grace the work was given, when its delegator cancelled it.
-pub(crate) type Hook = Box<dyn FnOnce(CancelReason, Option<Instant>) + Send>;
+pub type Hook = Box<dyn FnOnce(CancelReason, Option<Instant>) + Send>;
 
 impl std::fmt::Debug for CancelSignal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -152,7 +152,7 @@ impl CancelSignal {
     }
 
     /// Runs `hook` when the signal is cancelled (now, if it already is).
-    pub(crate) fn on_cancel(&self, hook: Hook) {
+    pub fn on_cancel(&self, hook: Hook) {
         let now = {
             let mut hooks = self.hooks.lock().unwrap_or_else(|e| e.into_inner());
             match self.reason() {
@@ -170,7 +170,7 @@ impl CancelSignal {
 
     /// Why it was cancelled; `None` while live (one atomic load).
     #[inline]
-    pub(crate) fn reason(&self) -> Option<CancelReason> {
+    pub fn reason(&self) -> Option<CancelReason> {
         match self.reason.load(Ordering::Acquire) {
             0 => None,
             code => CancelReason::from_code(code),
@@ -191,45 +191,16 @@ impl CancelSignal {
     }
 }
 
-/// Handoffs remembered now, in every scope of the process.
-static REMEMBERED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-/// Handoffs remembered for a cancel cascade, now: made in a scope that is still alive
-/// and not cancelled (for leak checks and dashboards; 0 when no scope holds one).
-///
-/// ```
-/// assert_eq!(sw4rm_timeouts::scope::remembered_handoffs(), 0);
-/// ```
-pub fn remembered_handoffs() -> usize {
-    REMEMBERED.load(Ordering::Relaxed)
-}
-
-/// One handoff remembered on a signal, counted while it lives.
-#[derive(Debug)]
-pub(crate) struct RememberedHandoff(());
-
-impl RememberedHandoff {
-    pub(crate) fn new() -> Self {
-        REMEMBERED.fetch_add(1, Ordering::Relaxed);
-        RememberedHandoff(())
-    }
-}
-
-impl Drop for RememberedHandoff {
-    fn drop(&mut self) {
-        REMEMBERED.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
 /// Waits for a signal: registers on the first poll that has to wait.
 #[derive(Debug)]
-pub(crate) struct Watch {
+pub struct Watch {
     signal: Arc<CancelSignal>,
     waiting: Option<Pin<Box<OwnedNotified>>>,
 }
 
 impl Watch {
-    pub(crate) fn new(signal: Arc<CancelSignal>) -> Self {
+    /// A watch on `signal`.
+    pub fn new(signal: Arc<CancelSignal>) -> Self {
         Watch {
             signal,
             waiting: None,
@@ -238,7 +209,7 @@ impl Watch {
 
     /// The reason, now (one atomic load).
     #[inline]
-    pub(crate) fn reason(&self) -> Option<CancelReason> {
+    pub fn reason(&self) -> Option<CancelReason> {
         self.signal.reason()
     }
 
@@ -248,7 +219,7 @@ impl Watch {
     }
 
     /// Ready with the reason once the signal is cancelled.
-    pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<CancelReason> {
+    pub fn poll(&mut self, cx: &mut Context<'_>) -> Poll<CancelReason> {
         loop {
             if let Some(reason) = self.signal.reason() {
                 self.waiting = None;

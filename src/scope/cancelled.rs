@@ -85,7 +85,7 @@ impl Future for Cancelled {
 
 /// What is left of the grace the current scope was given when its delegator
 /// cancelled it (`None`: not cancelled by a delegator, or outside a scope).
-pub(crate) fn own_grace_left() -> Option<std::time::Duration> {
+pub fn own_grace_left() -> Option<std::time::Duration> {
     with_current_cancel(|s| s.grace_until())
         .flatten()
         .map(|until| until.saturating_duration_since(Instant::now()))

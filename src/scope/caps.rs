@@ -12,19 +12,19 @@ use crate::policy::source::Source;
 
 /// The caps a call planned now sees.
 #[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Current {
+pub struct Current {
     /// Time left before the inherited deadline.
     pub(crate) inherited: Option<Duration>,
     /// What remains of the budget and the time it has been paused, unless it is
     /// paused now (a call made during a pause is not capped by the budget).
     pub(crate) budget: Option<BudgetNow>,
     /// The envelope the budget was read from, when the work continues a delegation.
-    pub(crate) delegation: Option<Envelope>,
+    pub delegation: Option<Envelope>,
 }
 
 /// An operation budget at the start of a call.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct BudgetNow {
+pub struct BudgetNow {
     /// What remains.
     pub(crate) remaining: Duration,
     /// Time spent paused so far.
@@ -86,7 +86,7 @@ impl Current {
     /// What the scope's caps leave for work beyond this call (a delegation's envelope):
     /// the smaller of the inherited deadline, less the hop offset, and the budget's
     /// remainder; `None` when neither caps.
-    pub(crate) fn left(&self, propagation: &Propagation) -> Option<Duration> {
+    pub fn left(&self, propagation: &Propagation) -> Option<Duration> {
         let inherited = self
             .inherited
             .map(|remaining| match inherited(remaining, propagation) {

@@ -44,28 +44,21 @@
 // is in `policy/inherit.rs` and `policy/envelope.rs`; the client layer reads the
 // scope when it plans a call.
 
-mod cancel;
-mod cancelled;
-mod caps;
-mod delegations;
+pub(crate) mod cancel;
+pub(crate) mod cancelled;
+pub(crate) mod caps;
 mod long_stream;
 mod long_work;
-mod operation_budget;
+pub(crate) mod operation_budget;
 mod outcome;
 mod output;
 mod progress;
 mod server;
-mod task;
+pub(crate) mod task;
 mod work_state;
 mod wrap_up;
 
-pub use crate::policy::cancel::{child_grace, effective_grace, MIN_CANCEL_GRACE};
-pub use cancel::remembered_handoffs;
 pub use cancelled::{cancel_reason, cancelled, is_cancelled, Cancelled};
-pub use delegations::{
-    CancelAnswer, Delegated, DelegationBook, Delegations, HandoffRefused, PeerText,
-    EARLY_CANCEL_MEMORY, MAX_EARLY_CANCELS,
-};
 pub use long_stream::{Frame, ProgressStream};
 pub use long_work::{LongWork, Output, DEFAULT_STREAM_BUFFER};
 pub use operation_budget::{EnvelopeError, OperationBudget, PauseGuard, DEFAULT_MAX_CLOCK_SKEW};
@@ -77,8 +70,6 @@ pub use server::{
 pub use task::{carry, current_deadline, detach, with_deadline, Scope, Scoped};
 pub use wrap_up::{remaining, should_wrap_up, wrap_up_notice, WrapUpNotice};
 
-pub(crate) use cancel::{CancelSignal, RememberedHandoff, Watch};
-pub(crate) use cancelled::own_grace_left;
+pub(crate) use cancel::{CancelSignal, Watch};
 pub(crate) use caps::{BudgetNow, Current, Tightened};
-pub(crate) use operation_budget::epoch_ms_now;
 pub(crate) use task::current;

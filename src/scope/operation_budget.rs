@@ -313,7 +313,7 @@ impl OperationBudget {
 pub const DEFAULT_MAX_CLOCK_SKEW: Duration = Duration::from_secs(30);
 
 /// Now, in milliseconds since the Unix epoch, on this host's clock.
-pub(crate) fn epoch_ms_now() -> u64 {
+pub fn epoch_ms_now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))

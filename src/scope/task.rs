@@ -51,7 +51,7 @@ pub type Scoped<F> = tokio::task::futures::TaskLocalFuture<Scope, F>;
 
 /// The caps of the current task's scope, at `now`, and its cancel signal; `None`s
 /// outside any scope (the common case costs one task-local lookup).
-pub(crate) fn current(now: Instant) -> (Option<Current>, Option<Arc<CancelSignal>>) {
+pub fn current(now: Instant) -> (Option<Current>, Option<Arc<CancelSignal>>) {
     SCOPE
         .try_with(|s| {
             let cancel = s.cancel.clone();

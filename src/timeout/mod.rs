@@ -58,7 +58,6 @@ pub use crate::wire::error::BoxError;
 pub use body::TimeoutBody;
 pub use layer::TimeoutProfileLayer;
 pub use per_call::{CallHedging, CallProgress, CallRetry, CallStreamingPolicy, CallTimeout};
-pub(crate) use refuse::RefuseSending;
 pub use service::TimeoutProfileService;
 pub use state::observations::Observations;
 pub use state::reload::{ConfigWatch, CurrentProfiles, ReloadHandle, Reloaded};

@@ -6,7 +6,7 @@ use bytes::Buf;
 
 /// The payload of the first, uncompressed, whole message in `data`; `None` when it is
 /// compressed or not all there.
-pub(crate) fn first_message(data: &[u8]) -> Option<&[u8]> {
+pub fn first_message(data: &[u8]) -> Option<&[u8]> {
     let (&flag, rest) = data.split_first()?;
     if flag != 0 || rest.len() < 4 {
         return None; // compressed, or not a whole prefix

@@ -66,7 +66,7 @@ fn read_varint(buf: &mut &[u8]) -> Option<u64> {
 
 /// Walks the fields of a message, calling `f(field, value)` for varints and
 /// length-delimited fields. Returns `None` on malformed input.
-pub(crate) fn fields<'a>(mut buf: &'a [u8], mut f: impl FnMut(u32, Value<'a>)) -> Option<()> {
+pub fn fields<'a>(mut buf: &'a [u8], mut f: impl FnMut(u32, Value<'a>)) -> Option<()> {
     while !buf.is_empty() {
         if let (field, Some(value)) = next_field(&mut buf)? {
             f(field, value);
@@ -78,7 +78,7 @@ pub(crate) fn fields<'a>(mut buf: &'a [u8], mut f: impl FnMut(u32, Value<'a>)) -
 /// Reads one field of a message and advances `buf` past it: its number and value
 /// (`None` for fixed-width values, which nothing here reads); `None` on malformed
 /// input.
-pub(crate) fn next_field<'a>(buf: &mut &'a [u8]) -> Option<(u32, Option<Value<'a>>)> {
+pub fn next_field<'a>(buf: &mut &'a [u8]) -> Option<(u32, Option<Value<'a>>)> {
     let key = read_varint(buf)?;
     let field = u32::try_from(key >> 3).ok()?;
     let value = match key & 7 {
@@ -103,8 +103,10 @@ pub(crate) fn next_field<'a>(buf: &mut &'a [u8]) -> Option<(u32, Option<Value<'a
 }
 
 /// A field's value.
-pub(crate) enum Value<'a> {
+pub enum Value<'a> {
+    /// A varint (wire type 0).
     Varint(u64),
+    /// A length-delimited value (wire type 2).
     Bytes(&'a [u8]),
 }
 

@@ -1,18 +1,15 @@
 //! gRPC over HTTP/2, as this crate reads and writes it: the `grpc-timeout` header,
-//! message framing, timeout fields inside request messages, a handoff's budget
-//! envelope, the timeout details (`google.rpc.ErrorInfo`) and what a peer's status
+//! message framing, timeout fields inside request messages, the timeout details (`google.rpc.ErrorInfo`) and what a peer's status
 //! says.
 //!
 //! Reading order: `grpc_timeout.rs` → `details.rs`; `framing.rs`,
-//! `message_field.rs`, `envelope.rs` and `reassembled.rs` for the body; `status.rs` for
+//! `message_field.rs` and `reassembled.rs` for the body; `status.rs` for
 //! classifying answers; `error.rs` the layer's error type; `stream_idle.rs` the
 //! caller's quiet limit a long-work guard paces its progress messages by;
 //! `tool_frame.rs` the standard progress rule of `ToolService/CallStream`.
 
 pub(crate) mod cancel;
-pub(crate) mod delegation_cancel;
 pub(crate) mod details;
-pub(crate) mod envelope;
 pub(crate) mod error;
 pub(crate) mod first_words;
 pub(crate) mod framing;

@@ -109,7 +109,7 @@ impl Body for Reassembled {
 /// replace it) and puts the result back in front of the rest of the body. `None`,
 /// and the body untouched, when no frame is ready (the next poll registers a waker)
 /// or the body is empty.
-pub(crate) fn with_first_frame<R>(
+pub fn with_first_frame<R>(
     body: &mut tonic::body::Body,
     f: impl FnOnce(Item) -> (Item, R),
 ) -> Option<R> {

@@ -41,7 +41,7 @@ pub(crate) fn code_name(code: Code) -> &'static str {
 /// over many calls (a follow's poll, a cancel sent until acknowledged): the failures
 /// that pass on their own (`UNAVAILABLE`, `DEADLINE_EXCEEDED`, `RESOURCE_EXHAUSTED`,
 /// `ABORTED`).
-pub(crate) fn passes(code: Code) -> bool {
+pub fn passes(code: Code) -> bool {
     matches!(
         code,
         Code::Unavailable | Code::DeadlineExceeded | Code::ResourceExhausted | Code::Aborted

@@ -6,7 +6,7 @@ use opentelemetry::KeyValue;
 
 use super::{
     Instruments, CANCELLED_TOTAL, DURATION_BOUNDARIES_MS, DURATION_MS, HEDGES_TOTAL,
-    HEDGE_WINS_TOTAL, RELOADS_TOTAL, RETRIES_TOTAL, SWARM_CANCELLATIONS_TOTAL, TIMEOUT_TOTAL,
+    HEDGE_WINS_TOTAL, RELOADS_TOTAL, RETRIES_TOTAL, TIMEOUT_TOTAL,
 };
 
 impl Instruments {
@@ -58,12 +58,6 @@ impl Instruments {
             reloads: meter
                 .u64_counter(RELOADS_TOTAL)
                 .with_description("SW4RM timeout tables applied or refused by a reload handle")
-                .build(),
-            delegation_cancels: meter
-                .u64_counter(SWARM_CANCELLATIONS_TOTAL)
-                .with_description(
-                    "SW4RM delegations cancelled (the cascade's and DelegationCancel's), by trigger and outcome",
-                )
                 .build(),
             meter,
             sw4_003: None,

@@ -61,15 +61,6 @@ pub const CANCELLED_TOTAL: &str = "sw4rm_rpc_cancelled_total";
 /// Name of the counter of reloads (`ReloadHandle`), with `outcome` = `applied` or
 /// `refused` (an invalid table, which left the one in use in place).
 pub const RELOADS_TOTAL: &str = "sw4rm_config_reloads_total";
-/// Name of the counter of delegations cancelled (SW4-004 §8.1): each cancel the cancel
-/// cascade sent, and each [`crate::swarm::DelegationCancel`] sent, once however many
-/// times it was sent again. With `trigger` (`explicit`: a `DelegationCancel`, or a
-/// budget, a call or a delegation cancelled on purpose, or the caller gone;
-/// `deadline`: the inbound call's deadline passed) and `outcome` (what the cancel came
-/// to, [`crate::swarm::CancelOutcome::as_str`]: `acknowledged`, `not_acknowledged`,
-/// `ended_in_grace`, `forced`, `deadline_fallback` for a delegate that answered
-/// `UNIMPLEMENTED`, `unknown`; and `not_sent` when the cascade could not send).
-pub const SWARM_CANCELLATIONS_TOTAL: &str = "sw4rm_swarm_cancellations_total";
 /// The instrumentation scope name.
 pub const METER_NAME: &str = "sw4rm-timeouts";
 
@@ -167,7 +158,6 @@ pub(crate) struct Instruments {
     hedge_wins: Counter<u64>,
     cancelled: Counter<u64>,
     reloads: Counter<u64>,
-    delegation_cancels: Counter<u64>,
     sw4_003: Option<Sw4003>,
     rpc_duration: Option<Histogram<f64>>,
     attempts: Option<AttemptInstruments>,
@@ -299,16 +289,9 @@ impl Instruments {
         }
     }
 
-    /// The cancel cascade sent a `CancelDelegation`: `trigger` (`explicit` or
-    /// `deadline`) and `outcome` (what the delegate answered).
-    pub(crate) fn delegation_cancelled(&self, trigger: &'static str, outcome: &'static str) {
-        self.delegation_cancels.add(
-            1,
-            &[
-                KeyValue::new("trigger", trigger),
-                KeyValue::new("outcome", outcome),
-            ],
-        );
+    /// The meter the instruments were made on (for the crates beside this one).
+    pub(crate) fn meter(&self) -> &Meter {
+        &self.meter
     }
 
     /// Counts one reload: applied, or refused.
