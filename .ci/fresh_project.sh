@@ -14,6 +14,10 @@ test -f "$crate" || { echo "no $crate: run cargo package first"; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 tar -xzf "$crate" -C "$work"
+# Every packaged crate names the protos' by version: their package stands in.
+proto_crate="target/package/sw4rm-proto-$version.crate"
+test -f "$proto_crate" || { echo "no $proto_crate: run cargo package first"; exit 1; }
+tar -xzf "$proto_crate" -C "$work"
 cargo new --quiet --bin "$work/first-try"
 app="$work/first-try"
 
@@ -35,6 +39,8 @@ test -s "$app/src/main.rs" || { echo "README: no code under 'A first call'"; exi
 # The crate from the package, not the registry; the project is a workspace of its own.
 deps=$(printf '%s\n' "$deps" | sed "s|sw4rm-timeouts = { version = \"[^\"]*\"|sw4rm-timeouts = { path = \"$work/sw4rm-timeouts-$version\"|")
 printf '%s\n' "$deps" >> "$app/Cargo.toml"
+# The packaged core names sw4rm-proto by version: its package stands in.
+printf '\n[patch.crates-io]\nsw4rm-proto = { path = "%s" }\n' "$work/sw4rm-proto-$version" >> "$app/Cargo.toml"
 
 # A fresh project's run: a workspace of its own, built with the versions this
 # repository tested with; its manifest and output printed, the output kept in $out.
@@ -53,6 +59,21 @@ echo "$out" | grep -q "the server saw /sw4rm.registry.RegistryService/Heartbeat 
 echo "$out" | grep -q "WARN.*SW4RM timeout override clamped to the profile's bounds"
 echo "first try: built and ran from the packaged crate"
 
+# The protos' crate: a fresh project from proto/README.md's "Add it" and "A first
+# message" (the crate from its package).
+cargo new --quiet --bin "$work/proto-try"
+app="$work/proto-try"
+deps=$(cd proto && block "## Add it" "toml" | grep -v '^\[dependencies\]')
+test -n "$deps" || { echo "proto/README: no [dependencies] under 'Add it'"; exit 1; }
+(cd proto && block "## A first message" "rust") > "$app/src/main.rs"
+test -s "$app/src/main.rs" || { echo "proto/README: no code under 'A first message'"; exit 1; }
+deps=$(printf '%s\n' "$deps" | sed "s|^sw4rm-proto = .*|sw4rm-proto = { path = \"$work/sw4rm-proto-$version\" }|")
+printf '%s\n' "$deps" >> "$app/Cargo.toml"
+run_project "$app"
+echo "$out" | grep -q "^a HeartbeatRequest for agent-7 is 9 bytes on the wire" \
+  || { echo "proto try: no message printed"; exit 1; }
+echo "proto try: built and ran from the packaged crate"
+
 # The swarm's crate: a fresh project from swarm/README.md's "Add it" (both crates from
 # their packages) and "A first handoff" (its code, as src/main.rs).
 swarm_crate="target/package/sw4rm-swarm-$version.crate"
@@ -69,7 +90,7 @@ deps=$(printf '%s\n' "$deps" \
   | sed "s|sw4rm-timeouts = { version = \"[^\"]*\"|sw4rm-timeouts = { path = \"$work/sw4rm-timeouts-$version\"|")
 printf '%s\n' "$deps" >> "$app/Cargo.toml"
 # The packaged sw4rm-swarm names the core by version: the core's package stands in.
-printf '\n[patch.crates-io]\nsw4rm-timeouts = { path = "%s" }\n' "$work/sw4rm-timeouts-$version" >> "$app/Cargo.toml"
+printf '\n[patch.crates-io]\nsw4rm-timeouts = { path = "%s" }\nsw4rm-proto = { path = "%s" }\n' "$work/sw4rm-timeouts-$version" "$work/sw4rm-proto-$version" >> "$app/Cargo.toml"
 run_project "$app"
 echo "$out" | grep -q "the server saw RequestHandoff with depth 1 and" \
   || { echo "swarm try: no stamped handoff printed"; exit 1; }
@@ -93,7 +114,7 @@ deps=$(printf '%s\n' "$deps" \
   | sed "s|^sw4rm-timeouts = .*|sw4rm-timeouts = { path = \"$work/sw4rm-timeouts-$version\" }|")
 printf '%s\n' "$deps" >> "$app/Cargo.toml"
 # The packaged sw4rm-advise names the core by version: the core's package stands in.
-printf '\n[patch.crates-io]\nsw4rm-timeouts = { path = "%s" }\n' "$work/sw4rm-timeouts-$version" >> "$app/Cargo.toml"
+printf '\n[patch.crates-io]\nsw4rm-timeouts = { path = "%s" }\nsw4rm-proto = { path = "%s" }\n' "$work/sw4rm-timeouts-$version" "$work/sw4rm-proto-$version" >> "$app/Cargo.toml"
 run_project "$app"
 echo "$out" | grep -q "^# SW4-002 timeouts proposed by sw4rm-timeouts advise from 0 calls on 0 routes" \
   || { echo "advise try: no overlay printed"; exit 1; }

@@ -155,7 +155,10 @@ mod config;
 pub mod follow;
 mod observe;
 mod policy;
-pub mod proto;
+/// The generated prost messages and tonic clients and servers of the SW4RM services:
+/// the [`sw4rm_proto`] crate, re-exported so that one dependency line brings the
+/// clients and the layer they run over.
+pub use sw4rm_proto as proto;
 pub mod scope;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]

@@ -6,7 +6,8 @@
 //! `message_field.rs` and `reassembled.rs` for the body; `status.rs` for
 //! classifying answers; `error.rs` the layer's error type; `stream_idle.rs` the
 //! caller's quiet limit a long-work guard paces its progress messages by;
-//! `tool_frame.rs` the standard progress rule of `ToolService/CallStream`.
+//! `tool_frame.rs` the standard progress rule of `ToolService/CallStream`; `messages.rs`
+//! what the crate makes of SW4RM's messages (its profiles to and from their wire form).
 
 pub(crate) mod cancel;
 pub(crate) mod details;
@@ -16,6 +17,7 @@ pub(crate) mod framing;
 pub mod grpc_timeout;
 pub(crate) mod long_work;
 pub(crate) mod message_field;
+pub(crate) mod messages;
 pub(crate) mod partial;
 pub(crate) mod reassembled;
 pub(crate) mod status;

@@ -1,8 +1,8 @@
-//! The one way the generated code in `src/proto/generated/` is made: `proto/*.proto`
+//! The one way the generated code in `src/generated/` is made: the crate's `*.proto`
 //! compiled with protox (pure Rust, no system `protoc`) into prost messages and tonic
 //! clients, and servers behind the `server` feature. Used by `build.rs` (feature
 //! `regenerate`) and by `tests/generated_code.rs`, which fails when the shipped code
-//! is stale against `proto/`.
+//! is stale against the `.proto` files.
 
 use std::path::Path;
 

@@ -6,7 +6,7 @@
 //! The upstream contract is kept as a plain-text wire listing in
 //! `tests/golden/upstream_wire.txt`, so the check runs wherever the repository is cloned.
 //! Where the upstream `.proto` files sit beside the repository
-//! (`../shared/reference/upstream-protos`), the listing is also checked against them
+//! (`../shared/reference/upstream-protos` from the repository's root), the listing is also checked against them
 //! (`SW4RM_BLESS=1` rewrites it from them).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -169,7 +169,7 @@ fn golden_path() -> PathBuf {
 }
 
 fn upstream_dir() -> Option<PathBuf> {
-    let dir = root().join("../shared/reference/upstream-protos");
+    let dir = root().join("../../shared/reference/upstream-protos");
     dir.is_dir().then_some(dir)
 }
 
@@ -204,7 +204,7 @@ fn the_golden_listing_is_upstreams_contract() {
 fn our_protos_are_wire_identical_to_upstream() {
     let upstream = upstream_lines();
     assert!(upstream.len() > 300, "the upstream listing looks empty");
-    let ours_items = wire(&compile(&root().join("proto")));
+    let ours_items = wire(&compile(root()));
     let ours: BTreeSet<String> = ours_items.iter().map(Wire::line).collect();
 
     let missing: Vec<&String> = upstream.difference(&ours).collect();
@@ -253,7 +253,7 @@ fn our_protos_are_wire_identical_to_upstream() {
 fn every_upstream_service_has_a_generated_client() {
     // The generated module of each upstream package, by service: a missing file in
     // `build.rs` fails to compile here.
-    use sw4rm_timeouts::proto::sw4rm;
+    use sw4rm_proto::sw4rm;
     let clients: BTreeMap<&str, &str> = BTreeMap::from([
         ("RegistryService", std::any::type_name::<sw4rm::registry::registry_service_client::RegistryServiceClient<()>>()),
         ("SchedulerService", std::any::type_name::<sw4rm::scheduler::scheduler_service_client::SchedulerServiceClient<()>>()),
@@ -295,8 +295,8 @@ fn every_upstream_service_has_a_generated_client() {
 #[test]
 fn upstreams_newer_fields_survive_a_decode_and_re_encode() {
     use prost::Message;
-    use sw4rm_timeouts::proto::sw4rm::common::{Envelope, EnvelopeState, ErrorCode};
-    use sw4rm_timeouts::proto::sw4rm::registry::{AgentDescriptor, RegistrationType};
+    use sw4rm_proto::sw4rm::common::{Envelope, EnvelopeState, ErrorCode};
+    use sw4rm_proto::sw4rm::registry::{AgentDescriptor, RegistrationType};
 
     let envelope_bytes: &[u8] = &[
         0x0a, 0x01, b'm', // #1 message_id = "m"

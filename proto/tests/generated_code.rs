@@ -1,7 +1,7 @@
-//! The generated code that ships in `src/proto/generated/` is what `build/generate.rs`
-//! makes from `proto/` today: a change to a `.proto` file without regenerating fails
-//! here. `SW4RM_BLESS=1 cargo test --test generated_code` (or `cargo build --features
-//! regenerate`) writes it anew.
+//! The generated code that ships in `src/generated/` is what `build/generate.rs`
+//! makes from the crate's `.proto` files today: a change to a `.proto` file without regenerating fails
+//! here. `SW4RM_BLESS=1 cargo test -p sw4rm-proto --test generated_code` (or `cargo build
+//! -p sw4rm-proto --features regenerate`) writes it anew.
 
 #[path = "../build/generate.rs"]
 mod generate;
@@ -11,10 +11,10 @@ use std::path::Path;
 #[test]
 fn the_shipped_code_is_generated_from_the_protos() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let shipped = root.join("src/proto/generated");
+    let shipped = root.join("src/generated");
     let fresh = std::env::temp_dir().join(format!("sw4rm-generated-{}", std::process::id()));
     std::fs::create_dir_all(&fresh).unwrap();
-    generate::generate(&root.join("proto"), &fresh).unwrap();
+    generate::generate(root, &fresh).unwrap();
 
     let names = |dir: &Path| {
         let mut names: Vec<String> = std::fs::read_dir(dir)
@@ -39,8 +39,8 @@ fn the_shipped_code_is_generated_from_the_protos() {
         let have = std::fs::read_to_string(shipped.join(&name)).unwrap();
         assert!(
             have == want,
-            "src/proto/generated/{name} is stale against proto/: regenerate with \
-             `SW4RM_BLESS=1 cargo test --test generated_code`"
+            "src/generated/{name} is stale against the .proto files: regenerate with \
+             `SW4RM_BLESS=1 cargo test -p sw4rm-proto --test generated_code`"
         );
     }
     std::fs::remove_dir_all(fresh).ok();
