@@ -17,7 +17,7 @@
 //! [`RetryPolicy`]), hedged reads with a delay learned from the route's own latency
 //! ([`HedgingPolicy`]), deadlines inherited from the inbound call an agent serves and
 //! operation budgets that pause while a human decides ([`scope`]), operations
-//! submitted once and followed by status ([`follow`]). The [`guide`] has a chapter
+//! submitted once and followed by status (`follow`, feature `follow`). The [`guide`] has a chapter
 //! for each, and for how it fits ordinary tonic code. Delegation across agents and
 //! swarms (SW4-004/005) is the `sw4rm-swarm` crate's; the operator's advisor is
 //! `sw4rm-advise`'s.
@@ -152,6 +152,8 @@
 mod attempts;
 mod clients;
 mod config;
+#[cfg(feature = "follow")]
+#[cfg_attr(docsrs, doc(cfg(feature = "follow")))]
 pub mod follow;
 mod observe;
 mod policy;
@@ -267,9 +269,8 @@ pub mod route {
 
 pub use attempts::{HedgeCap, DEFAULT_HEDGE_BURST};
 pub use clients::{
-    cancel_safe, ConnectError, ConnectStage, Sw4rm, Sw4rmBuilder, Sw4rmChannel, CONNECTION_WINDOW,
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_KEEPALIVE_INTERVAL, DEFAULT_KEEPALIVE_TIMEOUT,
-    RESET_STREAMS_REMEMBERED, RESET_STREAM_MEMORY, STALLED_STREAMS_HELD, STREAM_WINDOW,
+    cancel_safe, ConnectError, ConnectStage, Sw4rm, Sw4rmBuilder, Sw4rmChannel,
+    DEFAULT_CONNECT_TIMEOUT,
 };
 pub use config::{
     ConfigError, ConfigIssue, GlobalConfig, ProfileSet, ProfileSetBuilder, ResolvedProfile,

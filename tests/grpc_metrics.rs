@@ -9,7 +9,14 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use common::{call, connect, server, Metrics, Opts};
-use sw4rm_timeouts::metrics::{self, GRPC_LATENCY_BOUNDARIES_S};
+use sw4rm_timeouts::metrics;
+
+/// gRFC A66's latency buckets, in seconds, as the gRFC lists them.
+const A66_LATENCY_BOUNDARIES_S: [f64; 41] = [
+    0.0, 0.00001, 0.00005, 0.0001, 0.0003, 0.0006, 0.0008, 0.001, 0.002, 0.003, 0.004, 0.005,
+    0.006, 0.008, 0.01, 0.013, 0.016, 0.02, 0.025, 0.03, 0.04, 0.05, 0.065, 0.08, 0.1, 0.13, 0.16,
+    0.2, 0.25, 0.3, 0.4, 0.5, 0.65, 0.8, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0,
+];
 use sw4rm_timeouts::testing::Script;
 use sw4rm_timeouts::{HedgingPolicy, MetricFamily, ProfileSet, RetryPolicy, TimeoutProfileLayer};
 
@@ -118,7 +125,7 @@ async fn a_retried_call_in_the_exposition() {
     );
     assert_eq!(
         buckets(&text, "grpc_client_attempt_duration", &[&status("OK")]),
-        le_set(&GRPC_LATENCY_BOUNDARIES_S)
+        le_set(&A66_LATENCY_BOUNDARIES_S)
     );
 
     // A96: one call with 2 retries, on buckets 1-5; its backoffs as the delay.
@@ -212,8 +219,8 @@ async fn the_gauge_follows_a_reload_and_the_units_are_grpcs() {
         .map(|m| (m.name().to_owned(), m.unit().to_owned()))
         .collect();
     for (name, unit) in [
-        (metrics::GRPC_ATTEMPT_STARTED, "{attempt}"),
-        (metrics::GRPC_ATTEMPT_DURATION, "s"),
+        ("grpc.client.attempt.started", "{attempt}"),
+        ("grpc.client.attempt.duration", "s"),
         (metrics::CONFIGURED_TIMEOUT_MS, "ms"),
     ] {
         assert!(

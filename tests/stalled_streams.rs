@@ -7,8 +7,8 @@
 //! connection with `GOAWAY(ENHANCE_YOUR_CALM)` when it runs out. With hyper's windows
 //! (2 MiB per stream, 5 MiB per connection) one consumer that stops reading such a
 //! stream took every call beside it down within a second. The windows the SDK sets
-//! ([`sw4rm_timeouts::cancel_safe`]) hold for [`sw4rm_timeouts::STALLED_STREAMS_HELD`]
-//! stalled streams: 1 and 8 are tried here, with no healthy call lost.
+//! ([`sw4rm_timeouts::cancel_safe`]) hold for 40
+//! stalled streams (512 KiB per stream, the largest connection window): 1 and 8 are tried here, with no healthy call lost.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -179,7 +179,7 @@ async fn stalled_readers_leave_healthy_calls_alone(stalled: usize) {
         .collect();
     // Each stalled stream's window filled: 512 KiB of 27-byte messages (or a stream
     // ended: the connection was lost).
-    let per_window = u64::from(sw4rm_timeouts::STREAM_WINDOW) / 27;
+    let per_window = 512 * 1024 / 27;
     let target = per_window * stalled as u64;
     let frames = until(&sent, |c| {
         c.frames.load(Ordering::Relaxed) >= target || c.ended.load(Ordering::Relaxed) > 0

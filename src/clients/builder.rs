@@ -23,41 +23,40 @@ use crate::timeout::TimeoutProfileLayer;
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Locally reset streams HTTP/2 remembers on a connection built by [`cancel_safe`].
-pub const RESET_STREAMS_REMEMBERED: usize = 10_000;
+pub(crate) const RESET_STREAMS_REMEMBERED: usize = 10_000;
 
 /// How long HTTP/2 remembers a locally reset stream on a connection built by
 /// [`cancel_safe`].
-pub const RESET_STREAM_MEMORY: Duration = Duration::from_secs(30);
+pub(crate) const RESET_STREAM_MEMORY: Duration = Duration::from_secs(30);
 
 /// The HTTP/2 stream window a connection built by [`cancel_safe`] gives each stream
-/// (512 KiB; hyper's own is 2 MiB). See [`STALLED_STREAMS_HELD`] for why.
-pub const STREAM_WINDOW: u32 = 512 * 1024;
+/// (512 KiB; hyper's own is 2 MiB). Why: the comment below.
+pub(crate) const STREAM_WINDOW: u32 = 512 * 1024;
 
 /// The HTTP/2 connection window a connection built by [`cancel_safe`] offers: the
 /// largest HTTP/2 allows (2³¹ − 1 bytes; hyper's own is 5 MiB). It costs no memory
 /// of its own: what a server may send unread is bounded by each stream's
 /// [`STREAM_WINDOW`].
-pub const CONNECTION_WINDOW: u32 = (1 << 31) - 1;
+pub(crate) const CONNECTION_WINDOW: u32 = (1 << 31) - 1;
 
-/// How many streams may stall at once on a connection built by [`cancel_safe`],
-/// their readers gone quiet while their server sends small messages, before the
-/// connection itself is at risk (whatever the size of the messages: 40; for messages
-/// of 27 bytes, about 240).
-///
-/// h2 counts the framing overhead of every DATA frame under 256 bytes that was
-/// received and not yet read (256 − its size) against a budget of half the
-/// connection window, and closes the *connection* (`GOAWAY(ENHANCE_YOUR_CALM,
-/// "too_many_data_frames")`, every call on it failing) when the budget runs out. A
-/// stalled stream holds at most its window's worth of such frames. With hyper's
-/// windows one stalled reader of 27-byte progress messages (a `ToolFrame`, a
-/// `StreamItem`) took the connection down after about 11,400 frames; with these, a
-/// stalled stream of messages of the smallest gRPC frame (5 bytes) holds at most
-/// 512 KiB / 5 × 251 ≈ 26 MB of budget out of 1 GiB. The cost: one stream moves at
-/// most 512 KiB per round trip (≈ 50 MB/s at 10 ms, 5 MB/s at 100 ms); set a larger
-/// `initial_stream_window_size` on your `Endpoint` after [`cancel_safe`] for bulk
-/// transfers over long links. Past this bound the connection may still be lost, and
-/// its calls fail `UNAVAILABLE` (retried where the route allows).
-pub const STALLED_STREAMS_HELD: usize = 40;
+// The windows' reason. How many streams may stall at once on a connection built by [`cancel_safe`],
+// their readers gone quiet while their server sends small messages, before the
+// connection itself is at risk (whatever the size of the messages: 40; for messages
+// of 27 bytes, about 240).
+//
+// h2 counts the framing overhead of every DATA frame under 256 bytes that was
+// received and not yet read (256 − its size) against a budget of half the
+// connection window, and closes the *connection* (`GOAWAY(ENHANCE_YOUR_CALM,
+// "too_many_data_frames")`, every call on it failing) when the budget runs out. A
+// stalled stream holds at most its window's worth of such frames. With hyper's
+// windows one stalled reader of 27-byte progress messages (a `ToolFrame`, a
+// `StreamItem`) took the connection down after about 11,400 frames; with these, a
+// stalled stream of messages of the smallest gRPC frame (5 bytes) holds at most
+// 512 KiB / 5 × 251 ≈ 26 MB of budget out of 1 GiB. The cost: one stream moves at
+// most 512 KiB per round trip (≈ 50 MB/s at 10 ms, 5 MB/s at 100 ms); set a larger
+// `initial_stream_window_size` on your `Endpoint` after [`cancel_safe`] for bulk
+// transfers over long links. Past this bound the connection may still be lost, and
+// its calls fail `UNAVAILABLE` (retried where the route allows).
 
 /// The HTTP/2 settings a client that cancels calls at their deadline, and reads
 /// streams of small messages at its own pace, needs.
@@ -68,13 +67,14 @@ pub const STALLED_STREAMS_HELD: usize = 40;
 /// a protocol error, and after 1,024 of them the client closes the connection with
 /// `GOAWAY(ENHANCE_YOUR_CALM)` and *every* call on it fails. Under a slow link or a
 /// busy server, sustained cancel-at-deadline traffic reaches that within seconds.
-/// This remembers up to [`RESET_STREAMS_REMEMBERED`] reset streams for
-/// [`RESET_STREAM_MEMORY`] (a few hundred bytes each, only while they exist), which
+/// This remembers up to 10,000 reset streams for 30 s (a few hundred bytes each, only while they exist), which
 /// covers late answers at thousands of cancellations a second.
 ///
-/// It also sets the windows ([`STREAM_WINDOW`], [`CONNECTION_WINDOW`]) so that one
-/// consumer that stops reading a stream of small messages cannot take the connection
-/// down, up to [`STALLED_STREAMS_HELD`] such streams at once.
+/// It also sets the windows (512 KiB per stream, hyper's own being 2 MiB; the largest
+/// connection window HTTP/2 allows) so that one consumer that stops reading a stream
+/// of small messages cannot take the connection down, up to 40 such streams at once
+/// (h2 charges unread small DATA frames to half the connection window: 512 KiB / 5 ×
+/// 251 ≈ 26 MB of 1 GiB per stalled stream).
 ///
 /// [`Sw4rm`] applies it to the connections it builds; apply it yourself to an
 /// `Endpoint` whose `Channel` you pass to [`Sw4rm::with_layer`] or put under the layer.
@@ -169,11 +169,11 @@ pub struct Sw4rmBuilder {
 /// pings more often than every 5 minutes by default (grpc-go's `MinTime`, grpc-java's
 /// `permitKeepAliveTime`, gRPC core's minimum ping interval) and close the connection
 /// with `ENHANCE_YOUR_CALM` "too_many_pings"; this stays clear of that.
-pub const DEFAULT_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(330);
+pub(crate) const DEFAULT_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(330);
 
 /// How long a keepalive ping may go unanswered before the connection is given up and
 /// its calls fail `UNAVAILABLE` (retryable).
-pub const DEFAULT_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
+pub(crate) const DEFAULT_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
 
 impl Sw4rmBuilder {
     pub(crate) fn new(endpoint: Endpoint) -> Self {
@@ -215,7 +215,7 @@ impl Sw4rmBuilder {
     }
 
     /// How many locally reset HTTP/2 streams the connection remembers, and for how
-    /// long (default [`RESET_STREAMS_REMEMBERED`] for [`RESET_STREAM_MEMORY`]; see
+    /// long (default 10,000 for 30 s; see
     /// [`cancel_safe`] for why). tonic cannot read these two settings back from an
     /// `Endpoint`, so this is the one place to set them: values set on the endpoint
     /// are replaced.
@@ -230,9 +230,8 @@ impl Sw4rmBuilder {
     /// `UNAVAILABLE` (which a caller may retry). It is what finds a peer that vanished
     /// without FIN or RST (a pulled cable, a dead NAT entry) under a long-lived stream
     /// with no timer, such as `RouterService/StreamIncoming`. Default
-    /// [`DEFAULT_KEEPALIVE_INTERVAL`] (330 s: servers refuse pings more often than
-    /// every 5 minutes unless configured to allow them) and
-    /// [`DEFAULT_KEEPALIVE_TIMEOUT`] (20 s). A shorter interval needs a server that
+    /// 330 s (servers refuse pings more often than every 5 minutes unless configured
+    /// to allow them) and 20 s. A shorter interval needs a server that
     /// permits it. tonic cannot read keepalive settings back from an `Endpoint`, so the
     /// builder's replace the endpoint's. Either value is capped at a year
     /// (`Duration::MAX` is a year).

@@ -11,11 +11,7 @@ mod stage;
 
 use tonic::transport::{Channel, Endpoint};
 
-pub use builder::{
-    cancel_safe, Sw4rmBuilder, CONNECTION_WINDOW, DEFAULT_CONNECT_TIMEOUT,
-    DEFAULT_KEEPALIVE_INTERVAL, DEFAULT_KEEPALIVE_TIMEOUT, RESET_STREAMS_REMEMBERED,
-    RESET_STREAM_MEMORY, STALLED_STREAMS_HELD, STREAM_WINDOW,
-};
+pub use builder::{cancel_safe, Sw4rmBuilder, DEFAULT_CONNECT_TIMEOUT};
 pub use error::ConnectError;
 pub use stage::ConnectStage;
 

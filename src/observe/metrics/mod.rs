@@ -20,13 +20,16 @@ mod grpc;
 mod made;
 
 use buckets::seconds_boundaries;
-pub use buckets::{
-    DURATION_BOUNDARIES_MS, GRPC_LATENCY_BOUNDARIES_S, GRPC_RETRY_BOUNDARIES,
-    GRPC_TRANSPARENT_RETRY_BOUNDARIES,
+pub use buckets::DURATION_BOUNDARIES_MS;
+#[allow(unused_imports)]
+pub(crate) use buckets::{
+    GRPC_LATENCY_BOUNDARIES_S, GRPC_RETRY_BOUNDARIES, GRPC_TRANSPARENT_RETRY_BOUNDARIES,
 };
 pub(crate) use configured::BudgetReader;
 use configured::ConfiguredTimeouts;
-pub use configured::{CONFIGURED_TIMEOUT_MS, RETRY_BUDGET_MAX_TOKENS, RETRY_BUDGET_TOKENS};
+pub use configured::CONFIGURED_TIMEOUT_MS;
+#[allow(unused_imports)]
+pub(crate) use configured::{RETRY_BUDGET_MAX_TOKENS, RETRY_BUDGET_TOKENS};
 #[cfg(feature = "prometheus")]
 #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
 #[allow(deprecated)]
@@ -35,7 +38,8 @@ pub use exposition::{
 };
 pub(crate) use grpc::CallTally;
 use grpc::{AttemptInstruments, RetryInstruments};
-pub use grpc::{
+#[allow(unused_imports)]
+pub(crate) use grpc::{
     GRPC_ATTEMPT_DURATION, GRPC_ATTEMPT_STARTED, GRPC_CALL_HEDGES, GRPC_CALL_RETRIES,
     GRPC_CALL_RETRY_DELAY, GRPC_CALL_TRANSPARENT_RETRIES,
 };
@@ -65,11 +69,11 @@ pub const RELOADS_TOTAL: &str = "sw4rm_config_reloads_total";
 pub const METER_NAME: &str = "sw4rm-timeouts";
 
 /// Name of SW4-003's duration histogram (seconds).
-pub const DURATION_SECONDS: &str = "sw4rm_rpc_duration_seconds";
+pub(crate) const DURATION_SECONDS: &str = "sw4rm_rpc_duration_seconds";
 /// Name of SW4-003's call counter, with a `status` attribute.
-pub const REQUESTS_TOTAL: &str = "sw4rm_rpc_requests_total";
+pub(crate) const REQUESTS_TOTAL: &str = "sw4rm_rpc_requests_total";
 /// Name of OpenTelemetry's RPC client duration histogram (seconds).
-pub const RPC_CLIENT_CALL_DURATION: &str = "rpc.client.call.duration";
+pub(crate) const RPC_CLIENT_CALL_DURATION: &str = "rpc.client.call.duration";
 
 /// A family of metrics a layer can emit in addition to SW4-002's
 /// (`TimeoutProfileLayer::with_metric_family`). Each records one point per call, with
