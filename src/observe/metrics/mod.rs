@@ -21,15 +21,9 @@ mod made;
 
 use buckets::seconds_boundaries;
 pub use buckets::DURATION_BOUNDARIES_MS;
-#[allow(unused_imports)]
-pub(crate) use buckets::{
-    GRPC_LATENCY_BOUNDARIES_S, GRPC_RETRY_BOUNDARIES, GRPC_TRANSPARENT_RETRY_BOUNDARIES,
-};
 pub(crate) use configured::BudgetReader;
 use configured::ConfiguredTimeouts;
 pub use configured::CONFIGURED_TIMEOUT_MS;
-#[allow(unused_imports)]
-pub(crate) use configured::{RETRY_BUDGET_MAX_TOKENS, RETRY_BUDGET_TOKENS};
 #[cfg(feature = "prometheus")]
 #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
 #[allow(deprecated)]
@@ -38,11 +32,6 @@ pub use exposition::{
 };
 pub(crate) use grpc::CallTally;
 use grpc::{AttemptInstruments, RetryInstruments};
-#[allow(unused_imports)]
-pub(crate) use grpc::{
-    GRPC_ATTEMPT_DURATION, GRPC_ATTEMPT_STARTED, GRPC_CALL_HEDGES, GRPC_CALL_RETRIES,
-    GRPC_CALL_RETRY_DELAY, GRPC_CALL_TRANSPARENT_RETRIES,
-};
 
 /// Name of the timeout counter.
 pub const TIMEOUT_TOTAL: &str = "sw4rm_rpc_timeout_total";
