@@ -16,8 +16,9 @@
 //! and beyond one call: retries inside the call's one deadline (SW4-002 §5.2,
 //! [`RetryPolicy`]), hedged reads with a delay learned from the route's own latency
 //! ([`HedgingPolicy`]), deadlines inherited from the inbound call an agent serves and
-//! operation budgets that pause while a human decides ([`scope`]), operations
-//! submitted once and followed by status (`follow`, feature `follow`). The [`guide`] has a chapter
+//! operation budgets that pause while a human decides ([`scope`]), long work inside a
+//! handler under an idle limit and a cap (`scope::LongWork`, feature `long-work`),
+//! operations submitted once and followed by status (`follow`, feature `follow`). The [`guide`] has a chapter
 //! for each, and for how it fits ordinary tonic code. Delegation across agents and
 //! swarms (SW4-004/005) is the `sw4rm-swarm` crate's; the operator's advisor is
 //! `sw4rm-advise`'s.

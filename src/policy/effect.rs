@@ -42,7 +42,7 @@ pub enum CallEffect {
         /// The last progress marker the stream reported, if any.
         progress_marker: Option<u64>,
     },
-    /// The server's own guard ([`crate::scope::LongWork`]) stopped the work at its
+    /// The server's own guard (`scope::LongWork`, feature `long-work`) stopped the work at its
     /// idle limit or cap: it does not run on, and what it did up to its last progress
     /// marker may stand. Reconcile (from the marker) before sending it again.
     WorkStopped {

@@ -22,6 +22,7 @@ pub(crate) mod hedge;
 pub(crate) mod ids;
 pub(crate) mod inherit;
 pub(crate) mod message;
+#[cfg(feature = "follow")]
 pub(crate) mod poll;
 pub(crate) mod profile;
 mod profile_error;

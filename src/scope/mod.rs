@@ -13,10 +13,18 @@
 //! * **A handoff you received**: `OperationBudget::from_envelope(&request.budget)`
 //!   runs the delegated work under what it was handed (SW4-004); handoffs made inside
 //!   carry an envelope one hop deeper.
-//! * **Long work inside a handler**: [`LongWork`] runs it under an idle limit and a
-//!   hard cap; [`progress()`] (anywhere in the work's task, or in work taken along with
-//!   [`carry`]) resets the idle limit; the handler gets a typed [`Outcome`] with what
-//!   the work produced, and the status to answer.
+#![cfg_attr(
+    feature = "long-work",
+    doc = "* **Long work inside a handler** (feature `long-work`): [`LongWork`] runs it \
+           under an idle limit and a hard cap; [`progress()`] (anywhere in the work's \
+           task, or in work taken along with [`carry`]) resets the idle limit; the \
+           handler gets a typed [`Outcome`] with what the work produced, and the status \
+           to answer."
+)]
+#![cfg_attr(
+    not(feature = "long-work"),
+    doc = "* **Long work inside a handler**: `LongWork`, with the feature `long-work`."
+)]
 //! * **Work moved to another task**: what the handler (or the future given to
 //!   [`OperationBudget::run`]) awaits in its own task sees the scope by itself;
 //!   `tokio::spawn`ed work, a channel to a worker, or a future polled elsewhere does
@@ -47,22 +55,36 @@
 pub(crate) mod cancel;
 pub(crate) mod cancelled;
 pub(crate) mod caps;
+#[cfg(feature = "long-work")]
 mod long_stream;
+#[cfg(feature = "long-work")]
 mod long_work;
 pub(crate) mod operation_budget;
+#[cfg(feature = "long-work")]
 mod outcome;
+#[cfg(feature = "long-work")]
 mod output;
+#[cfg(feature = "long-work")]
 mod progress;
 mod server;
 pub(crate) mod task;
+#[cfg(feature = "long-work")]
 mod work_state;
 mod wrap_up;
 
 pub use cancelled::{cancel_reason, cancelled, is_cancelled, Cancelled};
+#[cfg(feature = "long-work")]
+#[cfg_attr(docsrs, doc(cfg(feature = "long-work")))]
 pub use long_stream::{Frame, ProgressStream};
+#[cfg(feature = "long-work")]
+#[cfg_attr(docsrs, doc(cfg(feature = "long-work")))]
 pub use long_work::{LongWork, Output, DEFAULT_STREAM_BUFFER};
 pub use operation_budget::{EnvelopeError, OperationBudget, PauseGuard, DEFAULT_MAX_CLOCK_SKEW};
+#[cfg(feature = "long-work")]
+#[cfg_attr(docsrs, doc(cfg(feature = "long-work")))]
 pub use outcome::{Ending, Outcome};
+#[cfg(feature = "long-work")]
+#[cfg_attr(docsrs, doc(cfg(feature = "long-work")))]
 pub use progress::{progress, progress_at};
 pub use server::{
     InboundDeadline, InboundDeadlineFuture, InboundDeadlineLayer, InboundDeadlineService,

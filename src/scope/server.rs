@@ -22,6 +22,7 @@ use super::task::{inbound_signal, serving_rpc, Scoped};
 use crate::policy::cancel::CancelReason;
 use crate::policy::wrap_up::WrapUp;
 use crate::wire::grpc_timeout::{self, GRPC_TIMEOUT};
+#[cfg(feature = "long-work")]
 use crate::wire::stream_idle;
 
 /// The deadline of an inbound call, as a request extension for the handler.
@@ -147,10 +148,16 @@ where
             },
         };
         let call = inbound_signal();
-        let quiet = stream_idle::read(req.headers());
-        // What a guard's status names (`LongWork` without `for_rpc`): a reference
-        // count on the request's own path, no copy.
-        let rpc = req.uri().path_and_query().cloned();
+        // How long the caller accepts a stream going quiet, and what a guard's status
+        // names (`LongWork` without `for_rpc`: a reference count on the request's own
+        // path, no copy): read for long work only.
+        #[cfg(feature = "long-work")]
+        let (quiet, rpc) = (
+            stream_idle::read(req.headers()),
+            req.uri().path_and_query().cloned(),
+        );
+        #[cfg(not(feature = "long-work"))]
+        let (quiet, rpc) = (None, None);
         // An absurdly long deadline is as good as none (and must not overflow).
         let at = received.and_then(|r| Some((Instant::now().checked_add(r)?, r)));
         let Some((at, received)) = at else {

@@ -11,6 +11,7 @@ use tokio::time::Instant;
 use super::cancel::CancelSignal;
 use super::caps::Current;
 use super::operation_budget::OperationBudget;
+#[cfg(feature = "long-work")]
 use super::work_state::WorkState;
 
 /// What a task's outgoing calls are capped by (opaque: see [`carry`], [`detach`],
@@ -23,6 +24,7 @@ pub struct Scope {
     /// first: each still caps the calls, as budgets only shrink.
     pub(crate) outer_budgets: Option<Arc<[OperationBudget]>>,
     /// The long work the task reports progress to ([`super::LongWork`]).
+    #[cfg(feature = "long-work")]
     pub(crate) work: Option<Arc<WorkState>>,
     /// The cancel signal of the inbound call the task serves, when the server layer
     /// opened the scope.
@@ -31,13 +33,15 @@ pub struct Scope {
     /// both (cancelled by either).
     pub(crate) cancel: Option<Arc<CancelSignal>>,
     /// How long the inbound call's caller accepts a stream going quiet
-    /// (`sw4rm-stream-idle-ms`), when it said.
+    /// (`sw4rm-stream-idle-ms`), when it said (what a long-work stream keeps under).
+    #[cfg(feature = "long-work")]
     pub(crate) caller_quiet: Option<std::time::Duration>,
     /// When the inbound call's handler is told to wrap up
     /// ([`super::InboundDeadlineLayer::with_wrap_up`]).
     pub(crate) wrap_up_at: Option<Instant>,
     /// The inbound call's path (`/package.Service/Method`), when the server layer
-    /// opened the scope: a guard's status names it.
+    /// opened the scope: a long-work guard's status names it.
+    #[cfg(feature = "long-work")]
     pub(crate) rpc: Option<http::uri::PathAndQuery>,
 }
 
@@ -129,6 +133,7 @@ pub fn detach<F: Future>(future: F) -> Scoped<F> {
 }
 
 /// Runs `future` reporting progress to `work` (see [`super::progress()`]).
+#[cfg(feature = "long-work")]
 pub(crate) fn with_work<F: Future>(work: Arc<WorkState>, future: F) -> Scoped<F> {
     let mut scope = scope_now();
     scope.work = Some(work);
@@ -137,6 +142,7 @@ pub(crate) fn with_work<F: Future>(work: Arc<WorkState>, future: F) -> Scoped<F>
 
 /// Runs the handler of an inbound call under `deadline` (if any), cancelled with
 /// `call` (a signal made by [`inbound_signal`]).
+#[cfg(feature = "long-work")]
 pub(crate) fn serving<F: Future>(
     deadline: Option<Instant>,
     call: Arc<CancelSignal>,
@@ -147,6 +153,7 @@ pub(crate) fn serving<F: Future>(
 
 /// [`serving`], with how long the caller accepts a stream going quiet, if it said,
 /// and when its handler is told to wrap up, if the layer says.
+#[cfg(any(feature = "long-work", test))]
 pub(crate) fn serving_quiet<F: Future>(
     deadline: Option<Instant>,
     caller_quiet: Option<std::time::Duration>,
@@ -158,6 +165,7 @@ pub(crate) fn serving_quiet<F: Future>(
 }
 
 /// The inbound call's path in the current scope, when the server layer opened it.
+#[cfg(feature = "long-work")]
 pub(crate) fn current_rpc() -> Option<http::uri::PathAndQuery> {
     SCOPE.try_with(|s| s.rpc.clone()).ok().flatten()
 }
@@ -172,10 +180,16 @@ pub(crate) fn serving_rpc<F: Future>(
     future: F,
 ) -> Scoped<F> {
     let mut scope = scope_now();
-    if rpc.is_some() {
-        scope.rpc = rpc;
+    #[cfg(feature = "long-work")]
+    {
+        if rpc.is_some() {
+            scope.rpc = rpc;
+        }
+        scope.caller_quiet = caller_quiet.or(scope.caller_quiet);
     }
-    scope.caller_quiet = caller_quiet.or(scope.caller_quiet);
+    // Nothing reads them without long work (the server layer passes `None`s).
+    #[cfg(not(feature = "long-work"))]
+    let _ = (rpc, caller_quiet);
     if let Some(at) = wrap_up_at {
         scope.wrap_up_at = Some(scope.wrap_up_at.map_or(at, |w| w.min(at)));
     }
@@ -193,12 +207,14 @@ pub(crate) fn inbound_signal() -> Arc<CancelSignal> {
 }
 
 /// How long the inbound call's caller accepts a stream going quiet, if it said.
+#[cfg(feature = "long-work")]
 pub(crate) fn current_caller_quiet() -> Option<std::time::Duration> {
     SCOPE.try_with(|s| s.caller_quiet).ok().flatten()
 }
 
 /// The cancel signal of the inbound call the current task serves, if the server layer
 /// opened its scope.
+#[cfg(feature = "long-work")]
 pub(crate) fn current_inbound() -> Option<Arc<CancelSignal>> {
     SCOPE.try_with(|s| s.inbound.clone()).ok().flatten()
 }
@@ -214,6 +230,7 @@ pub(crate) fn with_current_scope<R>(f: impl FnOnce(&Scope) -> R) -> Option<R> {
 }
 
 /// Calls `f` with the long work the current task reports to, if any (no clone).
+#[cfg(feature = "long-work")]
 pub(crate) fn with_current_work<R>(f: impl FnOnce(&WorkState) -> R) -> Option<R> {
     SCOPE.try_with(|s| s.work.as_deref().map(f)).ok().flatten()
 }

@@ -12,10 +12,10 @@ use std::time::Duration;
 use tokio::time::{Instant, Sleep};
 
 use super::operation_budget::OperationBudget;
-use super::task::{with_current_scope, with_current_work};
+use super::task::with_current_scope;
 
 /// Whether the current task's work has been told to wrap up: its
-/// [`super::LongWork`]'s notice has come (`cap − reserve`), the inbound call it serves
+/// `LongWork`'s notice has come (feature `long-work`) (`cap − reserve`), the inbound call it serves
 /// has only its reserve left ([`super::InboundDeadlineLayer::with_wrap_up`]), or its
 /// [`OperationBudget`] has. `false` outside such a scope.
 ///
@@ -36,7 +36,7 @@ use super::task::{with_current_scope, with_current_work};
 /// # }
 /// ```
 pub fn should_wrap_up() -> bool {
-    if with_current_work(|w| w.wrapping_up()) == Some(true) {
+    if long_work_wrapping_up() {
         return true;
     }
     with_current_scope(|s| {
@@ -52,7 +52,7 @@ pub fn should_wrap_up() -> bool {
 /// [`should_wrap_up`]); never outside a scope with a wrap-up. Take it in the work's
 /// task.
 pub fn wrap_up_notice() -> WrapUpNotice {
-    let work = with_current_work(|w| w.notice()).flatten();
+    let work = long_work_notice();
     let inbound = with_current_scope(|s| s.wrap_up_at).flatten();
     // A fixed notice (the long work's, the inbound call's), the earlier of the two;
     // else the budget's, which moves with its pauses.
@@ -62,6 +62,30 @@ pub fn wrap_up_notice() -> WrapUpNotice {
     with_current_scope(|s| s.budget.clone())
         .flatten()
         .map_or(WrapUpNotice::never(), WrapUpNotice::budget)
+}
+
+/// Whether the current task's long work has been told to wrap up.
+#[cfg(feature = "long-work")]
+fn long_work_wrapping_up() -> bool {
+    super::task::with_current_work(|w| w.wrapping_up()) == Some(true)
+}
+
+/// When the current task's long work is told to wrap up, if it has a wrap-up.
+#[cfg(feature = "long-work")]
+fn long_work_notice() -> Option<Instant> {
+    super::task::with_current_work(|w| w.notice()).flatten()
+}
+
+/// No long work without its feature.
+#[cfg(not(feature = "long-work"))]
+fn long_work_wrapping_up() -> bool {
+    false
+}
+
+/// No long work without its feature.
+#[cfg(not(feature = "long-work"))]
+fn long_work_notice() -> Option<Instant> {
+    None
 }
 
 /// What the current task's scope has left: the smaller of its inherited deadline and
@@ -104,7 +128,7 @@ impl OperationBudget {
 }
 
 /// Ready once work is told to wrap up ([`wrap_up_notice`],
-/// [`super::Output::wrap_up_notice`], [`OperationBudget::wrap_up_notice`]).
+/// [`OperationBudget::wrap_up_notice`], and long work's `Output::wrap_up_notice`).
 #[must_use = "futures do nothing unless polled"]
 pub struct WrapUpNotice {
     kind: Kind,

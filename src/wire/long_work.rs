@@ -6,7 +6,7 @@ use std::fmt;
 
 /// The long-work part of [`crate::TimeoutDetails`]: present when the call ran under an
 /// idle limit (a stream with `idle_timeout_ms`, or a handler under
-/// [`crate::scope::LongWork`]).
+/// `scope::LongWork`, feature `long-work`).
 ///
 /// ```
 /// use sw4rm_timeouts::{Phase, TimeoutDetails};

@@ -1,7 +1,7 @@
 //! `sw4rm-stream-idle-ms`: how long a caller accepts a server stream going quiet (the
 //! shorter of its gap timer and its idle limit), in milliseconds. Our client layer
 //! sends it on a streaming call that has either; a server's long-work guard
-//! ([`crate::scope::LongWork::stream`]) sends a progress message at least every half
+//! (`scope::LongWork::stream`, feature `long-work`) sends a progress message at least every half
 //! of it, so a working tool is never cut by its caller's own timer. Another gRPC
 //! stack neither sends nor needs it.
 
@@ -20,6 +20,7 @@ pub(crate) fn write(headers: &mut HeaderMap, limit: Duration) {
 
 /// Reads the limit a caller sent: `None` when absent, not a number of milliseconds
 /// (at most 8 digits: a peer's value is bounded before it is used), or 0.
+#[cfg(any(feature = "long-work", test))]
 pub(crate) fn read(headers: &HeaderMap) -> Option<Duration> {
     let text = headers.get(STREAM_IDLE_HEADER)?.as_bytes();
     if text.is_empty() || text.len() > 8 || !text.iter().all(u8::is_ascii_digit) {
