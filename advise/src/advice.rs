@@ -210,6 +210,8 @@ pub struct ProfileAdvice {
 pub struct Advice {
     profiles: Vec<ProfileAdvice>,
     resolution: Resolution,
+    /// Where the data came from, one line each (the overlay's header, the page's top).
+    notes: Vec<String>,
 }
 
 impl Advice {
@@ -246,7 +248,30 @@ impl Advice {
         Advice {
             profiles,
             resolution,
+            notes: Vec::new(),
         }
+    }
+
+    /// The advice with `notes` on where its data came from (the queries that read it,
+    /// the instances left out and why), written at the top of the overlay (as
+    /// comments) and of the page.
+    ///
+    /// ```
+    /// use sw4rm_advise::Advice;
+    /// use sw4rm_timeouts::ProfileSet;
+    /// let advice = Advice::new(&ProfileSet::standard(), &[])
+    ///     .with_notes(["agent-4 ran another table, left out of the advice".to_owned()]);
+    /// assert!(advice.overlay().contains("\n# agent-4 ran another table, left out of the advice\n"));
+    /// ```
+    #[must_use]
+    pub fn with_notes(mut self, notes: impl IntoIterator<Item = String>) -> Self {
+        self.notes.extend(notes);
+        self
+    }
+
+    /// The notes on where its data came from ([`Advice::with_notes`]).
+    pub fn notes(&self) -> &[String] {
+        &self.notes
     }
 
     /// Every observed profile, by name.

@@ -8,6 +8,8 @@
 //! * from a layer built `with_observations()`: [`Advice::observed`];
 //! * from a Prometheus scrape of `sw4rm_rpc_duration_ms` and the timeout counters:
 //!   [`from_exposition`] and [`ScrapedTable`] (the table in use, as the scrape tells);
+//! * from the whole fleet, through Prometheus's (or Thanos's, or Mimir's) query API
+//!   over a window: [`fleet`] (instances on another table and outliers named);
 //! * the `sw4rm-timeouts` command (`cargo install sw4rm-advise`): `advise`, and the
 //!   table's own `explain`, `check`, `routes` and `service-config`;
 //! * timeout SLOs per profile as Prometheus rules: [`SloRules`] (`slo-rules`).
@@ -29,6 +31,7 @@
 
 mod advice;
 mod exposition;
+pub mod fleet;
 mod overlay;
 mod report;
 mod rules;

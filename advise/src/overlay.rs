@@ -64,6 +64,12 @@ fn write(advice: &Advice) -> String {
          # {} of {} proposals written.",
         t.written, t.offered
     );
+    for note in advice.notes() {
+        // One comment line per line of a note: nothing a note says becomes a value.
+        for line in note.lines() {
+            let _ = writeln!(out, "# {line}");
+        }
+    }
     let mut new_routes = String::new();
     for p in advice.profiles() {
         profile_overlay(&mut out, p);

@@ -77,6 +77,13 @@ fn page(advice: &Advice) -> String {
             _ => "the successful calls in each tenth of a decade of latency (log axis)",
         },
     );
+    if !advice.notes().is_empty() {
+        out.push_str("<section class=\"source\">\n<h2>Where the data came from</h2>\n<ul>\n");
+        for note in advice.notes() {
+            let _ = writeln!(out, "<li><code>{}</code></li>", escape(note));
+        }
+        out.push_str("</ul>\n</section>\n");
+    }
     for p in advice.profiles() {
         profile(&mut out, p);
     }

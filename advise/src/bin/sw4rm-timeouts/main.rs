@@ -1,13 +1,16 @@
 //! `sw4rm-timeouts`: the operator's view of a deployment's timeout configuration
-//! (feature `cli`).
+//! (the `sw4rm-advise` crate's).
 //!
 //! ```text
 //! sw4rm-timeouts explain [--config FILE]      effective profiles, one line each, with sources
 //! sw4rm-timeouts check FILE                   validate a deployment file (and SW4RM_*)
 //! sw4rm-timeouts routes [--config FILE]       path → profile, shape, idempotent
 //! sw4rm-timeouts service-config [--mode default|max] [--config FILE]
-//! sw4rm-timeouts advise METRICS_FILE|- [--config FILE] [--report FILE.html]
+//! sw4rm-timeouts advise METRICS_FILE|- [--config FILE] [--out FILE] [--report FILE.html]
+//! sw4rm-timeouts advise --prometheus URL [--selector SEL] [--window 7d] [...]
 //!                                             proposed profile values (TOML), and a page of charts
+//! sw4rm-timeouts slo-rules [--objective PERCENT] [--config FILE]
+//!                                             timeout SLOs as Prometheus rules
 //! sw4rm-timeouts help [COMMAND] | --help | --version
 //! ```
 //!
@@ -19,6 +22,8 @@
 #![warn(clippy::too_many_lines)]
 
 use std::process::ExitCode;
+
+mod advise;
 
 use sw4rm_timeouts::{ProfileSet, ServiceConfigMode};
 
@@ -46,16 +51,23 @@ const COMMANDS: [(&str, &str, &str); 6] = [
     ),
     (
         "advise",
-        "advise METRICS_FILE|- [--config FILE] [--report FILE.html]",
+        "advise METRICS_FILE|- | --prometheus URL [--selector SEL] [--window 7d] \
+         [--instance-label instance] [--tenant ID] [--bearer-token-file FILE | \
+         --basic-auth-file FILE] [--timeout SECONDS] [--max-response-mb MB] [--at UNIX_TIME] \
+         [--config FILE] [--out FILE.toml] [--report FILE.html]",
         "reads a Prometheus exposition of sw4rm_rpc_duration_ms and sw4rm_rpc_timeout_total \
-         (a file, or - for stdin) and writes the profile values that fit what the calls took, \
+         (a file, or - for stdin), or the whole fleet's over a window through Prometheus's \
+         (or Thanos's, or Mimir's) query API (--prometheus: instances that ran another table \
+         are named and left out, an instance whose p99 stands out 10× is named, the queries \
+         are printed for Prometheus's own UI), and writes the profile values that fit what the calls took, \
          as a TOML overlay for the global configuration, each verdict as a comment above the \
          values it changes; each proposal is replayed on the calls, and one that does not \
          dominate the value in use (no more false timeouts, less detection time) is left a \
          suggestion, its lines led by `#? ` (exit code 3); --report also writes one \
          self-contained HTML page with a chart per route (latency on a log axis, p50, p99 \
          and p99.9, the timeout in use, the profile's min and max, the proposal, the share \
-         that timed out)",
+         that timed out); --out writes the overlay to a file whole or not at all (as \
+         --report does its page), for a ConfigMap or a commit",
     ),
     (
         "slo-rules",
@@ -171,6 +183,8 @@ enum Failure {
 struct Takes {
     options: &'static [&'static str],
     argument: Option<&'static str>,
+    /// Whether the argument must be given (else the command checks what it needs).
+    required: bool,
 }
 
 /// What each command takes; `None` for a name that is no command.
@@ -180,13 +194,20 @@ fn takes(command: &str) -> Option<Takes> {
         "check" => (&[], Some("a FILE")),
         "service-config" => (&["--mode", "--config"], None),
         "slo-rules" => (&["--objective", "--config"], None),
-        "advise" => (
-            &["--config", "--report"],
-            Some("a METRICS_FILE (or - for stdin)"),
-        ),
+        "advise" => {
+            return Some(Takes {
+                options: advise::OPTIONS,
+                argument: Some("a METRICS_FILE (or - for stdin), or --prometheus URL"),
+                required: false,
+            })
+        }
         _ => return None,
     };
-    Some(Takes { options, argument })
+    Some(Takes {
+        options,
+        argument,
+        required: true,
+    })
 }
 
 /// A command's words, checked: every option known and given once with its value, the
@@ -244,7 +265,9 @@ fn parse<'a>(command: &str, words: &'a [String]) -> Result<Parsed<'a>, Failure> 
         }
     }
     match (takes.argument, parsed.argument) {
-        (Some(what), None) => Err(Failure::Usage(format!("{command} needs {what}"))),
+        (Some(what), None) if takes.required => {
+            Err(Failure::Usage(format!("{command} needs {what}")))
+        }
         _ => Ok(parsed),
     }
 }
@@ -327,68 +350,8 @@ fn run(args: &[String]) -> Result<String, Failure> {
             };
             Ok(rules.to_yaml())
         }
-        "advise" => {
-            let source = parsed.argument.unwrap_or_default();
-            advise(source, config, parsed.option("--report"))
-        }
+        "advise" => advise::run(&parsed),
         other => Err(Failure::Usage(unknown_command(other))),
-    }
-}
-
-/// The overlay for the exposition in `source` (a file, or `-` for stdin); with
-/// `report`, the HTML page written there too. Judged against the table the scrape
-/// says was in use (`sw4rm_rpc_configured_timeout_ms`), laid over the configuration
-/// (`config`, else as the SDK finds it); where the two disagree, each value is named
-/// on stderr; a scrape without the gauge says which table it was judged against.
-fn advise(source: &str, config: Option<&str>, report: Option<&str>) -> Result<String, Failure> {
-    let text = match source {
-        "-" => std::io::read_to_string(std::io::stdin())
-            .map_err(|e| Failure::Input(format!("stdin: cannot read: {e}")))?,
-        path => std::fs::read_to_string(path)
-            .map_err(|e| Failure::Input(format!("{path}: cannot read: {e}")))?,
-    };
-    let routes = sw4rm_advise::from_exposition(&text)
-        .map_err(|e| Failure::Input(format!("{source}: {e}")))?;
-    let base = profiles(config)?;
-    let named = match config {
-        Some(path) => format!("--config {path}"),
-        None => "the configuration found here (SW4RM_CONFIG or ./sw4rm.toml, SW4RM_*, \
-                 else SW4-002's standard table)"
-            .to_owned(),
-    };
-    let scraped = sw4rm_advise::ScrapedTable::from_exposition(&text);
-    let set = if scraped.is_empty() {
-        eprintln!(
-            "sw4rm-timeouts: {source} has no sw4rm_rpc_configured_timeout_ms (the layer's \
-             MetricFamily::ConfiguredTimeouts): judged against {named}, which may not be \
-             the table the agent ran with"
-        );
-        base
-    } else {
-        if config.is_some() {
-            for difference in scraped.differences(&base, &named) {
-                eprintln!("sw4rm-timeouts: the scrape and {named} disagree: {difference}");
-            }
-        }
-        let builder = match config {
-            Some(path) => ProfileSet::builder().global_file(path),
-            None => ProfileSet::builder(),
-        };
-        // Judged against the table the scrape says was in use.
-        scraped
-            .apply(builder, &base)
-            .build()
-            .map_err(Failure::Config)?
-    };
-    let advice = sw4rm_advise::Advice::new(&set, &routes);
-    if let Some(path) = report {
-        std::fs::write(path, advice.html_report())
-            .map_err(|e| Failure::Input(format!("--report {path}: cannot write: {e}")))?;
-    }
-    let overlay = advice.overlay();
-    match advice.suggestions() {
-        0 => Ok(overlay),
-        count => Err(Failure::Unproven { overlay, count }),
     }
 }
 
