@@ -14,7 +14,9 @@ use sw4rm_timeouts::ProfileSet;
 #[path = "../advise/tests/support/scenarios.rs"]
 mod scenarios;
 
-use scenarios::{adaptive, advised, all, calls, judge, observed_p999, Judged, FALSE_TIMEOUT_GOAL};
+use scenarios::{
+    adaptive, advised, all, calls, judge, observed_p999, restate, Judged, FALSE_TIMEOUT_GOAL,
+};
 
 const SEED: u64 = 0x5EED_0002;
 
@@ -41,6 +43,7 @@ fn main() {
     println!("|---|---|---|---|---|---|---|---|");
     let mut sweep = Vec::new();
     let mut online = Vec::new();
+    let mut restates = Vec::new();
     for s in all() {
         let Some(profile) = table.profile(s.profile) else {
             continue;
@@ -76,6 +79,13 @@ fn main() {
             .collect();
         sweep.push((s.name, default, by_k));
         online.push((s.name, standard, adaptive(&c, default, min, max, 4.0)));
+        restates.push((
+            s.name,
+            standard,
+            chosen,
+            restate(&c, min, max, 2.0),
+            restate(&c, min, max, 4.0),
+        ));
     }
 
     println!("\n## Less headroom: k × the observed p99.9 (unrounded, within the bounds)\n");
@@ -122,4 +132,47 @@ fn main() {
         if everywhere { "dominates" } else { "does not dominate" },
         pct(FALSE_TIMEOUT_GOAL)
     );
+    restate_table(&restates);
+}
+
+/// Restate's adaptive rule beside the standard table and the advised value.
+fn restate_table(rows: &[(&str, Judged, Judged, Judged, Judged)]) {
+    println!(
+        "\n## Restate's adaptive timeout (clamp(safety × p99.99 of the last 60 s, min, max)) \
+         against the standard table and the advised value\n"
+    );
+    println!(
+        "| Scenario | false timeouts: 2× / 4× / advised / standard | mean detection: 2× / 4× / \
+         advised / standard | wins (dominates both) |"
+    );
+    println!("|---|---|---|---|");
+    for (name, standard, advised, two, four) in rows {
+        let wins = |r: &Judged| {
+            r.false_timeouts <= standard.false_timeouts.min(advised.false_timeouts)
+                && r.detection < standard.detection.min(advised.detection)
+        };
+        let won: Vec<&str> = [("2×", two), ("4×", four)]
+            .into_iter()
+            .filter(|(_, r)| wins(r))
+            .map(|(k, _)| k)
+            .collect();
+        println!(
+            "| {name} | {} ({}) / {} ({}) / {} / {} | {} / {} / {} / {} | {} |",
+            pct(two.false_timeout_rate()),
+            two.false_timeouts,
+            pct(four.false_timeout_rate()),
+            four.false_timeouts,
+            pct(advised.false_timeout_rate()),
+            pct(standard.false_timeout_rate()),
+            ms(two.detection),
+            ms(four.detection),
+            ms(advised.detection),
+            ms(standard.detection),
+            if won.is_empty() {
+                "no".to_owned()
+            } else {
+                won.join(", ")
+            },
+        );
+    }
 }

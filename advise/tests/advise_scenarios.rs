@@ -10,7 +10,7 @@ use sw4rm_timeouts::ProfileSet;
 #[path = "support/scenarios.rs"]
 mod scenarios;
 
-use scenarios::{advised, all, calls, judge, observed_p999, FALSE_TIMEOUT_GOAL};
+use scenarios::{advised, all, calls, judge, observed_p999, restate, FALSE_TIMEOUT_GOAL};
 
 const SEED: u64 = 0x5EED_0002;
 
@@ -90,4 +90,38 @@ fn a_black_holed_peer_in_the_observed_hour_does_not_silence_the_advisor() {
         hangs.time_in_timeouts,
         Duration::from_secs(5) * hangs.hangs as u32
     );
+}
+
+/// Restate's adaptive timeout, as `benches/README.md` and the advisor chapter report
+/// it: it beats both the standard table and the advised value only on the steady
+/// lognormal route; under a black-holed peer its own timeouts, recorded as round trips,
+/// drive it up to the profile's maximum, so it waits longer than the standard table.
+#[test]
+fn restates_adaptive_rule_wins_only_on_a_steady_route_and_escalates_on_a_black_hole() {
+    let table = ProfileSet::standard();
+    let mut wins = Vec::new();
+    for s in all() {
+        let p = table.profile(s.profile).unwrap();
+        let (default, min, max) = (p.default_timeout(), p.min_timeout(), p.max_timeout());
+        let c = calls(&s, SEED);
+        let standard = judge(&c, |_| default);
+        let value = advised(&s, &c).unwrap_or(default);
+        let advised = judge(&c, |_| value);
+        let rule = restate(&c, min, max, 2.0);
+        if rule.false_timeouts <= standard.false_timeouts.min(advised.false_timeouts)
+            && rule.detection < standard.detection.min(advised.detection)
+        {
+            wins.push(s.name);
+        }
+        if s.name.starts_with("black-holed") {
+            assert!(
+                rule.detection > standard.detection,
+                "{}: {:?} against the standard {:?}",
+                s.name,
+                rule.detection,
+                standard.detection
+            );
+        }
+    }
+    assert_eq!(wins, ["lognormal + 1 % tail"]);
 }

@@ -323,3 +323,55 @@ pub fn adaptive(
         d
     })
 }
+
+/// Restate's adaptive timeout (the `adaptive-timeout` crate's defaults, as Restate's
+/// Bifrost uses it for appends), for comparison (not shipped): before each call,
+/// `clamp(safety × p99.99 × 2^(attempt − 1), min, max)` over the last 60 s of recorded
+/// round trips (answered calls at their latency, timed-out ones at their timeout), one
+/// target, first attempts only; the floor (`min`) until 3 are recorded. Runs over both
+/// hours, judged on the second.
+pub fn restate(calls: &[(f64, Outcome)], min: Duration, max: Duration, safety: f64) -> Judged {
+    const WINDOW: f64 = 60.0;
+    const MIN_SAMPLES: usize = 3;
+    // Re-estimated once a second of calls (at 10 calls a second, within 10 calls of
+    // every call's own estimate).
+    const EVERY: f64 = 1.0;
+    let mut window: std::collections::VecDeque<(f64, Duration)> = Default::default();
+    let mut timeout = min;
+    let mut next_update = 0.0;
+    let mut timeouts = Vec::with_capacity(calls.len());
+    let mut sorted: Vec<Duration> = Vec::new();
+    for (t, o) in calls {
+        if *t >= next_update {
+            next_update += EVERY;
+            while window.front().is_some_and(|(s, _)| *s < t - WINDOW) {
+                window.pop_front();
+            }
+            timeout = if window.len() < MIN_SAMPLES {
+                min
+            } else {
+                sorted.clear();
+                sorted.extend(window.iter().map(|(_, l)| *l));
+                sorted.sort_unstable();
+                let rank = ((sorted.len() as f64 * 0.9999).ceil() as usize).clamp(1, sorted.len());
+                sorted[rank - 1].mul_f64(safety).clamp(min, max)
+            };
+        }
+        timeouts.push(timeout);
+        let recorded = match o {
+            Outcome::Answered(d) if *d <= timeout => *d,
+            _ => timeout,
+        };
+        window.push_back((*t, recorded));
+    }
+    let mut i = 0;
+    let first_judged = calls
+        .iter()
+        .position(|(t, _)| *t >= HOUR)
+        .unwrap_or(calls.len());
+    judge(calls, |_| {
+        let d = timeouts[first_judged + i];
+        i += 1;
+        d
+    })
+}
