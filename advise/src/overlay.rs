@@ -4,6 +4,7 @@
 //! in the file as suggestions, commented out with the reason.
 
 use std::fmt::Write as _;
+use std::time::Duration;
 
 use super::advice::{ms, resolution_text, Advice, Finding, ProfileAdvice};
 use super::rules::{Bound, Verdict, HEADROOM};
@@ -95,9 +96,9 @@ fn bound_text(bound: Option<Bound>) -> &'static str {
     }
 }
 
-fn profile_overlay(out: &mut String, p: &ProfileAdvice) {
-    let f = &p.finding;
-    let proposal = match &f.verdict {
+/// A profile's proposal, the bound that held it, and how it was reached.
+fn proposal(f: &Finding) -> Option<(Duration, Option<Bound>, &'static str)> {
+    match &f.verdict {
         Verdict::DetectionSlow { proposed, bound } => {
             Some((*proposed, *bound, "p99.9, rounded up"))
         }
@@ -107,7 +108,62 @@ fn profile_overlay(out: &mut String, p: &ProfileAdvice) {
             "p99.9 or twice the default, the larger, rounded up: re-measure after",
         )),
         _ => None,
-    };
+    }
+}
+
+/// The profile a route that does not fit its own gets in the overlay.
+fn own_profile(p: &ProfileAdvice, path: &str) -> String {
+    let method = path.rsplit('/').next().unwrap_or_default();
+    format!("{}_{}", p.name, snake(method))
+}
+
+impl Advice {
+    /// What the overlay changes in the table in use, one line per value it writes
+    /// (suggestions aside): `heartbeat.default_timeout_ms 5000 -> 1000`, and a route
+    /// moved to a profile of its own. The diff to review before deploying it.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use sw4rm_advise::{Advice, LatencySnapshot, RouteLatency};
+    /// use sw4rm_timeouts::ProfileSet;
+    /// let mut latency = LatencySnapshot::default();
+    /// for i in 0..1_000u64 {
+    ///     latency.record(Duration::from_millis(15 + i % 10));
+    /// }
+    /// let route = RouteLatency::new("sw4rm.registry.RegistryService", "Heartbeat", "heartbeat", latency);
+    /// let advice = Advice::new(&ProfileSet::standard(), &[route]);
+    /// assert_eq!(advice.changes(), ["heartbeat.default_timeout_ms 5000 -> 1000"]);
+    /// ```
+    pub fn changes(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for p in self.profiles() {
+            let f = &p.finding;
+            if let Some((proposed, _, _)) = proposal(f).filter(|_| f.is_written()) {
+                out.push(format!(
+                    "{}.default_timeout_ms {} -> {}",
+                    p.name,
+                    p.default.as_millis(),
+                    proposed.as_millis()
+                ));
+            }
+            for (path, f) in p.routes.iter().filter(|(_, f)| f.is_written()) {
+                if let Verdict::DoesNotFit { proposed } = f.verdict {
+                    out.push(format!(
+                        "{path}: profile {} -> {} (default_timeout_ms {})",
+                        p.name,
+                        own_profile(p, path),
+                        proposed.as_millis()
+                    ));
+                }
+            }
+        }
+        out
+    }
+}
+
+fn profile_overlay(out: &mut String, p: &ProfileAdvice) {
+    let f = &p.finding;
+    let proposal = proposal(f);
     let _ = write!(
         out,
         "\n# {}: {} (default {}; {})",
@@ -178,8 +234,7 @@ fn route_overlay(
         );
         return;
     };
-    let method = path.rsplit('/').next().unwrap_or_default();
-    let name = format!("{}_{}", p.name, snake(method));
+    let name = own_profile(p, path);
     let _ = writeln!(
         out,
         "#   {}: does not fit its profile ({}): a profile of its own",

@@ -571,6 +571,15 @@ fn the_fleet_through_prometheus_gives_the_scrape_paths_advice_and_names_who_diff
         stderr.contains("a3 stands out on /sw4rm.registry.RegistryService/Heartbeat"),
         "{stderr}"
     );
+    // The diff against the table in use, as the generated data says: heartbeat to 1 s.
+    assert!(
+        stderr.contains("change: heartbeat.default_timeout_ms 5000 -> 1000\n"),
+        "{stderr}"
+    );
+    assert_eq!(
+        advice.changes(),
+        ["heartbeat.default_timeout_ms 5000 -> 1000"]
+    );
     let page = std::fs::read_to_string(dir.join("page.html")).unwrap();
     assert!(
         page.contains("Where the data came from"),

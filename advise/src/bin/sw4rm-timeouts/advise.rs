@@ -72,6 +72,10 @@ pub(crate) fn run(parsed: &Parsed<'_>) -> Result<String, Failure> {
         .map_err(|e| Failure::Input(format!("{source}: {e}")))?;
     let set = table_in_use(&text, &source, what, config)?;
     let advice = sw4rm_advise::Advice::new(&set, &routes).with_notes(notes);
+    // The diff against the table in use, to review before deploying the overlay.
+    for change in &advice.changes() {
+        eprintln!("sw4rm-timeouts: change: {change}");
+    }
     if let Some(path) = parsed.option("--report") {
         write_whole(Path::new(path), advice.html_report().as_bytes())
             .map_err(|e| Failure::Input(format!("--report {path}: cannot write: {e}")))?;
