@@ -245,6 +245,18 @@ impl Metrics {
                             });
                         }
                     }
+                    // An up-down counter (a gauge of calls in flight): never below 0.
+                    AggregatedMetrics::I64(MetricData::Sum(sum)) => {
+                        for p in sum.data_points() {
+                            let value = u64::try_from(p.value())
+                                .unwrap_or_else(|_| panic!("{name} is negative: {}", p.value()));
+                            out.push(Point {
+                                name: name.clone(),
+                                attrs: attrs(&mut p.attributes()),
+                                value,
+                            });
+                        }
+                    }
                     AggregatedMetrics::F64(MetricData::Histogram(h)) => {
                         for p in h.data_points() {
                             out.push(Point {

@@ -18,6 +18,7 @@ mod configured;
 mod exposition;
 mod grpc;
 mod made;
+mod sw4_003;
 
 use buckets::seconds_boundaries;
 pub use buckets::DURATION_BOUNDARIES_MS;
@@ -32,6 +33,7 @@ pub use exposition::{
 };
 pub(crate) use grpc::CallTally;
 use grpc::{AttemptInstruments, RetryInstruments};
+use sw4_003::Sw4003;
 
 /// Name of the timeout counter.
 pub const TIMEOUT_TOTAL: &str = "sw4rm_rpc_timeout_total";
@@ -57,10 +59,6 @@ pub const RELOADS_TOTAL: &str = "sw4rm_config_reloads_total";
 /// The instrumentation scope name.
 pub const METER_NAME: &str = "sw4rm-timeouts";
 
-/// Name of SW4-003's duration histogram (seconds).
-pub(crate) const DURATION_SECONDS: &str = "sw4rm_rpc_duration_seconds";
-/// Name of SW4-003's call counter, with a `status` attribute.
-pub(crate) const REQUESTS_TOTAL: &str = "sw4rm_rpc_requests_total";
 /// Name of OpenTelemetry's RPC client duration histogram (seconds).
 pub(crate) const RPC_CLIENT_CALL_DURATION: &str = "rpc.client.call.duration";
 
@@ -80,8 +78,11 @@ pub(crate) const RPC_CLIENT_CALL_DURATION: &str = "rpc.client.call.duration";
 #[non_exhaustive]
 pub enum MetricFamily {
     /// SW4RM's observability extension (SW4-003): `sw4rm_rpc_duration_seconds`
-    /// (histogram; `profile`, `service`, `method`) and `sw4rm_rpc_requests_total`
-    /// (counter; `profile`, `service`, `method`, `status`).
+    /// (histogram; `profile`, `service`, `method`), `sw4rm_rpc_requests_total`
+    /// (counter; `profile`, `service`, `method`, `status`) and `sw4rm_rpc_in_flight`
+    /// (up-down counter; `service`): the calls executing now, each counted once from
+    /// the moment the layer opens it until it ends, however it ends (an answer, a
+    /// timeout, a cancel, a drop; hedges and retries inside it count once).
     Sw4003,
     /// OpenTelemetry's RPC semantic conventions: `rpc.client.call.duration` (histogram,
     /// seconds; `rpc.system.name` = `grpc`, `rpc.method` = `package.Service/Method`,
@@ -131,13 +132,6 @@ pub(crate) fn attributes(profile: &str, service: Arc<str>, method: Arc<str>) -> 
         grpc_method: KeyValue::new("grpc.method", rpc_method.clone()),
         rpc_method: KeyValue::new("rpc.method", rpc_method),
     }
-}
-
-/// SW4-003's instruments.
-#[derive(Clone, Debug)]
-struct Sw4003 {
-    duration: Histogram<f64>,
-    requests: Counter<u64>,
 }
 
 /// The instruments.
@@ -197,20 +191,7 @@ impl Instruments {
     pub(crate) fn with_family(mut self, family: MetricFamily) -> Self {
         match family {
             MetricFamily::Sw4003 => {
-                self.sw4_003 = Some(Sw4003 {
-                    duration: self
-                        .meter
-                        .f64_histogram(DURATION_SECONDS)
-                        .with_description("Duration of SW4RM RPCs in seconds (SW4-003)")
-                        .with_unit("s")
-                        .with_boundaries(seconds_boundaries())
-                        .build(),
-                    requests: self
-                        .meter
-                        .u64_counter(REQUESTS_TOTAL)
-                        .with_description("SW4RM RPCs by final gRPC status (SW4-003)")
-                        .build(),
-                });
+                self.sw4_003 = Some(Sw4003::new(&self.meter));
             }
             MetricFamily::OpenTelemetryRpc => {
                 self.rpc_duration = Some(
@@ -358,6 +339,20 @@ impl Instruments {
         );
     }
 
+    /// Whether calls are counted in flight (SW4-003's family is on).
+    #[inline]
+    pub(crate) fn counts_in_flight(&self) -> bool {
+        self.sw4_003.is_some()
+    }
+
+    /// A call began: SW4-003's in-flight gauge, when that family is on (its end is
+    /// counted by [`Instruments::record`], which every call's record reaches once).
+    pub(crate) fn call_began(&self, attrs: &Attributes) {
+        if let Some(sw4_003) = &self.sw4_003 {
+            sw4_003.in_flight(1, attrs);
+        }
+    }
+
     /// Records one finished call (and the timeout, if it timed out); `code` is asked
     /// for only when a family that records the status is on.
     pub(crate) fn record(
@@ -369,6 +364,9 @@ impl Instruments {
     ) {
         self.duration
             .record(elapsed.as_secs_f64() * 1_000.0, &attrs.sw4);
+        if let Some(sw4_003) = &self.sw4_003 {
+            sw4_003.in_flight(-1, attrs);
+        }
         if timed_out {
             self.timeouts.add(1, &attrs.sw4);
         }
@@ -379,17 +377,7 @@ impl Instruments {
         let status = code_name(code);
         let seconds = elapsed.as_secs_f64();
         if let Some(sw4_003) = &self.sw4_003 {
-            sw4_003.duration.record(seconds, &attrs.sw4);
-            let [profile, service, method] = &attrs.sw4;
-            sw4_003.requests.add(
-                1,
-                &[
-                    profile.clone(),
-                    service.clone(),
-                    method.clone(),
-                    KeyValue::new("status", status),
-                ],
-            );
+            sw4_003.record(seconds, status, attrs);
         }
         if let Some(rpc_duration) = &self.rpc_duration {
             let otel = [

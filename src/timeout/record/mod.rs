@@ -136,6 +136,10 @@ impl Record {
         start: Instant,
         span: tracing::Span,
     ) -> Self {
+        let instruments = shared.settings.instruments.as_ref();
+        if let Some(i) = instruments.filter(|i| i.counts_in_flight()) {
+            i.call_began(&shared.paths.get(&labels).attrs);
+        }
         Record {
             shared,
             labels,
