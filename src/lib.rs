@@ -65,45 +65,46 @@
 //! where any other call makes its own first. Counted honestly — every file of the
 //! glue and the engine whose code such a call with retries on runs when its first
 //! attempt answers it (the rules in `policy/` and the codecs in `wire/` are read
-//! through them) — that is twenty files (`tests/reading_order.rs` holds this list
+//! through them) — that is twenty-one files (`tests/reading_order.rs` holds this list
 //! to the tree):
 //!
 //! 1. `timeout/service.rs` — `TimeoutProfileService::call`: route, plan, open the
 //!    record, keep the request, write the deadline, send.
-//! 2. `timeout/state/shared.rs` — where the call finds the layer's state (one atomic
+//! 2. `timeout/span.rs` — the call's `sw4rm_rpc` span, named by its route.
+//! 3. `timeout/state/shared.rs` — where the call finds the layer's state (one atomic
 //!    load), what that state holds, and the path's route and labels, asked of the
 //!    profile table once per path.
-//! 3. `timeout/per_call.rs` — what the caller set on the request (one lookup when it
+//! 4. `timeout/per_call.rs` — what the caller set on the request (one lookup when it
 //!    set nothing).
-//! 4. `timeout/plan.rs` — the pure call plan over the rules in `policy/`: the resolved
+//! 5. `timeout/plan.rs` — the pure call plan over the rules in `policy/`: the resolved
 //!    timeout, the smallest cap, the timers, the retry and hedge plans; a route's
 //!    plan, made once.
-//! 5. `timeout/state/per_path.rs` — where the route's plan is kept, made on the
+//! 6. `timeout/state/per_path.rs` — where the route's plan is kept, made on the
 //!    route's first call.
-//! 6. `timeout/record/boxed.rs` — the record's box, reused per thread, moved as a
+//! 7. `timeout/record/boxed.rs` — the record's box, reused per thread, moved as a
 //!    pointer;
-//! 7. `timeout/record/mod.rs` — the record: where its end is recorded (its
+//! 8. `timeout/record/mod.rs` — the record: where its end is recorded (its
 //!    duration, what the advisor observes);
-//! 8. `timeout/record/clock.rs` — where the call's timers are (the route's plan, or
+//! 9. `timeout/record/clock.rs` — where the call's timers are (the route's plan, or
 //!    its own) and what they say to the engine;
-//! 9. `timeout/record/cancel_watch.rs` — the watch on the scope's cancel and
-//!    tonic's.
-//! 10. `attempts/replay/request.rs` — the request's head and bytes, kept for replay,
-//! 11. `attempts/replay/handle.rs` — and the spare handle on the inner service later
+//! 10. `timeout/record/cancel_watch.rs` — the watch on the scope's cancel and
+//!     tonic's.
+//! 11. `attempts/replay/request.rs` — the request's head and bytes, kept for replay,
+//! 12. `attempts/replay/handle.rs` — and the spare handle on the inner service later
 //!     attempts go through.
-//! 12. `attempts/retries.rs` — the call's retry state and its box;
-//! 13. `attempts/retry_budget.rs` — the layer's retry budget, paid into by every
+//! 13. `attempts/retries.rs` — the call's retry state and its box;
+//! 14. `attempts/retry_budget.rs` — the layer's retry budget, paid into by every
 //!     answer.
-//! 14. `timeout/future.rs` — the call's future: the engine's loop, the record.
-//! 15. `attempts/call_loop.rs` — the loop: attempts under the call's one timer.
-//! 16. `attempts/attempt.rs` — one attempt; the one writer of an attempt's
+//! 15. `timeout/future.rs` — the call's future: the engine's loop, the record.
+//! 16. `attempts/call_loop.rs` — the loop: attempts under the call's one timer.
+//! 17. `attempts/attempt.rs` — one attempt; the one writer of an attempt's
 //!     `grpc-timeout`, and the timer, armed lazily, re-armed without allocating.
-//! 17. `attempts/verdict.rs` — what an attempt's end means: the answer, a retry, or
+//! 18. `attempts/verdict.rs` — what an attempt's end means: the answer, a retry, or
 //!     the call's failure.
-//! 18. `attempts/event.rs` — what the engine and the body report, and to whom (the
+//! 19. `attempts/event.rs` — what the engine and the body report, and to whom (the
 //!     `Sink`).
-//! 19. `timeout/body.rs` — the response body under the remaining timers.
-//! 20. `timeout/record/events.rs` — what the record makes of what it is told:
+//! 20. `timeout/body.rs` — the response body under the remaining timers.
+//! 21. `timeout/record/events.rs` — what the record makes of what it is told:
 //!     metrics, logs, the end.
 //!
 //! A call with a value of its own, a scope or a stream reads the same files; a stream

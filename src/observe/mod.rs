@@ -1,6 +1,9 @@
 //! What the layer observes: the OpenTelemetry instruments (`metrics/`) and per-route
-//! latency estimates (`latency/`: the histogram the advisor, `sw4rm-advise`, reads).
+//! latency estimates (`latency/`: the histogram the advisor, `sw4rm-advise`, reads),
+//! and, with the feature `otel`, the trace context calls carry (`trace_context.rs`).
 //! Nothing here knows the tower layer: the layer records into these.
 
 pub(crate) mod latency;
 pub mod metrics;
+#[cfg(feature = "otel")]
+pub(crate) mod trace_context;

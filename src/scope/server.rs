@@ -72,9 +72,12 @@ impl InboundDeadline {
 ///     .await?;
 /// # Ok(()) }
 /// ```
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct InboundDeadlineLayer {
     wrap_up: Option<WrapUp>,
+    /// Reads the caller's trace context (feature `otel`).
+    #[cfg(feature = "otel")]
+    propagator: Option<crate::observe::trace_context::Propagator>,
 }
 
 impl InboundDeadlineLayer {
@@ -98,7 +101,36 @@ impl InboundDeadlineLayer {
         self.wrap_up = Some(wrap_up);
         self
     }
+
+    /// Runs each handler in a server span (`sw4rm_rpc_server`, INFO; OpenTelemetry's
+    /// `otel.name` and `otel.kind` = `server`, `rpc.system.name`, `rpc.method`, and
+    /// `sw4rm.deadline_ms`, the deadline the call came with) whose parent is the trace
+    /// context the caller sent, read with `propagator` (feature `otel`): the calls the
+    /// handler makes are its children, so the trace follows the work across agents.
+    ///
+    /// ```
+    /// use opentelemetry_sdk::propagation::TraceContextPropagator;
+    /// use sw4rm_timeouts::scope::InboundDeadlineLayer;
+    /// let layer = InboundDeadlineLayer::new().with_trace_propagator(TraceContextPropagator::new());
+    /// # drop(layer);
+    /// ```
+    #[cfg(feature = "otel")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "otel")))]
+    pub fn with_trace_propagator(
+        mut self,
+        propagator: impl opentelemetry::propagation::TextMapPropagator + Send + Sync + 'static,
+    ) -> Self {
+        self.propagator = Some(Arc::new(propagator));
+        self
+    }
 }
+
+/// The handler's server span (feature `otel`), entered while it is polled.
+#[cfg(feature = "otel")]
+type ServerSpan = Option<tracing::Span>;
+/// No server span without the feature `otel`.
+#[cfg(not(feature = "otel"))]
+type ServerSpan = ();
 
 impl<S> Layer<S> for InboundDeadlineLayer {
     type Service = InboundDeadlineService<S>;
@@ -107,6 +139,8 @@ impl<S> Layer<S> for InboundDeadlineLayer {
         InboundDeadlineService {
             inner,
             wrap_up: self.wrap_up,
+            #[cfg(feature = "otel")]
+            propagator: self.propagator.clone(),
         }
     }
 }
@@ -116,6 +150,8 @@ impl<S> Layer<S> for InboundDeadlineLayer {
 pub struct InboundDeadlineService<S> {
     inner: S,
     wrap_up: Option<WrapUp>,
+    #[cfg(feature = "otel")]
+    propagator: Option<crate::observe::trace_context::Propagator>,
 }
 
 impl<S, ReqBody, ResBody> Service<http::Request<ReqBody>> for InboundDeadlineService<S>
@@ -143,10 +179,18 @@ where
                         },
                         call: None,
                         answered: false,
+                        span: ServerSpan::default(),
                     }
                 }
             },
         };
+        #[cfg(feature = "otel")]
+        let span = self.propagator.as_ref().map(|p| {
+            let ms = received.map(|r| u64::try_from(r.as_millis()).unwrap_or(u64::MAX));
+            crate::observe::trace_context::server_span(p, req.headers(), req.uri().path(), ms)
+        });
+        #[cfg(not(feature = "otel"))]
+        let span = ();
         let call = inbound_signal();
         // How long the caller accepts a stream going quiet, and what a guard's status
         // names (`LongWork` without `for_rpc`: a reference count on the request's own
@@ -167,6 +211,7 @@ where
                 },
                 call: Some(call),
                 answered: false,
+                span,
             };
         };
         req.extensions_mut()
@@ -189,6 +234,7 @@ where
             },
             call: Some(call),
             answered: false,
+            span,
         }
     }
 }
@@ -204,6 +250,8 @@ pin_project! {
         call: Option<Arc<CancelSignal>>,
         // The call was answered (by the handler or the deadline).
         answered: bool,
+        // The handler's server span, entered while it is polled (feature `otel`).
+        span: ServerSpan,
     }
 
     impl<F> PinnedDrop for InboundDeadlineFuture<F> {
@@ -241,6 +289,8 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
+        #[cfg(feature = "otel")]
+        let _entered = this.span.as_ref().map(tracing::Span::enter);
         let answer = poll_state(this.state, this.call.as_deref(), cx);
         *this.answered |= answer.is_ready();
         answer

@@ -104,6 +104,30 @@ impl TimeoutProfileLayer {
         self.with_settings(|s| s.span_level = level)
     }
 
+    /// Writes each call's trace context into its metadata with `propagator`
+    /// (feature `otel`): the context of the call's `sw4rm_rpc` span, or of the span the
+    /// call was made in when that one is off, so that the server's span is its child.
+    /// `TraceContextPropagator` (`opentelemetry_sdk::propagation`) writes W3C
+    /// `traceparent` and `tracestate`; a `TextMapCompositePropagator` with
+    /// `BaggagePropagator` adds baggage. The spans reach OpenTelemetry through
+    /// `tracing-opentelemetry`'s layer. Retries and hedges carry the same context.
+    ///
+    /// ```
+    /// use opentelemetry_sdk::propagation::TraceContextPropagator;
+    /// use sw4rm_timeouts::TimeoutProfileLayer;
+    /// let layer = TimeoutProfileLayer::standard().with_trace_propagator(TraceContextPropagator::new());
+    /// # drop(layer);
+    /// ```
+    #[cfg(feature = "otel")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "otel")))]
+    pub fn with_trace_propagator(
+        self,
+        propagator: impl opentelemetry::propagation::TextMapPropagator + Send + Sync + 'static,
+    ) -> Self {
+        let propagator: crate::observe::trace_context::Propagator = Arc::new(propagator);
+        self.with_settings(|s| s.propagator = Some(propagator.clone()))
+    }
+
     /// How a deadline inherited from the inbound call a task serves is passed on to
     /// its outgoing calls (default: a 5 ms hop offset, no cap, refused below 1 ms;
     /// see [`crate::scope`]).

@@ -7,9 +7,9 @@
 //! attempts to the engine (`crate::attempts`), which reports back to the call record.
 //! Every call takes the same way through it, whatever the log level.
 //!
-//! Reading order for one RPC: `service.rs` (wiring) → `state/shared.rs` (the layer's
-//! state, and in it the path's route and labels, asked of the profile table once per
-//! path) → `plan.rs` (the pure call plan: resolve, timers, the smallest cap, the wire
+//! Reading order for one RPC: `service.rs` (wiring; `span.rs` its span) →
+//! `state/shared.rs` (the layer's state, and in it the path's route and labels, asked
+//! of the profile table once per path) → `plan.rs` (the pure call plan: resolve, timers, the smallest cap, the wire
 //! header; a route's plan, made once and kept in `state/per_path.rs`; `per_call.rs`
 //! holds the request extensions a caller sets) → `future.rs` (the call's future: the
 //! engine's call loop and the call record) → `body.rs` (the response body, which waits
@@ -50,6 +50,7 @@ mod plan;
 mod record;
 pub(crate) mod refuse;
 mod service;
+mod span;
 mod state;
 mod stream_plan;
 

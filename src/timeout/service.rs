@@ -16,20 +16,19 @@ use tower_service::Service;
 use super::future::ResponseFuture;
 use super::per_call::asked;
 use super::per_call::CallOptions;
-use super::plan::{not_a_grpc_path, plan, CallPlan, Decided, Outer, RoutePlan};
+use super::plan::{not_a_grpc_path, plan, CallPlan, Outer, RoutePlan};
 use super::record::CallRecord;
 use super::refuse::{refused, RefuseSending};
 use super::state::shared::{Found, Reader, Shared};
+use super::span::{route_span, rpc_span};
 use super::state::LabelsRef;
 use crate::attempts::{
     CallLoop, HedgeContext, HedgePlan, RecentLatency, ReplayRequest, Retries, RetryPlan, Spare,
     SpareSlot, WireTimeout,
 };
-use crate::config::ResolvedProfile;
 use crate::policy::deadline::{Phase, Received};
 use crate::policy::hedge::HedgingDelay;
-use crate::policy::route::{Lookup, ProfileId};
-use crate::policy::streaming::millis;
+use crate::policy::route::ProfileId;
 use crate::scope::Current;
 use crate::wire::details::DetectedBy;
 use crate::wire::error::BoxError;
@@ -118,6 +117,13 @@ where
         let mut head = Head::of(&mut planned);
         let attempts = Attempts::of(shared, &mut planned, &found.labels, head.total, start);
         let exhausted = planned.exhausted;
+        // The span, kept to write its context once the path is no longer borrowed.
+        #[cfg(feature = "otel")]
+        let traced = shared
+            .settings
+            .propagator
+            .as_ref()
+            .map(|p| (p, span.clone()));
         let mut call = CallRecord::open(shared.clone(), found.labels, &mut planned, start, span);
         if exhausted {
             // Nothing (or less than the floor) is left of the inherited deadline or
@@ -135,6 +141,10 @@ where
         }
         // The plan (which borrows the path) is done with: the head can change.
         head.write_quiet(req.headers_mut());
+        #[cfg(feature = "otel")]
+        if let Some((propagator, span)) = traced {
+            crate::observe::trace_context::inject(propagator, &span, req.headers_mut());
+        }
         if let Some(signal) = cancel {
             call.watch_cancel(signal);
         }
@@ -346,46 +356,6 @@ fn window(shared: &Shared, plan: &HedgePlan, labels: &LabelsRef) -> Option<Arc<R
     }
 }
 
-/// The RPC's span (clamp and timeout events are emitted inside it), at the layer's
-/// level: a disabled level costs nothing.
-fn rpc_span(
-    level: tracing::Level,
-    route: &Lookup<'_>,
-    profile: &ResolvedProfile,
-    decided: &Decided,
-) -> tracing::Span {
-    macro_rules! span {
-        ($make:ident) => {
-            tracing::$make!(
-                "sw4rm_rpc",
-                service = route.service,
-                method = route.method,
-                profile = %profile.profile.name,
-                timeout_ms = decided.timers.total.as_ref().map(|c| millis(c.limit())),
-                streaming = decided.streaming,
-            )
-        };
-    }
-    match level {
-        tracing::Level::ERROR => span!(error_span),
-        tracing::Level::WARN => span!(warn_span),
-        tracing::Level::INFO => span!(info_span),
-        tracing::Level::DEBUG => span!(debug_span),
-        _ => span!(trace_span),
-    }
-}
-
-/// The span of a call its route alone plans ([`rpc_span`]).
-#[inline(always)]
-fn route_span(shared: &Shared, found: &Found<'_>, plan: &RoutePlan) -> tracing::Span {
-    let profile = shared.profiles.by_id(found.route.profile);
-    rpc_span(
-        shared.settings.span_level,
-        &found.route,
-        profile,
-        plan.decided(),
-    )
-}
 
 /// Sends a unary call its route alone plans, as the route's `plan` says, through
 /// `inner`: its record reading the plan's timers, its request kept for a retry when
@@ -403,6 +373,10 @@ where
     S::Error: Into<BoxError>,
 {
     let decided = plan.decided();
+    #[cfg(feature = "otel")]
+    if let Some(propagator) = &shared.settings.propagator {
+        crate::observe::trace_context::inject(propagator, &span, req.headers_mut());
+    }
     let mut record = CallRecord::routed(shared.clone(), call, plan.clone(), start, span);
     let settings = &shared.settings;
     let watch = settings.watch_tonic_cancel.then(|| record.request_watch());

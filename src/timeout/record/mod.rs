@@ -305,6 +305,26 @@ impl Record {
         timed_out: bool,
         code: impl FnOnce() -> Code,
     ) {
+        #[cfg(feature = "otel")]
+        if !self.span.is_disabled() {
+            let code = if timed_out {
+                Code::DeadlineExceeded
+            } else {
+                code()
+            };
+            span_status(&self.span, code);
+            return self.record_ended_as(counted, timed_out, || code);
+        }
+        self.record_ended_as(counted, timed_out, code)
+    }
+
+    /// [`record_ended`](Self::record_ended)'s metrics and observations.
+    fn record_ended_as(
+        &self,
+        counted: Option<std::time::Duration>,
+        timed_out: bool,
+        code: impl FnOnce() -> Code,
+    ) {
         let elapsed = || counted.unwrap_or_else(|| self.start.elapsed());
         let instruments = self.shared.settings.instruments.as_ref();
         let attrs = || &self.shared.paths.get(&self.labels).attrs;
@@ -325,6 +345,19 @@ impl Record {
         if let Some(instruments) = instruments {
             instruments.record(elapsed, timed_out, || code, attrs());
         }
+    }
+}
+
+/// The call's final status on its span, as OpenTelemetry's RPC conventions name it:
+/// `rpc.response.status_code`, and on failure `error.type` and an error status.
+#[cfg(feature = "otel")]
+#[cold]
+fn span_status(span: &tracing::Span, code: Code) {
+    let name = crate::wire::status::code_name(code);
+    span.record("rpc.response.status_code", name);
+    if code != Code::Ok {
+        span.record("error.type", name);
+        span.record("otel.status_code", "ERROR");
     }
 }
 

@@ -61,6 +61,10 @@ pub(crate) struct Settings {
     /// The cap on the share of calls that hedge, counted for the whole layer (its
     /// variants and reloads share the count).
     pub(crate) hedge_cap: Option<Arc<HedgeRate>>,
+    /// The propagator that writes the call's trace context into its metadata
+    /// ([`crate::TimeoutProfileLayer::with_trace_propagator`]).
+    #[cfg(feature = "otel")]
+    pub(crate) propagator: Option<crate::observe::trace_context::Propagator>,
 }
 
 impl Settings {
@@ -79,6 +83,8 @@ impl Settings {
             watch_tonic_cancel: false,
             progress: standard_progress(),
             hedge_cap: Some(Arc::new(HedgeRate::new(HedgeCap::default()))),
+            #[cfg(feature = "otel")]
+            propagator: None,
         }
     }
 }

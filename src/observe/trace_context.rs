@@ -1,0 +1,79 @@
+//! Trace context that follows the work (feature `otel`): the client layer injects the
+//! call's span context into the request's metadata (W3C `traceparent` and
+//! `tracestate`, and baggage if the propagator given carries it), and the inbound
+//! layer extracts it so that the handler runs in a server span that is the caller's
+//! child. Through OpenTelemetry's own `TextMapPropagator` (the layer's, given with
+//! `with_trace_propagator`: no global state, no lock) and `tracing-opentelemetry`'s
+//! span context.
+
+use std::sync::Arc;
+
+use http::{HeaderMap, HeaderName, HeaderValue};
+use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+/// A propagator a layer holds.
+pub(crate) type Propagator = Arc<dyn TextMapPropagator + Send + Sync>;
+
+/// Headers as OpenTelemetry's propagators write them (a key or value that is no
+/// valid header is left out).
+struct Inject<'a>(&'a mut HeaderMap);
+
+impl Injector for Inject<'_> {
+    fn set(&mut self, key: &str, value: String) {
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(key.as_bytes()),
+            HeaderValue::from_str(&value),
+        ) {
+            self.0.insert(name, value);
+        }
+    }
+}
+
+/// Headers as OpenTelemetry's propagators read them (a value that is not visible
+/// ASCII reads as absent).
+struct Extract<'a>(&'a HeaderMap);
+
+impl Extractor for Extract<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(|v| v.to_str().ok())
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(HeaderName::as_str).collect()
+    }
+}
+
+/// Writes the context of `span` (or, when the layer's span is off, of the span the
+/// call was made in) into `headers`.
+pub(crate) fn inject(propagator: &Propagator, span: &tracing::Span, headers: &mut HeaderMap) {
+    let cx = if span.is_disabled() {
+        tracing::Span::current().context()
+    } else {
+        span.context()
+    };
+    propagator.inject_context(&cx, &mut Inject(headers));
+}
+
+/// The server span of an inbound call to `path`, a child of the context its caller
+/// sent (a root when it sent none), with the deadline it was given.
+pub(crate) fn server_span(
+    propagator: &Propagator,
+    headers: &HeaderMap,
+    path: &str,
+    deadline_ms: Option<u64>,
+) -> tracing::Span {
+    let name = path.strip_prefix('/').unwrap_or(path);
+    let span = tracing::info_span!(
+        "sw4rm_rpc_server",
+        otel.name = name,
+        otel.kind = "server",
+        rpc.system.name = "grpc",
+        rpc.method = name,
+        sw4rm.deadline_ms = deadline_ms,
+    );
+    let parent = propagator.extract(&Extract(headers));
+    // A span no subscriber records has no context to set: nothing to do.
+    let _ = span.set_parent(parent);
+    span
+}

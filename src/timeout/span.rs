@@ -1,0 +1,73 @@
+//! The call's `sw4rm_rpc` span: named by its route, at the layer's level (a disabled
+//! level costs nothing), with OpenTelemetry's RPC fields under the feature `otel`.
+
+use super::plan::{Decided, RoutePlan};
+use super::state::shared::{Found, Shared};
+use crate::config::ResolvedProfile;
+use crate::policy::route::Lookup;
+use crate::policy::streaming::millis;
+
+/// The RPC's span (clamp and timeout events are emitted inside it), at the layer's
+/// level: a disabled level costs nothing. With the feature `otel` it carries
+/// OpenTelemetry's RPC fields too.
+pub(super) fn rpc_span(
+    level: tracing::Level,
+    route: &Lookup<'_>,
+    profile: &ResolvedProfile,
+    decided: &Decided,
+) -> tracing::Span {
+    #[cfg(not(feature = "otel"))]
+    macro_rules! span {
+        ($make:ident) => {
+            tracing::$make!(
+                "sw4rm_rpc",
+                service = route.service,
+                method = route.method,
+                profile = %profile.profile.name,
+                timeout_ms = decided.timers.total.as_ref().map(|c| millis(c.limit())),
+                streaming = decided.streaming,
+            )
+        };
+    }
+    #[cfg(feature = "otel")]
+    macro_rules! span {
+        ($make:ident) => {
+            tracing::$make!(
+                "sw4rm_rpc",
+                service = route.service,
+                method = route.method,
+                profile = %profile.profile.name,
+                timeout_ms = decided.timers.total.as_ref().map(|c| millis(c.limit())),
+                streaming = decided.streaming,
+                // OpenTelemetry's stable RPC conventions, as tracing-opentelemetry
+                // maps them (the status fields are recorded when the call ends).
+                otel.name = %format_args!("{}/{}", route.service, route.method),
+                otel.kind = "client",
+                rpc.system.name = "grpc",
+                rpc.method = %format_args!("{}/{}", route.service, route.method),
+                rpc.response.status_code = tracing::field::Empty,
+                error.type = tracing::field::Empty,
+                otel.status_code = tracing::field::Empty,
+            )
+        };
+    }
+    match level {
+        tracing::Level::ERROR => span!(error_span),
+        tracing::Level::WARN => span!(warn_span),
+        tracing::Level::INFO => span!(info_span),
+        tracing::Level::DEBUG => span!(debug_span),
+        _ => span!(trace_span),
+    }
+}
+
+/// The span of a call its route alone plans ([`rpc_span`]).
+#[inline(always)]
+pub(super) fn route_span(shared: &Shared, found: &Found<'_>, plan: &RoutePlan) -> tracing::Span {
+    let profile = shared.profiles.by_id(found.route.profile);
+    rpc_span(
+        shared.settings.span_level,
+        &found.route,
+        profile,
+        plan.decided(),
+    )
+}

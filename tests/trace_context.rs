@@ -1,0 +1,249 @@
+//! Traces that follow the work (feature `otel`): a chain of three agents over
+//! loopback, A → B → C, each a tonic server behind `InboundDeadlineLayer` calling the
+//! next through `TimeoutProfileLayer`, both with W3C trace context. Spans reach an
+//! OpenTelemetry SDK through `tracing-opentelemetry` and an in-memory exporter. The
+//! chain is one trace with the right parents; each hop's span carries the timeout it
+//! was given; the hop where the deadline ran out is the one marked
+//! `DEADLINE_EXCEEDED`; and the `traceparent` on the wire is what W3C says.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use opentelemetry::trace::{SpanKind, TraceId, TracerProvider as _};
+use opentelemetry::Value;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+use sw4rm_timeouts::proto::sw4rm::registry::registry_service_server::{
+    RegistryService, RegistryServiceServer,
+};
+use sw4rm_timeouts::proto::sw4rm::registry::{self, HeartbeatRequest, HeartbeatResponse};
+use sw4rm_timeouts::scope::InboundDeadlineLayer;
+use sw4rm_timeouts::{Sw4rm, TimeoutProfileLayer};
+use tonic::transport::server::TcpIncoming;
+use tonic::{Request, Response, Status};
+use tracing::Instrument;
+use tracing::Level;
+use tracing_subscriber::filter::Targets;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::Layer as _;
+
+const HEARTBEAT: &str = "sw4rm.registry.RegistryService/Heartbeat";
+
+/// One agent: answers Heartbeat after `delay`, asking `next` first when it has one.
+struct Agent {
+    next: Option<Sw4rm>,
+    delay: Duration,
+    /// The `traceparent` each call arrived with.
+    seen: Arc<Mutex<Vec<String>>>,
+}
+
+#[tonic::async_trait]
+impl RegistryService for Agent {
+    async fn register_agent(
+        &self,
+        _: Request<registry::RegisterAgentRequest>,
+    ) -> Result<Response<registry::RegisterAgentResponse>, Status> {
+        Err(Status::unimplemented("not in this test"))
+    }
+
+    async fn heartbeat(
+        &self,
+        request: Request<HeartbeatRequest>,
+    ) -> Result<Response<HeartbeatResponse>, Status> {
+        let parent = request
+            .metadata()
+            .get("traceparent")
+            .and_then(|v| v.to_str().ok());
+        self.seen
+            .lock()
+            .unwrap()
+            .push(parent.unwrap_or_default().to_owned());
+        tokio::time::sleep(self.delay).await;
+        if let Some(next) = &self.next {
+            next.registry()
+                .heartbeat(HeartbeatRequest::default())
+                .await?;
+        }
+        Ok(Response::new(HeartbeatResponse::default()))
+    }
+
+    async fn deregister_agent(
+        &self,
+        _: Request<registry::DeregisterAgentRequest>,
+    ) -> Result<Response<registry::DeregisterAgentResponse>, Status> {
+        Err(Status::unimplemented("not in this test"))
+    }
+}
+
+fn client_layer() -> TimeoutProfileLayer {
+    TimeoutProfileLayer::standard().with_trace_propagator(TraceContextPropagator::new())
+}
+
+/// Starts an agent on loopback; its URL and what it saw.
+async fn agent(next: Option<&str>, delay: Duration) -> (String, Arc<Mutex<Vec<String>>>) {
+    let next = match next {
+        Some(url) => Some(
+            Sw4rm::connect_with(url.to_owned(), client_layer())
+                .await
+                .unwrap(),
+        ),
+        None => None,
+    };
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let svc = RegistryServiceServer::new(Agent {
+        next,
+        delay,
+        seen: seen.clone(),
+    });
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .layer(InboundDeadlineLayer::new().with_trace_propagator(TraceContextPropagator::new()))
+            .add_service(svc)
+            .serve_with_incoming(TcpIncoming::from(listener).with_nodelay(Some(true))),
+    );
+    (url, seen)
+}
+
+fn attribute(span: &SpanData, key: &str) -> Option<Value> {
+    span.attributes
+        .iter()
+        .find(|kv| kv.key.as_str() == key)
+        .map(|kv| kv.value.clone())
+}
+
+fn int(span: &SpanData, key: &str) -> i64 {
+    // A u64 field reaches OpenTelemetry as an integer, or as text past i64.
+    match attribute(span, key) {
+        Some(Value::I64(v)) => v,
+        Some(Value::String(v)) if v.as_str().parse::<i64>().is_ok() => v.as_str().parse().unwrap(),
+        other => panic!("{}: {key} = {other:?}", span.name),
+    }
+}
+
+/// Runs A → B → C (C answering after `c_delay`, A's call under `timeout`) inside a
+/// root span, and gives the spans exported, with what B and C saw on the wire.
+async fn chain(
+    c_delay: Duration,
+    timeout: Option<Duration>,
+) -> (Vec<SpanData>, Result<(), Status>, Vec<String>) {
+    let exporter = InMemorySpanExporter::default();
+    let provider = SdkTracerProvider::builder()
+        .with_simple_exporter(exporter.clone())
+        .build();
+    // The agents' spans and the test's (not h2's and hyper's own).
+    let ours = Targets::new()
+        .with_target("sw4rm_timeouts", Level::TRACE)
+        .with_target("trace_context", Level::TRACE);
+    let otel = tracing_opentelemetry::layer().with_tracer(provider.tracer("agents"));
+    let subscriber = tracing_subscriber::registry().with(otel.with_filter(ours));
+    let _default = tracing::subscriber::set_default(subscriber);
+
+    let (c, _) = agent(None, c_delay).await;
+    let (b, b_saw) = agent(Some(&c), Duration::ZERO).await;
+    let a = Sw4rm::connect_with(b, client_layer()).await.unwrap();
+    let root = tracing::info_span!("agent_a_work");
+    let answer = async {
+        let mut request = Request::new(HeartbeatRequest::default());
+        if let Some(t) = timeout {
+            request.set_timeout(t);
+        }
+        a.registry().heartbeat(request).await.map(drop)
+    }
+    .instrument(root)
+    .await;
+    drop(a);
+    let _ = provider.force_flush();
+    let seen = b_saw.lock().unwrap().clone();
+    (exporter.get_finished_spans().unwrap(), answer, seen)
+}
+
+/// The one span named `name` of `kind` whose parent is `parent` (exactly one).
+fn child<'a>(spans: &'a [SpanData], parent: &SpanData, kind: SpanKind) -> &'a SpanData {
+    let found: Vec<&SpanData> = spans
+        .iter()
+        .filter(|s| s.parent_span_id == parent.span_context.span_id() && s.span_kind == kind)
+        .collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "children of {} ({kind:?}): {found:#?}",
+        parent.name
+    );
+    found[0]
+}
+
+#[tokio::test]
+async fn three_agents_make_one_trace_with_each_hops_timeout_on_its_span() {
+    let (spans, answer, b_saw) = chain(Duration::ZERO, None).await;
+    answer.unwrap();
+    let root = spans
+        .iter()
+        .find(|s| s.name == "agent_a_work")
+        .expect("the root span");
+    let trace: TraceId = root.span_context.trace_id();
+    assert!(
+        spans.iter().all(|s| s.span_context.trace_id() == trace),
+        "one trace: {spans:#?}"
+    );
+
+    let a_call = child(&spans, root, SpanKind::Client);
+    let b_serves = child(&spans, a_call, SpanKind::Server);
+    let b_call = child(&spans, b_serves, SpanKind::Client);
+    let c_serves = child(&spans, b_call, SpanKind::Server);
+    for s in [a_call, b_serves, b_call, c_serves] {
+        assert_eq!(s.name, HEARTBEAT, "OpenTelemetry's span name: {s:#?}");
+        assert_eq!(attribute(s, "rpc.system.name"), Some(Value::from("grpc")));
+        assert_eq!(attribute(s, "rpc.method"), Some(Value::from(HEARTBEAT)));
+    }
+    for s in [a_call, b_call] {
+        assert_eq!(
+            attribute(s, "rpc.response.status_code"),
+            Some(Value::from("OK"))
+        );
+        assert_eq!(attribute(s, "error.type"), None);
+    }
+    // The timeout each hop was given: A's heartbeat 5 s; B received about that and
+    // gave C less (what was left, less the hop offset).
+    assert_eq!(int(a_call, "timeout_ms"), 5_000);
+    let b_given = int(b_serves, "sw4rm.deadline_ms");
+    assert!((1..=5_000).contains(&b_given), "{b_given}");
+    let b_sends = int(b_call, "timeout_ms");
+    assert!(
+        b_sends < b_given,
+        "B passes on less than it got: {b_sends} of {b_given}"
+    );
+    assert!(int(c_serves, "sw4rm.deadline_ms") <= b_sends);
+
+    // On the wire: W3C's traceparent, version 00, A's trace and A's call span, sampled.
+    let sent = &b_saw[0];
+    let expected = format!("00-{}-{}-01", trace, a_call.span_context.span_id());
+    assert_eq!(sent, &expected);
+}
+
+#[tokio::test]
+async fn the_hop_where_the_deadline_ran_out_is_marked() {
+    // C takes 3 s; A gives its call 1.5 s: B's call to C runs out first.
+    let (spans, answer, _) =
+        chain(Duration::from_secs(3), Some(Duration::from_millis(1_500))).await;
+    assert_eq!(answer.unwrap_err().code(), tonic::Code::DeadlineExceeded);
+    let root = spans
+        .iter()
+        .find(|s| s.name == "agent_a_work")
+        .expect("the root span");
+    let a_call = child(&spans, root, SpanKind::Client);
+    let b_serves = child(&spans, a_call, SpanKind::Server);
+    let b_call = child(&spans, b_serves, SpanKind::Client);
+    assert_eq!(
+        attribute(b_call, "error.type"),
+        Some(Value::from("DEADLINE_EXCEEDED")),
+        "{b_call:#?}"
+    );
+    assert!(
+        matches!(b_call.status, opentelemetry::trace::Status::Error { .. }),
+        "{:?}",
+        b_call.status
+    );
+    assert_eq!(int(a_call, "timeout_ms"), 1_500);
+}
