@@ -18,7 +18,7 @@ use sw4rm_timeouts::proto::sw4rm::registry::registry_service_server::{
 };
 use sw4rm_timeouts::proto::sw4rm::registry::{self, HeartbeatRequest, HeartbeatResponse};
 use sw4rm_timeouts::scope::InboundDeadlineLayer;
-use sw4rm_timeouts::{Sw4rm, TimeoutProfileLayer};
+use sw4rm_timeouts::{Propagation, Sw4rm, TimeoutProfileLayer};
 use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
@@ -75,8 +75,12 @@ impl RegistryService for Agent {
     }
 }
 
+/// An agent's client: W3C trace context, and a hop offset of 300 ms, so that a hop's
+/// own call runs out well before its caller's deadline.
 fn client_layer() -> TimeoutProfileLayer {
-    TimeoutProfileLayer::standard().with_trace_propagator(TraceContextPropagator::new())
+    TimeoutProfileLayer::standard()
+        .with_trace_propagator(TraceContextPropagator::new())
+        .with_propagation(Propagation::default().with_hop_offset(Duration::from_millis(300)))
 }
 
 /// Starts an agent on loopback; its URL and what it saw.
@@ -154,9 +158,25 @@ async fn chain(
     .instrument(root)
     .await;
     drop(a);
-    let _ = provider.force_flush();
+    // The hops' spans end as their handlers do, maybe after A has its answer: wait
+    // for the root, two client and two server spans (giving up after 10 s).
+    let give_up = tokio::time::Instant::now() + Duration::from_secs(10);
+    let spans = loop {
+        let _ = provider.force_flush();
+        let spans = exporter.get_finished_spans().unwrap();
+        let kind = |k: SpanKind| spans.iter().filter(|s| s.span_kind == k).count();
+        let whole = kind(SpanKind::Client) == 2 && kind(SpanKind::Server) == 2;
+        if whole && spans.iter().any(|s| s.name == "agent_a_work") {
+            break spans;
+        }
+        assert!(
+            tokio::time::Instant::now() < give_up,
+            "spans never complete: {spans:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     let seen = b_saw.lock().unwrap().clone();
-    (exporter.get_finished_spans().unwrap(), answer, seen)
+    (spans, answer, seen)
 }
 
 /// The one span named `name` of `kind` whose parent is `parent` (exactly one).
@@ -224,7 +244,8 @@ async fn three_agents_make_one_trace_with_each_hops_timeout_on_its_span() {
 
 #[tokio::test]
 async fn the_hop_where_the_deadline_ran_out_is_marked() {
-    // C takes 3 s; A gives its call 1.5 s: B's call to C runs out first.
+    // C takes 3 s; A gives its call 1.5 s: B's call to C (what is left, less 300 ms)
+    // runs out first.
     let (spans, answer, _) =
         chain(Duration::from_secs(3), Some(Duration::from_millis(1_500))).await;
     assert_eq!(answer.unwrap_err().code(), tonic::Code::DeadlineExceeded);

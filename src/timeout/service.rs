@@ -19,8 +19,8 @@ use super::per_call::CallOptions;
 use super::plan::{not_a_grpc_path, plan, CallPlan, Outer, RoutePlan};
 use super::record::CallRecord;
 use super::refuse::{refused, RefuseSending};
-use super::state::shared::{Found, Reader, Shared};
 use super::span::{route_span, rpc_span};
+use super::state::shared::{Found, Reader, Shared};
 use super::state::LabelsRef;
 use crate::attempts::{
     CallLoop, HedgeContext, HedgePlan, RecentLatency, ReplayRequest, Retries, RetryPlan, Spare,
@@ -355,7 +355,6 @@ fn window(shared: &Shared, plan: &HedgePlan, labels: &LabelsRef) -> Option<Arc<R
         _ => None,
     }
 }
-
 
 /// Sends a unary call its route alone plans, as the route's `plan` says, through
 /// `inner`: its record reading the plan's timers, its request kept for a retry when
