@@ -81,8 +81,9 @@ pub enum MetricFamily {
     /// (histogram; `profile`, `service`, `method`), `sw4rm_rpc_requests_total`
     /// (counter; `profile`, `service`, `method`, `status`) and `sw4rm_rpc_in_flight`
     /// (up-down counter; `service`): the calls executing now, each counted once from
-    /// the moment the layer opens it until it ends, however it ends (an answer, a
-    /// timeout, a cancel, a drop; hedges and retries inside it count once).
+    /// its first attempt until it ends, however it ends (an answer, a timeout, a
+    /// cancel, a drop; hedges and retries inside it count once; a call refused before
+    /// it was sent never counts).
     Sw4003,
     /// OpenTelemetry's RPC semantic conventions: `rpc.client.call.duration` (histogram,
     /// seconds; `rpc.system.name` = `grpc`, `rpc.method` = `package.Service/Method`,
@@ -218,10 +219,11 @@ impl Instruments {
         self
     }
 
-    /// Whether calls keep a [`CallTally`] (a gRPC family is on).
+    /// Whether calls keep a [`CallTally`] (a gRPC family is on, or SW4-003's, whose
+    /// in-flight gauge counts a call while its tally lives).
     #[inline]
     pub(crate) fn wants_tally(&self) -> bool {
-        self.attempts.is_some() || self.grpc_retries.is_some()
+        self.attempts.is_some() || self.grpc_retries.is_some() || self.sw4_003.is_some()
     }
 
     /// `grpc.method` and `grpc.target` of a call on the path with `attrs`.
@@ -239,6 +241,12 @@ impl Instruments {
     /// A call's tally when it ends with `code`: its attempts still in flight, its
     /// count of attempts and retries.
     pub(crate) fn tally_ended(&self, tally: &mut CallTally, code: Code, attrs: &Attributes) {
+        if let Some(sw4_003) = &self.sw4_003 {
+            sw4_003.in_flight(-1, attrs);
+        }
+        if self.attempts.is_none() && self.grpc_retries.is_none() {
+            return;
+        }
         let call = self.grpc_call(attrs);
         if let Some(attempts) = &self.attempts {
             attempts.started(u64::from(tally.started), &call);
@@ -339,14 +347,8 @@ impl Instruments {
         );
     }
 
-    /// Whether calls are counted in flight (SW4-003's family is on).
-    #[inline]
-    pub(crate) fn counts_in_flight(&self) -> bool {
-        self.sw4_003.is_some()
-    }
-
-    /// A call began: SW4-003's in-flight gauge, when that family is on (its end is
-    /// counted by [`Instruments::record`], which every call's record reaches once).
+    /// A call's first attempt is sent: SW4-003's in-flight gauge, when that family is
+    /// on (the call's tally, made with it, counts its end: [`Instruments::tally_ended`]).
     pub(crate) fn call_began(&self, attrs: &Attributes) {
         if let Some(sw4_003) = &self.sw4_003 {
             sw4_003.in_flight(1, attrs);
@@ -364,9 +366,6 @@ impl Instruments {
     ) {
         self.duration
             .record(elapsed.as_secs_f64() * 1_000.0, &attrs.sw4);
-        if let Some(sw4_003) = &self.sw4_003 {
-            sw4_003.in_flight(-1, attrs);
-        }
         if timed_out {
             self.timeouts.add(1, &attrs.sw4);
         }

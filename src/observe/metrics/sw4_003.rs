@@ -1,7 +1,8 @@
 //! SW4-003's client metrics (`MetricFamily::Sw4003`): `sw4rm_rpc_duration_seconds`,
 //! `sw4rm_rpc_requests_total` by final status, and `sw4rm_rpc_in_flight`, the calls
-//! executing now by service (one up when a call's record opens, one down when it ends,
-//! whichever way it ends: so never below 0, and back to 0 when the calls stop).
+//! executing now by service (one up when a call's first attempt is sent and its tally
+//! made, one down when the tally ends with the call, whichever way it ends: so never
+//! below 0, and back to 0 when the calls stop).
 
 use opentelemetry::metrics::{Counter, Histogram, Meter, UpDownCounter};
 use opentelemetry::KeyValue;

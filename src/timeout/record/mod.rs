@@ -47,7 +47,7 @@ use tonic::{Code, Status};
 use super::state::shared::Shared;
 use super::state::{Labels, LabelsRef};
 use crate::attempts::{RetryBudget, ATTEMPTS_HEADER};
-use crate::observe::metrics::{CallTally, Instruments};
+use crate::observe::metrics::CallTally;
 use crate::policy::deadline::{Cap, Received};
 use crate::policy::effect::{effect_of, CallEffect};
 use crate::policy::route::ProfileId;
@@ -136,10 +136,6 @@ impl Record {
         start: Instant,
         span: tracing::Span,
     ) -> Self {
-        let instruments = shared.settings.instruments.as_ref();
-        if let Some(i) = instruments.filter(|i| i.counts_in_flight()) {
-            i.call_began(&shared.paths.get(&labels).attrs);
-        }
         Record {
             shared,
             labels,
@@ -165,10 +161,12 @@ impl Record {
     pub(crate) fn sending(&mut self) {
         self.sent = true;
         let instruments = self.shared.settings.instruments.as_ref();
-        if instruments.is_some_and(Instruments::wants_tally) {
+        if let Some(i) = instruments.filter(|i| i.wants_tally() && self.tally.is_none()) {
             let mut tally = Box::<CallTally>::default();
             tally.started(1, self.start);
             self.tally = Some(tally);
+            // In flight from its first attempt until the tally ends with the call.
+            i.call_began(&self.shared.paths.get(&self.labels).attrs);
         }
     }
 
