@@ -295,6 +295,7 @@ pub use policy::source::Source;
 pub use policy::streaming::StreamingTimeoutPolicy;
 pub use policy::wrap_up::WrapUp;
 pub use scope::{EnvelopeError, OperationBudget};
+pub use timeout::answered::Answered;
 pub use timeout::{
     BoxError, CallHedging, CallProgress, CallRetry, CallStreamingPolicy, CallTimeout, ConfigWatch,
     CurrentProfiles, ReloadHandle, Reloaded, RetryBudget, TimeoutProfileLayer,

@@ -131,12 +131,15 @@ where
         };
         let (mut timer, record) = record.parts();
         let polled = attempts.as_mut();
-        let answered = ready!(record.in_span_mut(
+        let mut answered = ready!(record.in_span_mut(
             #[inline(always)]
             |call| polled.poll(timer.as_mut(), &mut Run::new(call), cx)
         ));
-        if let Ok(response) = &answered {
+        if let Ok(response) = &mut answered {
             record.answered(response.headers());
+            if let Some(under) = record.answered_under() {
+                response.extensions_mut().insert(under);
+            }
         }
         // The call is over: the attempt in flight, if any, is dropped here, and the
         // timer disarmed; the record moves into the body, or ends with the error.

@@ -208,6 +208,19 @@ impl TimeoutProfileLayer {
         self.with_settings(|s| s.watch_tonic_cancel = true)
     }
 
+    /// Puts an [`crate::Answered`] on every answer's extensions: the timeout it ran
+    /// under and where that came from, the attempts, the time to the answer and what
+    /// was left (so a caller can log "answered in 1.2 s of 5 s (heartbeat, standard)"
+    /// without a tracer). Off by default: it costs the answer an allocation.
+    ///
+    /// ```
+    /// let layer = sw4rm_timeouts::TimeoutProfileLayer::standard().with_answer_deadlines();
+    /// # drop(layer);
+    /// ```
+    pub fn with_answer_deadlines(self) -> Self {
+        self.with_settings(|s| s.answered = true)
+    }
+
     /// What this layer has observed, if built [`with_observations`](Self::with_observations).
     pub fn observations(&self) -> Option<Observations> {
         self.table.full().observed.as_ref().map(|_| Observations {

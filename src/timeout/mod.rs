@@ -41,6 +41,7 @@ macro_rules! call_event {
     };
 }
 
+pub(crate) mod answered;
 pub mod body;
 mod clamp_log;
 pub mod future;

@@ -184,6 +184,29 @@ impl Record {
         }
     }
 
+    /// The deadline the call's answer came under, when the layer puts it on answers
+    /// ([`crate::TimeoutProfileLayer::with_answer_deadlines`]).
+    #[inline]
+    pub(crate) fn answered_under(&self) -> Option<crate::Answered> {
+        if !self.shared.settings.answered {
+            return None;
+        }
+        Some(self.answer_note())
+    }
+
+    /// The deadline the call's answer came under.
+    #[cold]
+    fn answer_note(&self) -> crate::Answered {
+        let total = self.timers.get().total.as_ref();
+        crate::Answered {
+            profile: self.labels().profile.clone(),
+            timeout: total.map(Cap::limit),
+            source: total.map(|c| c.source.clone()),
+            attempts: self.attempts.map_or(1, NonZeroU32::get),
+            elapsed: self.start.elapsed(),
+        }
+    }
+
     /// A retried call sends attempt `n` under `cap` (`None`: no attempt timeout
     /// shorter than the call's deadline).
     pub(crate) fn attempt(&mut self, n: u32, cap: Option<Cap>) {

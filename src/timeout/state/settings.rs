@@ -61,6 +61,9 @@ pub(crate) struct Settings {
     /// The cap on the share of calls that hedge, counted for the whole layer (its
     /// variants and reloads share the count).
     pub(crate) hedge_cap: Option<Arc<HedgeRate>>,
+    /// Put an [`crate::Answered`] on every answer
+    /// ([`crate::TimeoutProfileLayer::with_answer_deadlines`]).
+    pub(crate) answered: bool,
     /// The propagator that writes the call's trace context into its metadata
     /// ([`crate::TimeoutProfileLayer::with_trace_propagator`]).
     #[cfg(feature = "otel")]
@@ -83,6 +86,7 @@ impl Settings {
             watch_tonic_cancel: false,
             progress: standard_progress(),
             hedge_cap: Some(Arc::new(HedgeRate::new(HedgeCap::default()))),
+            answered: false,
             #[cfg(feature = "otel")]
             propagator: None,
         }

@@ -200,6 +200,8 @@ const PROBES: usize = 8;
 pub(crate) struct Labels {
     pub(crate) service: Arc<str>,
     pub(crate) method: Arc<str>,
+    /// The route's profile's name (what an answer's [`crate::Answered`] names).
+    pub(crate) profile: Arc<str>,
     /// The metric attributes, sharing the strings above.
     pub(crate) attrs: Attributes,
     /// Whether the route's RPC is idempotent (what a timeout's effect is read from).
@@ -214,6 +216,7 @@ impl Labels {
             attrs: attributes(profile, service.clone(), method.clone()),
             service,
             method,
+            profile: Arc::from(&**profile),
             idempotent: route.idempotent,
         }
     }
@@ -422,6 +425,7 @@ fn empty_labels() -> &'static Labels {
     EMPTY.get_or_init(|| Labels {
         service: "".into(),
         method: "".into(),
+        profile: "".into(),
         attrs: attributes("", "".into(), "".into()),
         idempotent: false,
     })
