@@ -279,6 +279,7 @@ pub use config::{
     RouteEntry, ServiceConfigMode, CONFIG_PATH_VAR, DEFAULT_CONFIG_FILE,
 };
 pub use metrics::MetricFamily;
+pub use observe::answered::Answered;
 pub use policy::cancel::CancelReason;
 pub use policy::deadline::Phase;
 pub use policy::effect::CallEffect;
@@ -295,7 +296,6 @@ pub use policy::source::Source;
 pub use policy::streaming::StreamingTimeoutPolicy;
 pub use policy::wrap_up::WrapUp;
 pub use scope::{EnvelopeError, OperationBudget};
-pub use timeout::answered::Answered;
 pub use timeout::{
     BoxError, CallHedging, CallProgress, CallRetry, CallStreamingPolicy, CallTimeout, ConfigWatch,
     CurrentProfiles, ReloadHandle, Reloaded, RetryBudget, TimeoutProfileLayer,

@@ -1,8 +1,10 @@
 //! What the layer observes: the OpenTelemetry instruments (`metrics/`) and per-route
 //! latency estimates (`latency/`: the histogram the advisor, `sw4rm-advise`, reads),
+//! what an answer came under (`answered.rs`, for a layer built `with_answer_deadlines`),
 //! and, with the feature `otel`, the trace context calls carry (`trace_context.rs`).
 //! Nothing here knows the tower layer: the layer records into these.
 
+pub(crate) mod answered;
 pub(crate) mod latency;
 pub mod metrics;
 #[cfg(feature = "otel")]

@@ -41,7 +41,6 @@ macro_rules! call_event {
     };
 }
 
-pub(crate) mod answered;
 pub mod body;
 mod clamp_log;
 pub mod future;

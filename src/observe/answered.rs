@@ -6,7 +6,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::Source;
+use crate::policy::source::Source;
 
 /// The deadline an answer came under: the timeout in force and where it came from,
 /// the attempts sent, how long the call took to its answer's headers and what was
