@@ -16,9 +16,8 @@ pub(super) fn rpc_span(
     profile: &ResolvedProfile,
     decided: &Decided,
 ) -> tracing::Span {
-    #[cfg(not(feature = "otel"))]
     macro_rules! span {
-        ($make:ident) => {
+        ($make:ident $(, $($more:tt)+)?) => {
             tracing::$make!(
                 "sw4rm_rpc",
                 service = route.service,
@@ -26,21 +25,18 @@ pub(super) fn rpc_span(
                 profile = %profile.profile.name,
                 timeout_ms = decided.timers.total.as_ref().map(|c| millis(c.limit())),
                 streaming = decided.streaming,
+                $($($more)+)?
             )
         };
     }
+    // With `otel`, OpenTelemetry's stable RPC conventions beside ours, as
+    // tracing-opentelemetry maps them (the status fields are recorded when the call
+    // ends).
     #[cfg(feature = "otel")]
-    macro_rules! span {
+    macro_rules! fields {
         ($make:ident) => {
-            tracing::$make!(
-                "sw4rm_rpc",
-                service = route.service,
-                method = route.method,
-                profile = %profile.profile.name,
-                timeout_ms = decided.timers.total.as_ref().map(|c| millis(c.limit())),
-                streaming = decided.streaming,
-                // OpenTelemetry's stable RPC conventions, as tracing-opentelemetry
-                // maps them (the status fields are recorded when the call ends).
+            span!(
+                $make,
                 otel.name = %format_args!("{}/{}", route.service, route.method),
                 otel.kind = "client",
                 rpc.system.name = "grpc",
@@ -51,12 +47,18 @@ pub(super) fn rpc_span(
             )
         };
     }
+    #[cfg(not(feature = "otel"))]
+    macro_rules! fields {
+        ($make:ident) => {
+            span!($make)
+        };
+    }
     match level {
-        tracing::Level::ERROR => span!(error_span),
-        tracing::Level::WARN => span!(warn_span),
-        tracing::Level::INFO => span!(info_span),
-        tracing::Level::DEBUG => span!(debug_span),
-        _ => span!(trace_span),
+        tracing::Level::ERROR => fields!(error_span),
+        tracing::Level::WARN => fields!(warn_span),
+        tracing::Level::INFO => fields!(info_span),
+        tracing::Level::DEBUG => fields!(debug_span),
+        _ => fields!(trace_span),
     }
 }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::promql::QueryError;
 
-/// At most this many characters of anything the server sent are echoed in a message.
+/// At most this many bytes of anything the server sent are echoed in a message.
 const ECHO: usize = 200;
 
 /// Why the advisor could not read the fleet from Prometheus.
@@ -94,12 +94,10 @@ pub enum FleetError {
     },
 }
 
-/// `text`, cut to [`ECHO`] characters (a server's words are bounded before echoed).
+/// `text`, cut to [`ECHO`] bytes as the core cuts what a peer says (a server's words
+/// are bounded before they are stored or echoed).
 pub(super) fn cut(text: &str) -> String {
-    match text.char_indices().nth(ECHO) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_owned(),
-    }
+    sw4rm_timeouts::seams::cut(text, ECHO).to_string()
 }
 
 impl fmt::Display for FleetError {

@@ -312,16 +312,7 @@ pub fn adaptive(
         };
         window.push_back((*t, seen));
     }
-    let mut i = 0;
-    let first_judged = calls
-        .iter()
-        .position(|(t, _)| *t >= HOUR)
-        .unwrap_or(calls.len());
-    judge(calls, |_| {
-        let d = timeouts[first_judged + i];
-        i += 1;
-        d
-    })
+    judge_online(calls, &timeouts)
 }
 
 /// Restate's adaptive timeout (the `adaptive-timeout` crate's defaults, as Restate's
@@ -364,14 +355,15 @@ pub fn restate(calls: &[(f64, Outcome)], min: Duration, max: Duration, safety: f
         };
         window.push_back((*t, recorded));
     }
-    let mut i = 0;
+    judge_online(calls, &timeouts)
+}
+
+/// The judged hour under an online rule's timeouts, one per call of both hours.
+fn judge_online(calls: &[(f64, Outcome)], timeouts: &[Duration]) -> Judged {
     let first_judged = calls
         .iter()
         .position(|(t, _)| *t >= HOUR)
         .unwrap_or(calls.len());
-    judge(calls, |_| {
-        let d = timeouts[first_judged + i];
-        i += 1;
-        d
-    })
+    let mut judged = timeouts[first_judged..].iter();
+    judge(calls, |_| judged.next().copied().unwrap_or(Duration::MAX))
 }

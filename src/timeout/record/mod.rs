@@ -326,26 +326,16 @@ impl Record {
         timed_out: bool,
         code: impl FnOnce() -> Code,
     ) {
+        // The status, asked for once whoever asks first: the span (when it records)
+        // and the metrics read the same one.
         #[cfg(feature = "otel")]
-        if !self.span.is_disabled() {
-            let code = if timed_out {
-                Code::DeadlineExceeded
-            } else {
-                code()
-            };
-            span_status(&self.span, code);
-            return self.record_ended_as(counted, timed_out, || code);
-        }
-        self.record_ended_as(counted, timed_out, code)
-    }
-
-    /// [`record_ended`](Self::record_ended)'s metrics and observations.
-    fn record_ended_as(
-        &self,
-        counted: Option<std::time::Duration>,
-        timed_out: bool,
-        code: impl FnOnce() -> Code,
-    ) {
+        let mut code = {
+            let (mut code, mut known) = (Some(code), None);
+            let mut once =
+                move || *known.get_or_insert_with(|| code.take().map_or(Code::Unknown, |f| f()));
+            span_status(&self.span, timed_out, &mut once);
+            once
+        };
         let elapsed = || counted.unwrap_or_else(|| self.start.elapsed());
         let instruments = self.shared.settings.instruments.as_ref();
         let attrs = || &self.shared.paths.get(&self.labels).attrs;
@@ -370,10 +360,18 @@ impl Record {
 }
 
 /// The call's final status on its span, as OpenTelemetry's RPC conventions name it:
-/// `rpc.response.status_code`, and on failure `error.type` and an error status.
+/// `rpc.response.status_code`, and on failure `error.type` and an error status
+/// (nothing to do for a span no one records).
 #[cfg(feature = "otel")]
-#[cold]
-fn span_status(span: &tracing::Span, code: Code) {
+fn span_status(span: &tracing::Span, timed_out: bool, code: &mut impl FnMut() -> Code) {
+    if span.is_disabled() {
+        return;
+    }
+    let code = if timed_out {
+        Code::DeadlineExceeded
+    } else {
+        code()
+    };
     let name = crate::wire::status::code_name(code);
     span.record("rpc.response.status_code", name);
     if code != Code::Ok {

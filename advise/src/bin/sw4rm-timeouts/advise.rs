@@ -11,7 +11,8 @@ use sw4rm_timeouts::ProfileSet;
 
 use crate::{profiles, Failure, Parsed};
 
-/// The options `advise` takes.
+/// The options `advise` takes: those of every source first, then those that only
+/// mean something with `--prometheus` (from `--selector` on).
 pub(crate) const OPTIONS: &[&str] = &[
     "--config",
     "--report",
@@ -29,17 +30,7 @@ pub(crate) const OPTIONS: &[&str] = &[
 ];
 
 /// Options that only mean something with `--prometheus`.
-const FLEET_ONLY: &[&str] = &[
-    "--selector",
-    "--window",
-    "--instance-label",
-    "--tenant",
-    "--bearer-token-file",
-    "--basic-auth-file",
-    "--timeout",
-    "--max-response-mb",
-    "--at",
-];
+const FLEET_ONLY: &[&str] = OPTIONS.split_at(4).1;
 
 /// The command, as parsed.
 pub(crate) fn run(parsed: &Parsed<'_>) -> Result<String, Failure> {
