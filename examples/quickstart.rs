@@ -1,16 +1,21 @@
 //! Quickstart: an embedded SW4RM server on loopback and the four things the SDK does
 //! for every call. Run with `cargo run --example quickstart`.
 //!
+//! With `OTEL_EXPORTER_OTLP_ENDPOINT` set (say `http://localhost:4317`, an
+//! OpenTelemetry Collector's OTLP/gRPC port), the calls' spans and the layer's metrics
+//! are exported there too (feature `otlp`).
+//!
 //! To run it in a project of your own, make it `src/main.rs` with these dependencies:
 //!
 //! ```toml
-//! sw4rm-timeouts = { version = "0.1", features = ["testing"] }
+//! sw4rm-timeouts = { version = "0.1", features = ["testing", "otlp"] }
 //! tokio = { version = "1", features = ["macros", "rt-multi-thread"] }
 //! tracing-subscriber = "0.3"
 //! ```
 
 use std::time::Duration;
 
+use sw4rm_timeouts::otlp::Otlp;
 use sw4rm_timeouts::proto::sw4rm::negotiation_room::WaitForDecisionRequest;
 use sw4rm_timeouts::proto::sw4rm::registry::HeartbeatRequest;
 use sw4rm_timeouts::proto::sw4rm::tool::ToolCall;
@@ -19,17 +24,7 @@ use sw4rm_timeouts::{CallTimeout, ProfileSet, Sw4rm, TimeoutDetails, TimeoutProf
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    // Clamp and timeout warnings are tracing events: print them, one short line each
-    // (the span's fields are not repeated), coloured only on a terminal.
-    use std::io::IsTerminal;
-    tracing_subscriber::fmt()
-        .without_time()
-        .with_target(false)
-        .with_ansi(std::io::stdout().is_terminal())
-        .compact()
-        .with_span_events(tracing_subscriber::fmt::format::FmtSpan::NONE)
-        .fmt_fields(tracing_subscriber::fmt::format::DefaultFields::new())
-        .init();
+    let otlp = logging_and_export()?;
 
     println!(
         "SW4RM is an open protocol for swarms of cooperating agents (registry, scheduler,\n\
@@ -40,11 +35,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let server = TestServer::start().await?;
     println!("Embedded SW4RM server on {}\n", server.url());
     // Standard SW4-002 profiles; `ProfileSet::from_global()` would add sw4rm.toml / SW4RM_* settings.
-    let sw4rm = Sw4rm::connect_with(
-        server.url(),
-        TimeoutProfileLayer::new(ProfileSet::standard()),
-    )
-    .await?;
+    let mut layer = TimeoutProfileLayer::new(ProfileSet::standard());
+    if let Some(otlp) = &otlp {
+        layer = layer.with_meter_provider(otlp.meter_provider());
+    }
+    let sw4rm = Sw4rm::connect_with(server.url(), layer).await?;
 
     println!("1. Heartbeat with no timeout given: the heartbeat profile applies.");
     sw4rm
@@ -101,7 +96,42 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some(call) => println!("   server saw the call end as: {:?}", call.outcome),
         None => println!("   server did not see the call end"),
     }
+    if let Some(otlp) = otlp {
+        otlp.shutdown().await?;
+        println!("\nSpans and metrics sent to the OTLP endpoint.");
+    }
     Ok(())
+}
+
+/// Clamp and timeout warnings are tracing events: printed, one short line each (the
+/// span's fields are not repeated), coloured only on a terminal. With
+/// `OTEL_EXPORTER_OTLP_ENDPOINT` set, the SDK's spans and metrics go there as well.
+fn logging_and_export() -> Result<Option<Otlp>, Box<dyn std::error::Error>> {
+    use std::io::IsTerminal;
+    use tracing_subscriber::prelude::*;
+    let lines = tracing_subscriber::fmt::layer()
+        .without_time()
+        .with_target(false)
+        .with_ansi(std::io::stdout().is_terminal())
+        .compact()
+        .with_span_events(tracing_subscriber::fmt::format::FmtSpan::NONE)
+        .fmt_fields(tracing_subscriber::fmt::format::DefaultFields::new())
+        .with_filter(tracing::level_filters::LevelFilter::INFO);
+    // The export to a Collector, when one is named: the SDK's spans (DEBUG and up).
+    let otlp = match std::env::var_os("OTEL_EXPORTER_OTLP_ENDPOINT") {
+        Some(_) => Some(Otlp::builder("sw4rm-quickstart").start()?),
+        None => None,
+    };
+    let sdk_spans = tracing_subscriber::filter::Targets::new()
+        .with_target("sw4rm_timeouts", tracing::Level::DEBUG);
+    let exported = otlp
+        .as_ref()
+        .map(|o| o.tracing_layer().with_filter(sdk_spans));
+    tracing_subscriber::registry()
+        .with(lines)
+        .with(exported)
+        .init();
+    Ok(otlp)
 }
 
 /// The deadline the server received, readable: `5 s (grpc-timeout 5000000u)`.

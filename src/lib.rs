@@ -171,6 +171,9 @@ pub mod timeout;
 pub mod wire;
 
 pub use observe::metrics;
+#[cfg(feature = "otlp")]
+#[cfg_attr(docsrs, doc(cfg(feature = "otlp")))]
+pub use observe::otlp;
 
 /// What the crates beside this one (`sw4rm-swarm`) build on and no user should:
 /// seams of the layer, kept out of the documented API. Only this workspace's crates
@@ -254,8 +257,8 @@ pub mod guide {
     pub mod tls {}
     #[doc = include_str!("../docs/guide/configuration.md")]
     pub mod configuration {}
-    #[doc = include_str!("../docs/guide/metrics.md")]
-    pub mod metrics {}
+    #[doc = include_str!("../docs/guide/observability.md")]
+    pub mod observability {}
     #[doc = include_str!("../docs/guide/operating.md")]
     pub mod operating {}
     #[doc = include_str!("../docs/guide/interop.md")]

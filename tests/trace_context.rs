@@ -6,109 +6,24 @@
 //! was given; the hop where the deadline ran out is the one marked
 //! `DEADLINE_EXCEEDED`; and the `traceparent` on the wire is what W3C says.
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use opentelemetry::trace::{SpanKind, TraceId, TracerProvider as _};
 use opentelemetry::Value;
-use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
-use sw4rm_timeouts::proto::sw4rm::registry::registry_service_server::{
-    RegistryService, RegistryServiceServer,
-};
-use sw4rm_timeouts::proto::sw4rm::registry::{self, HeartbeatRequest, HeartbeatResponse};
-use sw4rm_timeouts::scope::InboundDeadlineLayer;
-use sw4rm_timeouts::{Propagation, Sw4rm, TimeoutProfileLayer};
-use tonic::transport::server::TcpIncoming;
-use tonic::{Request, Response, Status};
+use sw4rm_timeouts::proto::sw4rm::registry::HeartbeatRequest;
+use sw4rm_timeouts::Sw4rm;
+use tonic::{Request, Status};
 use tracing::Instrument;
 use tracing::Level;
 use tracing_subscriber::filter::Targets;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::Layer as _;
 
-const HEARTBEAT: &str = "sw4rm.registry.RegistryService/Heartbeat";
+#[path = "common/heartbeat_chain.rs"]
+mod heartbeat_chain;
 
-/// One agent: answers Heartbeat after `delay`, asking `next` first when it has one.
-struct Agent {
-    next: Option<Sw4rm>,
-    delay: Duration,
-    /// The `traceparent` each call arrived with.
-    seen: Arc<Mutex<Vec<String>>>,
-}
-
-#[tonic::async_trait]
-impl RegistryService for Agent {
-    async fn register_agent(
-        &self,
-        _: Request<registry::RegisterAgentRequest>,
-    ) -> Result<Response<registry::RegisterAgentResponse>, Status> {
-        Err(Status::unimplemented("not in this test"))
-    }
-
-    async fn heartbeat(
-        &self,
-        request: Request<HeartbeatRequest>,
-    ) -> Result<Response<HeartbeatResponse>, Status> {
-        let parent = request
-            .metadata()
-            .get("traceparent")
-            .and_then(|v| v.to_str().ok());
-        self.seen
-            .lock()
-            .unwrap()
-            .push(parent.unwrap_or_default().to_owned());
-        tokio::time::sleep(self.delay).await;
-        if let Some(next) = &self.next {
-            next.registry()
-                .heartbeat(HeartbeatRequest::default())
-                .await?;
-        }
-        Ok(Response::new(HeartbeatResponse::default()))
-    }
-
-    async fn deregister_agent(
-        &self,
-        _: Request<registry::DeregisterAgentRequest>,
-    ) -> Result<Response<registry::DeregisterAgentResponse>, Status> {
-        Err(Status::unimplemented("not in this test"))
-    }
-}
-
-/// An agent's client: W3C trace context, and a hop offset of 300 ms, so that a hop's
-/// own call runs out well before its caller's deadline.
-fn client_layer() -> TimeoutProfileLayer {
-    TimeoutProfileLayer::standard()
-        .with_trace_propagator(TraceContextPropagator::new())
-        .with_propagation(Propagation::default().with_hop_offset(Duration::from_millis(300)))
-}
-
-/// Starts an agent on loopback; its URL and what it saw.
-async fn agent(next: Option<&str>, delay: Duration) -> (String, Arc<Mutex<Vec<String>>>) {
-    let next = match next {
-        Some(url) => Some(
-            Sw4rm::connect_with(url.to_owned(), client_layer())
-                .await
-                .unwrap(),
-        ),
-        None => None,
-    };
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let svc = RegistryServiceServer::new(Agent {
-        next,
-        delay,
-        seen: seen.clone(),
-    });
-    tokio::spawn(
-        tonic::transport::Server::builder()
-            .layer(InboundDeadlineLayer::new().with_trace_propagator(TraceContextPropagator::new()))
-            .add_service(svc)
-            .serve_with_incoming(TcpIncoming::from(listener).with_nodelay(Some(true))),
-    );
-    (url, seen)
-}
+use heartbeat_chain::{agent, client_layer, HEARTBEAT};
 
 fn attribute(span: &SpanData, key: &str) -> Option<Value> {
     span.attributes

@@ -1,11 +1,14 @@
 //! What the layer observes: the OpenTelemetry instruments (`metrics/`) and per-route
 //! latency estimates (`latency/`: the histogram the advisor, `sw4rm-advise`, reads),
 //! what an answer came under (`answered.rs`, for a layer built `with_answer_deadlines`),
-//! and, with the feature `otel`, the trace context calls carry (`trace_context.rs`).
+//! and, with the feature `otel`, the trace context calls carry (`trace_context.rs`);
+//! with `otlp`, the export of both to a Collector (`otlp/`).
 //! Nothing here knows the tower layer: the layer records into these.
 
 pub(crate) mod answered;
 pub(crate) mod latency;
 pub mod metrics;
+#[cfg(feature = "otlp")]
+pub mod otlp;
 #[cfg(feature = "otel")]
 pub(crate) mod trace_context;
