@@ -174,6 +174,9 @@ pub use observe::metrics;
 #[cfg(feature = "otlp")]
 #[cfg_attr(docsrs, doc(cfg(feature = "otlp")))]
 pub use observe::otlp;
+#[cfg(feature = "otel")]
+#[cfg_attr(docsrs, doc(cfg(feature = "otel")))]
+pub use observe::span_name::SpanName;
 
 /// What the crates beside this one (`sw4rm-swarm`) build on and no user should:
 /// seams of the layer, kept out of the documented API. Only this workspace's crates

@@ -20,7 +20,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use heartbeat_chain::{agent_with, client_layer, HEARTBEAT};
+use heartbeat_chain::{agent_with, client_layer, inbound_layer, HEARTBEAT};
 use opentelemetry_sdk::metrics::SdkMeterProvider;
 use serde_json::Value;
 use sw4rm_timeouts::otlp::Otlp;
@@ -115,7 +115,7 @@ fn serving(
     let (done_tx, done_rx) = mpsc::channel::<()>();
     let thread = on_own_thread(name, port, move |meters| async move {
         let layer = client_layer().with_meter_provider(&meters);
-        let (url, _) = agent_with(next.as_deref(), delay, layer).await;
+        let (url, _) = agent_with(next.as_deref(), delay, layer, inbound_layer()).await;
         url_tx.send(url).unwrap();
         // Serve (on this runtime) until told; polled, as the wait is a std channel.
         while done_rx.try_recv().is_err() {

@@ -23,7 +23,7 @@ use tracing_subscriber::Layer as _;
 #[path = "common/heartbeat_chain.rs"]
 mod heartbeat_chain;
 
-use heartbeat_chain::{agent, client_layer, HEARTBEAT};
+use heartbeat_chain::{agent, agent_with, client_layer, inbound_layer, HEARTBEAT};
 
 fn attribute(span: &SpanData, key: &str) -> Option<Value> {
     span.attributes
@@ -46,7 +46,7 @@ fn int(span: &SpanData, key: &str) -> i64 {
 async fn chain(
     c_delay: Duration,
     timeout: Option<Duration>,
-) -> (Vec<SpanData>, Result<(), Status>, Vec<String>) {
+) -> (Vec<SpanData>, Result<(), Status>, Vec<String>, String) {
     let exporter = InMemorySpanExporter::default();
     let provider = SdkTracerProvider::builder()
         .with_simple_exporter(exporter.clone())
@@ -61,7 +61,9 @@ async fn chain(
 
     let (c, _) = agent(None, c_delay).await;
     let (b, b_saw) = agent(Some(&c), Duration::ZERO).await;
-    let a = Sw4rm::connect_with(b, client_layer()).await.unwrap();
+    let a = Sw4rm::connect_with(b.clone(), client_layer())
+        .await
+        .unwrap();
     let root = tracing::info_span!("agent_a_work");
     let answer = async {
         let mut request = Request::new(HeartbeatRequest::default());
@@ -91,7 +93,7 @@ async fn chain(
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     let seen = b_saw.lock().unwrap().clone();
-    (spans, answer, seen)
+    (spans, answer, seen, b)
 }
 
 /// The one span named `name` of `kind` whose parent is `parent` (exactly one).
@@ -111,7 +113,7 @@ fn child<'a>(spans: &'a [SpanData], parent: &SpanData, kind: SpanKind) -> &'a Sp
 
 #[tokio::test]
 async fn three_agents_make_one_trace_with_each_hops_timeout_on_its_span() {
-    let (spans, answer, b_saw) = chain(Duration::ZERO, None).await;
+    let (spans, answer, b_saw, b_url) = chain(Duration::ZERO, None).await;
     answer.unwrap();
     let root = spans
         .iter()
@@ -151,6 +153,16 @@ async fn three_agents_make_one_trace_with_each_hops_timeout_on_its_span() {
     );
     assert!(int(c_serves, "sw4rm.deadline_ms") <= b_sends);
 
+    // The server each client span called: B's address for A's call, C's for B's.
+    let b_port: i64 = b_url.rsplit(':').next().unwrap().parse().unwrap();
+    assert_eq!(
+        attribute(a_call, "server.address"),
+        Some(Value::from("127.0.0.1"))
+    );
+    assert_eq!(int(a_call, "server.port"), b_port);
+    let c_port = int(b_call, "server.port");
+    assert!(c_port > 0 && c_port != b_port, "{c_port}");
+
     // On the wire: W3C's traceparent, version 00, A's trace and A's call span, sampled.
     let sent = &b_saw[0];
     let expected = format!("00-{}-{}-01", trace, a_call.span_context.span_id());
@@ -161,7 +173,7 @@ async fn three_agents_make_one_trace_with_each_hops_timeout_on_its_span() {
 async fn the_hop_where_the_deadline_ran_out_is_marked() {
     // C takes 3 s; A gives its call 1.5 s: B's call to C (what is left, less 300 ms)
     // runs out first.
-    let (spans, answer, _) =
+    let (spans, answer, _, _) =
         chain(Duration::from_secs(3), Some(Duration::from_millis(1_500))).await;
     assert_eq!(answer.unwrap_err().code(), tonic::Code::DeadlineExceeded);
     let root = spans
@@ -182,4 +194,107 @@ async fn the_hop_where_the_deadline_ran_out_is_marked() {
         b_call.status
     );
     assert_eq!(int(a_call, "timeout_ms"), 1_500);
+}
+
+/// Spans of this thread's calls, into an in-memory exporter.
+fn captured() -> (
+    InMemorySpanExporter,
+    SdkTracerProvider,
+    tracing::subscriber::DefaultGuard,
+) {
+    let exporter = InMemorySpanExporter::default();
+    let provider = SdkTracerProvider::builder()
+        .with_simple_exporter(exporter.clone())
+        .build();
+    let ours = Targets::new().with_target("sw4rm_timeouts", Level::TRACE);
+    let otel = tracing_opentelemetry::layer().with_tracer(provider.tracer("agents"));
+    let subscriber = tracing_subscriber::registry().with(otel.with_filter(ours));
+    (
+        exporter,
+        provider,
+        tracing::subscriber::set_default(subscriber),
+    )
+}
+
+#[tokio::test]
+async fn sw4_003_span_names_on_both_sides_keep_the_method_as_an_attribute() {
+    let (exporter, provider, _default) = captured();
+    let sw4003 = sw4rm_timeouts::SpanName::Sw4003;
+    let inbound = inbound_layer().with_span_name(sw4003);
+    let (b, _) = agent_with(None, Duration::ZERO, client_layer(), inbound).await;
+    let a = Sw4rm::connect_with(b, client_layer().with_span_name(sw4003))
+        .await
+        .unwrap();
+    a.registry()
+        .heartbeat(HeartbeatRequest::default())
+        .await
+        .unwrap();
+    let give_up = tokio::time::Instant::now() + Duration::from_secs(10);
+    let spans = loop {
+        let _ = provider.force_flush();
+        let spans = exporter.get_finished_spans().unwrap();
+        if spans.len() >= 2 {
+            break spans;
+        }
+        assert!(tokio::time::Instant::now() < give_up, "{spans:#?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    for kind in [SpanKind::Client, SpanKind::Server] {
+        let span = spans
+            .iter()
+            .find(|s| s.span_kind == kind)
+            .expect("both sides");
+        assert_eq!(span.name, "sw4rm.registry.heartbeat", "{span:#?}");
+        assert_eq!(attribute(span, "rpc.method"), Some(Value::from(HEARTBEAT)));
+    }
+}
+
+#[tokio::test]
+async fn each_retry_is_an_event_on_the_calls_span_with_why() {
+    use sw4rm_timeouts::testing::{Script, TestServer};
+    let (exporter, provider, _default) = captured();
+    let server = TestServer::start().await.unwrap();
+    server
+        .script("Heartbeat", Script::fail_first(2, tonic::Code::Unavailable))
+        .unwrap();
+    let layer = sw4rm_timeouts::TimeoutProfileLayer::standard();
+    let sw4rm = Sw4rm::connect_with(server.url(), layer).await.unwrap();
+    sw4rm
+        .registry()
+        .heartbeat(HeartbeatRequest::default())
+        .await
+        .unwrap();
+    let _ = provider.force_flush();
+    let spans = exporter.get_finished_spans().unwrap();
+    let call = spans
+        .iter()
+        .find(|s| s.span_kind == SpanKind::Client)
+        .expect("the call's span");
+    let retries: Vec<_> = call
+        .events
+        .iter()
+        .filter(|e| e.name == "SW4RM retrying the call")
+        .collect();
+    assert_eq!(retries.len(), 2, "{:#?}", call.events);
+    for (event, attempt) in retries.iter().zip([2_i64, 3]) {
+        let field = |key: &str| {
+            event
+                .attributes
+                .iter()
+                .find(|kv| kv.key.as_str() == key)
+                .map(|kv| kv.value.clone())
+        };
+        // An unsigned field reaches an OpenTelemetry event as text or an integer.
+        let number = match field("attempt") {
+            Some(Value::I64(n)) => Some(n),
+            Some(Value::String(n)) => n.as_str().parse().ok(),
+            _ => None,
+        };
+        assert_eq!(number, Some(attempt), "{event:#?}");
+        assert!(
+            matches!(field("reason"), Some(Value::String(r)) if !r.as_str().is_empty()),
+            "{event:#?}"
+        );
+    }
+    assert_eq!(server.calls_to("Heartbeat").len(), 3);
 }

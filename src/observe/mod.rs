@@ -1,7 +1,8 @@
 //! What the layer observes: the OpenTelemetry instruments (`metrics/`) and per-route
 //! latency estimates (`latency/`: the histogram the advisor, `sw4rm-advise`, reads),
 //! what an answer came under (`answered.rs`, for a layer built `with_answer_deadlines`),
-//! and, with the feature `otel`, the trace context calls carry (`trace_context.rs`);
+//! and, with the feature `otel`, the trace context calls carry (`trace_context.rs`) and
+//! what their spans are called (`span_name.rs`);
 //! with `otlp`, the export of both to a Collector (`otlp/`).
 //! Nothing here knows the tower layer: the layer records into these.
 
@@ -10,5 +11,7 @@ pub(crate) mod latency;
 pub mod metrics;
 #[cfg(feature = "otlp")]
 pub mod otlp;
+#[cfg(feature = "otel")]
+pub(crate) mod span_name;
 #[cfg(feature = "otel")]
 pub(crate) mod trace_context;

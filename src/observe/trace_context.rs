@@ -55,18 +55,26 @@ pub(crate) fn inject(propagator: &Propagator, span: &tracing::Span, headers: &mu
     propagator.inject_context(&cx, &mut Inject(headers));
 }
 
-/// The server span of an inbound call to `path`, a child of the context its caller
-/// sent (a root when it sent none), with the deadline it was given.
+/// The server span of an inbound call to `path` (named as `span_name` says), a child
+/// of the context its caller sent (a root when it sent none), with the deadline it
+/// was given.
 pub(crate) fn server_span(
     propagator: &Propagator,
+    span_name: crate::SpanName,
     headers: &HeaderMap,
     path: &str,
     deadline_ms: Option<u64>,
 ) -> tracing::Span {
     let name = path.strip_prefix('/').unwrap_or(path);
+    let (service, method) = name.split_once('/').unwrap_or((name, ""));
+    let title = crate::observe::span_name::Title {
+        name: span_name,
+        service,
+        method,
+    };
     let span = tracing::info_span!(
         "sw4rm_rpc_server",
-        otel.name = name,
+        otel.name = %title,
         otel.kind = "server",
         rpc.system.name = "grpc",
         rpc.method = name,

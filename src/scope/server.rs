@@ -78,6 +78,9 @@ pub struct InboundDeadlineLayer {
     /// Reads the caller's trace context (feature `otel`).
     #[cfg(feature = "otel")]
     propagator: Option<crate::observe::trace_context::Propagator>,
+    /// The OpenTelemetry name of the server span (feature `otel`).
+    #[cfg(feature = "otel")]
+    span_name: crate::SpanName,
 }
 
 impl InboundDeadlineLayer {
@@ -123,6 +126,22 @@ impl InboundDeadlineLayer {
         self.propagator = Some(Arc::new(propagator));
         self
     }
+
+    /// What the server span is called in OpenTelemetry (feature `otel`), as
+    /// [`crate::TimeoutProfileLayer::with_span_name`] says for the client's.
+    ///
+    /// ```
+    /// use sw4rm_timeouts::scope::InboundDeadlineLayer;
+    /// use sw4rm_timeouts::SpanName;
+    /// let layer = InboundDeadlineLayer::new().with_span_name(SpanName::Sw4003);
+    /// # drop(layer);
+    /// ```
+    #[cfg(feature = "otel")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "otel")))]
+    pub fn with_span_name(mut self, name: crate::SpanName) -> Self {
+        self.span_name = name;
+        self
+    }
 }
 
 /// The handler's server span (feature `otel`), entered while it is polled.
@@ -141,6 +160,8 @@ impl<S> Layer<S> for InboundDeadlineLayer {
             wrap_up: self.wrap_up,
             #[cfg(feature = "otel")]
             propagator: self.propagator.clone(),
+            #[cfg(feature = "otel")]
+            span_name: self.span_name,
         }
     }
 }
@@ -152,6 +173,8 @@ pub struct InboundDeadlineService<S> {
     wrap_up: Option<WrapUp>,
     #[cfg(feature = "otel")]
     propagator: Option<crate::observe::trace_context::Propagator>,
+    #[cfg(feature = "otel")]
+    span_name: crate::SpanName,
 }
 
 impl<S, ReqBody, ResBody> Service<http::Request<ReqBody>> for InboundDeadlineService<S>
@@ -187,7 +210,8 @@ where
         #[cfg(feature = "otel")]
         let span = self.propagator.as_ref().map(|p| {
             let ms = received.map(|r| u64::try_from(r.as_millis()).unwrap_or(u64::MAX));
-            crate::observe::trace_context::server_span(p, req.headers(), req.uri().path(), ms)
+            let (headers, path) = (req.headers(), req.uri().path());
+            crate::observe::trace_context::server_span(p, self.span_name, headers, path, ms)
         });
         #[cfg(not(feature = "otel"))]
         let span = ();

@@ -128,6 +128,22 @@ impl TimeoutProfileLayer {
         self.with_settings(|s| s.propagator = Some(propagator.clone()))
     }
 
+    /// What the call's span is called in OpenTelemetry (feature `otel`):
+    /// `package.Service/Method` by OpenTelemetry's RPC conventions (the default), or
+    /// SW4-003's `sw4rm.registry.register_agent` with [`crate::SpanName::Sw4003`];
+    /// `rpc.method` keeps the other form on the span either way.
+    ///
+    /// ```
+    /// use sw4rm_timeouts::{SpanName, TimeoutProfileLayer};
+    /// let layer = TimeoutProfileLayer::standard().with_span_name(SpanName::Sw4003);
+    /// # drop(layer);
+    /// ```
+    #[cfg(feature = "otel")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "otel")))]
+    pub fn with_span_name(self, name: crate::SpanName) -> Self {
+        self.with_settings(|s| s.span_name = name)
+    }
+
     /// How a deadline inherited from the inbound call a task serves is passed on to
     /// its outgoing calls (default: a 5 ms hop offset, no cap, refused below 1 ms;
     /// see [`crate::scope`]).
@@ -316,6 +332,10 @@ impl TimeoutProfileLayer {
         let endpoint: std::sync::Arc<str> = endpoint.into();
         self.with_settings(|s| {
             s.instruments = s.instruments.take().map(|i| i.with_target(&endpoint));
+            #[cfg(feature = "otel")]
+            {
+                s.server = crate::observe::span_name::ServerName::of(&endpoint);
+            }
             s.endpoint = Some(endpoint);
         })
     }

@@ -111,8 +111,8 @@ where
                 plan(&shared.profiles, found.route, options, asked, outer, peek)
             }
         };
-        let level = shared.settings.span_level;
-        let span = rpc_span(level, &planned.route, planned.profile, &planned.decided);
+        let settings = &shared.settings;
+        let span = rpc_span(settings, &planned.route, planned.profile, &planned.decided);
         planned.log_clamps(&span);
         let mut head = Head::of(&mut planned);
         let attempts = Attempts::of(shared, &mut planned, &found.labels, head.total, start);

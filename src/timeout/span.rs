@@ -2,6 +2,7 @@
 //! level costs nothing), with OpenTelemetry's RPC fields under the feature `otel`.
 
 use super::plan::{Decided, RoutePlan};
+use super::state::settings::Settings;
 use super::state::shared::{Found, Shared};
 use crate::config::ResolvedProfile;
 use crate::policy::route::Lookup;
@@ -11,7 +12,7 @@ use crate::policy::streaming::millis;
 /// level: a disabled level costs nothing. With the feature `otel` it carries
 /// OpenTelemetry's RPC fields too.
 pub(super) fn rpc_span(
-    level: tracing::Level,
+    settings: &Settings,
     route: &Lookup<'_>,
     profile: &ResolvedProfile,
     decided: &Decided,
@@ -33,14 +34,24 @@ pub(super) fn rpc_span(
     // tracing-opentelemetry maps them (the status fields are recorded when the call
     // ends).
     #[cfg(feature = "otel")]
+    let title = crate::observe::span_name::Title {
+        name: settings.span_name,
+        service: route.service,
+        method: route.method,
+    };
+    #[cfg(feature = "otel")]
+    let server = settings.server.as_ref();
+    #[cfg(feature = "otel")]
     macro_rules! fields {
         ($make:ident) => {
             span!(
                 $make,
-                otel.name = %format_args!("{}/{}", route.service, route.method),
+                otel.name = %title,
                 otel.kind = "client",
                 rpc.system.name = "grpc",
                 rpc.method = %format_args!("{}/{}", route.service, route.method),
+                server.address = server.map(|s| &*s.address),
+                server.port = server.map(|s| s.port),
                 rpc.response.status_code = tracing::field::Empty,
                 error.type = tracing::field::Empty,
                 otel.status_code = tracing::field::Empty,
@@ -53,7 +64,7 @@ pub(super) fn rpc_span(
             span!($make)
         };
     }
-    match level {
+    match settings.span_level {
         tracing::Level::ERROR => fields!(error_span),
         tracing::Level::WARN => fields!(warn_span),
         tracing::Level::INFO => fields!(info_span),
@@ -66,10 +77,5 @@ pub(super) fn rpc_span(
 #[inline(always)]
 pub(super) fn route_span(shared: &Shared, found: &Found<'_>, plan: &RoutePlan) -> tracing::Span {
     let profile = shared.profiles.by_id(found.route.profile);
-    rpc_span(
-        shared.settings.span_level,
-        &found.route,
-        profile,
-        plan.decided(),
-    )
+    rpc_span(&shared.settings, &found.route, profile, plan.decided())
 }

@@ -72,16 +72,22 @@ pub fn client_layer() -> TimeoutProfileLayer {
         .with_propagation(Propagation::default().with_hop_offset(Duration::from_millis(300)))
 }
 
-/// Starts an agent on loopback; its URL and what it saw.
-pub async fn agent(next: Option<&str>, delay: Duration) -> (String, Arc<Mutex<Vec<String>>>) {
-    agent_with(next, delay, client_layer()).await
+/// An agent's inbound layer: W3C trace context.
+pub fn inbound_layer() -> InboundDeadlineLayer {
+    InboundDeadlineLayer::new().with_trace_propagator(TraceContextPropagator::new())
 }
 
-/// [`agent`], calling the next agent through `layer`.
+/// Starts an agent on loopback; its URL and what it saw.
+pub async fn agent(next: Option<&str>, delay: Duration) -> (String, Arc<Mutex<Vec<String>>>) {
+    agent_with(next, delay, client_layer(), inbound_layer()).await
+}
+
+/// [`agent`], calling the next agent through `layer` and served behind `inbound`.
 pub async fn agent_with(
     next: Option<&str>,
     delay: Duration,
     layer: TimeoutProfileLayer,
+    inbound: InboundDeadlineLayer,
 ) -> (String, Arc<Mutex<Vec<String>>>) {
     let next = match next {
         Some(url) => Some(Sw4rm::connect_with(url.to_owned(), layer).await.unwrap()),
@@ -97,7 +103,7 @@ pub async fn agent_with(
     });
     tokio::spawn(
         tonic::transport::Server::builder()
-            .layer(InboundDeadlineLayer::new().with_trace_propagator(TraceContextPropagator::new()))
+            .layer(inbound)
             .add_service(svc)
             .serve_with_incoming(TcpIncoming::from(listener).with_nodelay(Some(true))),
     );

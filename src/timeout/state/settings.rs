@@ -68,6 +68,14 @@ pub(crate) struct Settings {
     /// ([`crate::TimeoutProfileLayer::with_trace_propagator`]).
     #[cfg(feature = "otel")]
     pub(crate) propagator: Option<crate::observe::trace_context::Propagator>,
+    /// The OpenTelemetry name of the call's span
+    /// ([`crate::TimeoutProfileLayer::with_span_name`]).
+    #[cfg(feature = "otel")]
+    pub(crate) span_name: crate::SpanName,
+    /// The server the span names (`server.address`, `server.port`), from the
+    /// endpoint when it is known.
+    #[cfg(feature = "otel")]
+    pub(crate) server: Option<crate::observe::span_name::ServerName>,
 }
 
 impl Settings {
@@ -89,6 +97,10 @@ impl Settings {
             answered: false,
             #[cfg(feature = "otel")]
             propagator: None,
+            #[cfg(feature = "otel")]
+            span_name: crate::SpanName::Rpc,
+            #[cfg(feature = "otel")]
+            server: None,
         }
     }
 }
