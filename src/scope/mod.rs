@@ -50,11 +50,15 @@
 // `grpc-timeout`, opens the scope for the handler, enforces it) → `operation_budget.rs` (the
 // operation budget, its pause guard, and budgets read from envelopes). The arithmetic
 // is in `policy/inherit.rs` and `policy/envelope.rs`; the client layer reads the
-// scope when it plans a call.
+// scope when it plans a call. `health.rs` (feature `health`: a serving agent's health
+// from its own heartbeats) stands apart from the scope.
 
 pub(crate) mod cancel;
 pub(crate) mod cancelled;
 pub(crate) mod caps;
+#[cfg(feature = "health")]
+#[cfg_attr(docsrs, doc(cfg(feature = "health")))]
+pub mod health;
 #[cfg(feature = "long-work")]
 mod long_stream;
 #[cfg(feature = "long-work")]
