@@ -466,6 +466,82 @@ async fn more_calls_than_the_channel_buffer_against_a_peer_that_never_accepts() 
     }
 }
 
+/// A timeout spent waiting for a connection says so (gRFC A121): its details count
+/// the wait and `grpc.client.call.delay.duration{grpc.delay_type="connecting"}`
+/// records it; a timeout against a slow server that was connected says nothing of it.
+#[tokio::test]
+async fn a_timeout_spent_connecting_says_so_in_its_details_and_the_call_delay() {
+    use sw4rm_timeouts::metrics::MetricFamily;
+    let profiles = || {
+        ProfileSet::builder()
+            .without_global()
+            .default_timeout_ms("heartbeat", 1_000)
+            .build()
+            .unwrap()
+    };
+    let metrics = Metrics::new();
+    let layer = TimeoutProfileLayer::new(profiles())
+        .with_meter_provider(&metrics.provider)
+        .with_metric_family(MetricFamily::GrpcRetries);
+
+    // A peer that never accepts: the whole call waits for a connection.
+    let (addr, _fill, _listener) = full_backlog().await;
+    let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{addr}")).unwrap();
+    let sw4rm = Sw4rm::builder(endpoint)
+        .layer(layer.clone())
+        .connect_timeout(None)
+        .connect_lazy()
+        .unwrap();
+    let status = heartbeat(&sw4rm).await.unwrap_err();
+    let d = timeout_details(&status);
+    let waited = d
+        .connect_wait_ms()
+        .expect("the call waited for a connection");
+    assert!(
+        waited > 0 && waited <= d.elapsed_ms(),
+        "{waited} of {}",
+        d.elapsed_ms()
+    );
+    assert!(
+        status
+            .message()
+            .ends_with(&format!(", {waited} ms of it waiting for a connection")),
+        "{}",
+        status.message()
+    );
+    let delays: Vec<_> = metrics
+        .points()
+        .into_iter()
+        .filter(|p| p.name == "grpc.client.call.delay.duration")
+        .collect();
+    assert_eq!(delays.len(), 1, "{delays:?}");
+    assert_eq!(delays[0].value, 1);
+    assert_eq!(delays[0].attrs["grpc.delay_type"], "connecting");
+    assert_eq!(
+        delays[0].attrs["grpc.method"],
+        "sw4rm.registry.RegistryService/Heartbeat"
+    );
+
+    // A connected server that is slow: the timeout is the server's, not the connect's.
+    let slow = server().await;
+    slow.script("Heartbeat", Script::latency(Duration::from_secs(5)))
+        .unwrap();
+    let connected = Sw4rm::connect_with(slow.url(), layer).await.unwrap();
+    let status = heartbeat(&connected).await.unwrap_err();
+    assert_eq!(
+        timeout_details(&status).connect_wait_ms(),
+        None,
+        "{status:?}"
+    );
+    let count: u64 = metrics
+        .points()
+        .iter()
+        .filter(|p| p.name == "grpc.client.call.delay.duration")
+        .map(|p| p.value)
+        .sum();
+    assert_eq!(count, 1, "the connected call records no delay");
+}
+
 #[tokio::test]
 async fn connecting_to_a_peer_that_never_accepts_has_a_deadline() {
     let (addr, _fill, _listener) = full_backlog().await;

@@ -13,7 +13,9 @@ use promql_parser::parser::{self, Expr};
 use promql_parser::util::{walk_expr, ExprVisitor};
 use sw4rm_timeouts::metrics;
 use sw4rm_timeouts::testing::Script;
-use sw4rm_timeouts::{HedgingPolicy, MetricFamily, ProfileSet, RetryPolicy, TimeoutProfileLayer};
+use sw4rm_timeouts::{
+    HedgingPolicy, MetricFamily, ProfileSet, RetryPolicy, Sw4rm, TimeoutProfileLayer,
+};
 
 const HEARTBEAT: &str = "/sw4rm.registry.RegistryService/Heartbeat";
 const GET_TASK_STATUS: &str = "/sw4rm.scheduler.SchedulerService/GetTaskStatus";
@@ -100,6 +102,7 @@ async fn exposition() -> String {
         layer = layer.with_metric_family(family);
     }
     let (layer, handle) = layer.reloadable();
+    let sw4rm_layer = layer.clone();
     let sw4rm = connect(&server, layer).await;
     // Retried once, then answered.
     server
@@ -125,6 +128,18 @@ async fn exposition() -> String {
         ..Opts::default()
     };
     call(&sw4rm, HEARTBEAT, late).await.unwrap_err();
+    // A call that waited for a connection (to a port nobody listens on).
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let nobody = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let endpoint = tonic::transport::Endpoint::from_shared(nobody).unwrap();
+    let waiting = Sw4rm::builder(endpoint)
+        .layer(sw4rm_layer)
+        .connect_lazy()
+        .unwrap();
+    call(&waiting, HEARTBEAT, Opts::default())
+        .await
+        .unwrap_err();
     // A reload applied, one refused.
     handle.reload(profiles);
     let bad = ProfileSet::builder()
@@ -176,7 +191,7 @@ async fn every_expression_parses_and_names_only_metrics_the_sdk_exposes() {
     let (rules, recorded) = rules();
     let dashboard = dashboard();
     assert!(rules.len() >= 13 + 11, "{rules:?}");
-    assert_eq!(dashboard.len(), 18, "{dashboard:?}");
+    assert_eq!(dashboard.len(), 20, "{dashboard:?}");
     let mut named = BTreeSet::new();
     for expr in rules.iter().chain(&dashboard) {
         for name in names_in(expr) {
@@ -198,6 +213,8 @@ async fn every_expression_parses_and_names_only_metrics_the_sdk_exposes() {
         "sw4rm_rpc_cancelled_total",
         "sw4rm_retry_budget_tokens",
         "sw4rm_config_reloads_total",
+        "sw4rm_rpc_in_flight",
+        "grpc_client_call_delay_duration_bucket",
     ] {
         assert!(named.contains(must), "{must} is not used");
     }

@@ -14,6 +14,7 @@ use super::sniff::{FirstWords, Heard};
 use super::stage::{is_timeout, MarkingConnector, StageMark};
 use super::Sw4rm;
 use crate::timeout::TimeoutProfileLayer;
+use crate::wire::connect_clock::ConnectClock;
 
 /// How long [`Sw4rm::connect`] and [`Sw4rmBuilder`] wait for the whole set-up of a
 /// connection (TCP, TLS, HTTP/2) when nobody said otherwise (neither the `Endpoint`
@@ -300,11 +301,17 @@ impl Sw4rmBuilder {
 
     /// The connector for `endpoint`: tonic's TCP connector, marking how far a connect
     /// got and what a plaintext server said first (`heard`).
-    fn connector(&self, endpoint: &Endpoint, mark: StageMark) -> (MarkingConnector, Arc<Heard>) {
+    fn connector(
+        &self,
+        endpoint: &Endpoint,
+        mark: StageMark,
+    ) -> (MarkingConnector, Arc<Heard>, ConnectClock) {
         let heard = Arc::new(Heard::default());
+        let clock = ConnectClock::default();
         let mut connector = MarkingConnector::new(endpoint, mark, heard.clone());
         connector.local_address(self.local_address);
-        (connector, heard)
+        connector.clock(clock.clone());
+        (connector, heard, clock)
     }
 
     /// Connects now; fails if the connection is not set up (TCP, TLS, HTTP/2: the
@@ -314,7 +321,7 @@ impl Sw4rmBuilder {
         let endpoint = self.endpoint()?;
         let name = || endpoint.uri().to_string();
         let mark = StageMark::default();
-        let (connector, heard) = self.connector(&endpoint, mark.clone());
+        let (connector, heard, clock) = self.connector(&endpoint, mark.clone());
         let timeout = endpoint.get_connect_timeout();
         let timed_out = |stage| ConnectError::TimedOut {
             endpoint: name(),
@@ -336,7 +343,8 @@ impl Sw4rmBuilder {
         };
         match done {
             Ok((channel, FirstWords::Http2)) => {
-                Ok(Sw4rm::with_layer(channel, self.layer_for(&endpoint)))
+                let layer = self.layer_for(&endpoint).clocking(clock);
+                Ok(Sw4rm::with_layer(channel, layer))
             }
             Ok((_, FirstWords::Tls)) => Err(ConnectError::ServerSpeaksTls { endpoint: name() }),
             Ok((_, _)) => Err(ConnectError::ClosedBeforeHttp2 { endpoint: name() }),
@@ -357,9 +365,9 @@ impl Sw4rmBuilder {
     /// [`ConnectError::TlsUnavailable`]).
     pub fn connect_lazy(self) -> Result<Sw4rm, ConnectError> {
         let endpoint = self.endpoint()?;
-        let (connector, heard) = self.connector(&endpoint, StageMark::default());
+        let (connector, heard, clock) = self.connector(&endpoint, StageMark::default());
         let channel = endpoint.connect_with_connector_lazy(connector);
-        let layer = self.layer_for(&endpoint).hearing(heard);
+        let layer = self.layer_for(&endpoint).hearing(heard).clocking(clock);
         Ok(Sw4rm::with_layer(channel, layer))
     }
 }

@@ -24,6 +24,7 @@ use super::sniff::{Heard, Sniffed};
 use tonic::transport::Endpoint;
 use tower_service::Service;
 
+use crate::wire::connect_clock::ConnectClock;
 use crate::wire::error::BoxError;
 use crate::wire::status::causes;
 
@@ -112,6 +113,8 @@ pub(crate) struct MarkingConnector {
     after_tcp: ConnectStage,
     /// What each connection's server said first (`sniff.rs`).
     heard: Arc<Heard>,
+    /// When the channel went without a connection and got one (the calls' wait).
+    clock: Option<ConnectClock>,
 }
 
 impl MarkingConnector {
@@ -139,7 +142,13 @@ impl MarkingConnector {
                 ConnectStage::Http2
             },
             heard,
+            clock: None,
         }
+    }
+
+    /// Marks `clock` when a connect begins and when TCP is up.
+    pub(crate) fn clock(&mut self, clock: ConnectClock) {
+        self.clock = Some(clock);
     }
 
     /// Connects from this local address (`None`: the system chooses).
@@ -166,11 +175,17 @@ impl Service<http::Uri> for MarkingConnector {
     fn call(&mut self, uri: http::Uri) -> Self::Future {
         // A reconnect starts from TCP again.
         self.mark.set(ConnectStage::Tcp);
+        if let Some(clock) = &self.clock {
+            clock.connecting();
+        }
         let (connecting, mark, after) = (self.inner.call(uri), self.mark.clone(), self.after_tcp);
-        let heard = self.heard.clone();
+        let (heard, clock) = (self.heard.clone(), self.clock.clone());
         Box::pin(async move {
             let io = connecting.await?;
             mark.set(after);
+            if let Some(clock) = clock {
+                clock.connected();
+            }
             let mut sniffed = Sniffed::new(io.into_inner(), heard);
             if after != ConnectStage::Http2 {
                 // Below TLS the server's first bytes are TLS, as they should be.

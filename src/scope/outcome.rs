@@ -227,6 +227,7 @@ impl<R, T> Outcome<R, T> {
             attempts: None,
             attempt_timeout_ms: None,
             budget_paused_ms: None,
+            connect_wait_ms: None,
             budget_elapsed_ms: None,
             long_work: Some(LongWorkDetails {
                 idle_limit_ms: self.limits.idle.map_or(0, millis),

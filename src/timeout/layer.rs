@@ -345,6 +345,11 @@ impl TimeoutProfileLayer {
         self.with_settings(|s| s.heard = Some(heard))
     }
 
+    /// Reads from `clock` how long each call waited for a connection.
+    pub(crate) fn clocking(self, clock: crate::wire::connect_clock::ConnectClock) -> Self {
+        self.with_settings(|s| s.connect_clock = Some(clock.clone()))
+    }
+
     /// The profile table in use now (after a reload, the new one).
     pub fn profiles(&self) -> CurrentProfiles {
         CurrentProfiles(self.table.full())

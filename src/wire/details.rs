@@ -3,7 +3,6 @@
 //! read them.
 
 use std::collections::HashMap;
-use std::fmt;
 
 use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
@@ -13,7 +12,7 @@ use crate::policy::effect::CallEffect;
 use crate::policy::route::split_path;
 use crate::policy::source::Source;
 
-use super::long_work::{CapWords, Count, LongWorkDetails};
+use super::long_work::LongWorkDetails;
 
 /// `ErrorInfo.reason` of every SW4-002 timeout.
 pub const TIMEOUT_REASON: &str = "SW4RM_RPC_TIMEOUT";
@@ -94,6 +93,7 @@ pub struct TimeoutDetails {
     pub(crate) attempt_timeout_ms: Option<u64>,
     pub(crate) budget_paused_ms: Option<u64>,
     pub(crate) budget_elapsed_ms: Option<u64>,
+    pub(crate) connect_wait_ms: Option<u64>,
     pub(crate) long_work: Option<LongWorkDetails>,
     pub(crate) effect: Option<CallEffect>,
 }
@@ -198,6 +198,13 @@ impl TimeoutDetails {
         self.budget_elapsed_ms
     }
 
+    /// How much of the call's time, in ms, its channel had no connection and the
+    /// call waited for one (gRFC A121's `connecting` delay), when it waited: a
+    /// timeout spent connecting, told from a slow server.
+    pub fn connect_wait_ms(&self) -> Option<u64> {
+        self.connect_wait_ms
+    }
+
     /// The idle limit, the cap and how far the work had come, when the call ran under
     /// an idle limit (phase [`Phase::Idle`] says the idle limit fired, [`Phase::Total`]
     /// the cap).
@@ -245,6 +252,9 @@ impl TimeoutDetails {
         if let Some(ms) = self.budget_elapsed_ms {
             metadata.insert("budget_elapsed_ms".to_owned(), ms.to_string());
         }
+        if let Some(ms) = self.connect_wait_ms {
+            metadata.insert("connect_wait_ms".to_owned(), ms.to_string());
+        }
         if let Some(work) = &self.long_work {
             work.write(&mut metadata);
         }
@@ -288,6 +298,7 @@ impl TimeoutDetails {
             attempt_timeout_ms: num("attempt_timeout_ms"),
             budget_paused_ms: num("budget_paused_ms"),
             budget_elapsed_ms: num("budget_elapsed_ms"),
+            connect_wait_ms: num("connect_wait_ms"),
             long_work: LongWorkDetails::read(m),
             effect: read_effect(m),
         })
@@ -328,123 +339,6 @@ pub(crate) fn read_effect(metadata: &HashMap<String, String>) -> Option<CallEffe
     )
 }
 
-impl fmt::Display for TimeoutDetails {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Refused at the start: the scope's cap was spent before the call began.
-        let spent = match self.source.level() {
-            "budget" => Some("its operation budget was spent"),
-            "inherited" => Some("too little of its inherited deadline was left"),
-            _ => None,
-        }
-        .filter(|_| {
-            self.elapsed_ms == 0
-                && self.phase == Phase::Total
-                && self.detected_by == DetectedBy::Client
-        });
-        if let Some(why) = spent {
-            write!(
-                f,
-                "/{}/{} was not sent: {why} before the call started ({} profile, from {}, {} ms left",
-                self.service, self.method, self.profile_name, self.source, self.configured_timeout_ms
-            )?;
-            if let (Some(ran), Some(paused)) = (self.budget_elapsed_ms, self.budget_paused_ms) {
-                write!(f, "; the budget ran {ran} ms, {paused} ms of them paused")?;
-            }
-            return f.write_str(")");
-        }
-        if let Some(work) = &self.long_work {
-            return self.fmt_long_work(work, f);
-        }
-        write!(
-            f,
-            "/{}/{} exceeded its {} of {} ms ({} profile, from {}) after {} ms",
-            self.service,
-            self.method,
-            match self.phase {
-                Phase::Total => "deadline",
-                Phase::Initial => "first-message timeout",
-                Phase::Gap => "message-gap timeout",
-                Phase::Idle => "idle limit",
-                Phase::Attempt => "attempt timeout",
-            },
-            self.configured_timeout_ms,
-            self.profile_name,
-            self.source,
-            self.elapsed_ms
-        )?;
-        if let Some(n) = self.message_count {
-            write!(f, ", {n} message{} received", if n == 1 { "" } else { "s" })?;
-        }
-        if let Some(n) = self.attempts.filter(|n| *n > 1) {
-            write!(f, ", {n} attempts")?;
-        }
-        Ok(())
-    }
-}
-
-impl TimeoutDetails {
-    /// Long work: which limit fired, with both numbers, and how far the work had come:
-    /// "no progress for 10000 ms (idle limit; cap 600000 ms) after 37 messages".
-    fn fmt_long_work(&self, work: &LongWorkDetails, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (service, method) = (&self.service, &self.method);
-        match self.phase {
-            Phase::Idle => write!(
-                f,
-                "/{service}/{method}: no progress for {} ms (idle limit; {})",
-                work.idle_limit_ms,
-                CapWords(work.cap_ms)
-            )?,
-            Phase::Total => write!(
-                f,
-                "/{service}/{method}: exceeded the wall-clock cap of {} ms ({})",
-                self.configured_timeout_ms,
-                IdleWords(work.idle_limit_ms)
-            )?,
-            phase => write!(
-                f,
-                "/{service}/{method}: exceeded its {} timeout of {} ms ({}; {})",
-                phase.as_str(),
-                self.configured_timeout_ms,
-                IdleWords(work.idle_limit_ms),
-                CapWords(work.cap_ms)
-            )?,
-        }
-        match self.message_count {
-            Some(n) => write!(
-                f,
-                " after {}, all delivered ({} progress, ",
-                Count(n, "message"),
-                work.progress_count
-            )?,
-            None => write!(
-                f,
-                " after {} (",
-                Count(work.progress_count, "progress report")
-            )?,
-        }
-        if let Some(marker) = work.progress_marker {
-            write!(f, "last marker {marker}, ")?;
-        }
-        write!(f, "last {} ms ago; ", work.since_progress_ms)?;
-        if !self.profile_name.is_empty() {
-            write!(f, "{} profile, ", self.profile_name)?;
-        }
-        write!(f, "from {}, {} ms in all)", self.source, self.elapsed_ms)
-    }
-}
-
-/// "idle limit N ms", or "no idle limit" for 0.
-struct IdleWords(u64);
-
-impl fmt::Display for IdleWords {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            0 => f.write_str("no idle limit"),
-            ms => write!(f, "idle limit {ms} ms"),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -479,6 +373,7 @@ mod tests {
             attempts: None,
             attempt_timeout_ms: None,
             budget_paused_ms: None,
+            connect_wait_ms: None,
             budget_elapsed_ms: None,
             long_work: None,
             effect: Some(CallEffect::StreamEnded {
@@ -552,6 +447,7 @@ mod tests {
             attempts: None,
             attempt_timeout_ms: None,
             budget_paused_ms: None,
+            connect_wait_ms: None,
             budget_elapsed_ms: None,
             long_work: Some(LongWorkDetails {
                 idle_limit_ms: 10_000,

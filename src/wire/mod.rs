@@ -2,15 +2,18 @@
 //! message framing, timeout fields inside request messages, the timeout details (`google.rpc.ErrorInfo`) and what a peer's status
 //! says.
 //!
-//! Reading order: `grpc_timeout.rs` → `details.rs`; `framing.rs`,
+//! Reading order: `grpc_timeout.rs` → `details.rs` (its sentence in `details_text.rs`); `framing.rs`,
 //! `message_field.rs` and `reassembled.rs` for the body; `status.rs` for
 //! classifying answers; `error.rs` the layer's error type; `stream_idle.rs` the
 //! caller's quiet limit a long-work guard paces its progress messages by;
 //! `tool_frame.rs` the standard progress rule of `ToolService/CallStream`; `messages.rs`
-//! what the crate makes of SW4RM's messages (its profiles to and from their wire form).
+//! what the crate makes of SW4RM's messages (its profiles to and from their wire form);
+//! `connect_clock.rs` how long a call waited for a connection.
 
 pub(crate) mod cancel;
+pub(crate) mod connect_clock;
 pub(crate) mod details;
+mod details_text;
 pub(crate) mod error;
 pub(crate) mod first_words;
 pub(crate) mod framing;

@@ -5,6 +5,9 @@
 //! endpoint the client connects to, `unknown` when it was not given), and
 //! `grpc.status` on the attempt's duration.
 //!
+//! gRFC A121's call delay (`grpc.client.call.delay.duration`, `grpc.delay_type` =
+//! `connecting`) is recorded with A96's, from the call's tally.
+//!
 //! A call's attempts are tallied in a [`CallTally`] the call record keeps (boxed, and
 //! only while one of these families is on); the tally is pure bookkeeping, the
 //! instruments record what it hands them.
@@ -38,6 +41,12 @@ pub const GRPC_CALL_TRANSPARENT_RETRIES: &str = "grpc.client.call.transparent_re
 /// (its retry backoffs), in seconds.
 pub const GRPC_CALL_RETRY_DELAY: &str = "grpc.client.call.retry_delay";
 
+/// Name of gRFC A121's histogram of the time a call waited before an attempt could be
+/// sent (seconds), here with `grpc.delay_type` = `connecting`: the time the channel
+/// had no connection while the call waited for one (a call that did not wait
+/// records nothing).
+pub const GRPC_CALL_DELAY_DURATION: &str = "grpc.client.call.delay.duration";
+
 /// The most attempts a call has (gRPC's own limit on `maxAttempts`).
 const MOST_ATTEMPTS: usize = 5;
 
@@ -55,6 +64,7 @@ pub(crate) struct RetryInstruments {
     hedges: Histogram<u64>,
     transparent: Histogram<u64>,
     delay: Histogram<f64>,
+    connecting: Histogram<f64>,
 }
 
 impl AttemptInstruments {
@@ -135,6 +145,14 @@ impl RetryInstruments {
                 .with_unit("s")
                 .with_boundaries(GRPC_LATENCY_BOUNDARIES_S.to_vec())
                 .build(),
+            connecting: meter
+                .f64_histogram(GRPC_CALL_DELAY_DURATION)
+                .with_description(
+                    "Time a client call waited before an attempt could be sent (gRFC A121)",
+                )
+                .with_unit("s")
+                .with_boundaries(GRPC_LATENCY_BOUNDARIES_S.to_vec())
+                .build(),
         }
     }
 
@@ -152,6 +170,13 @@ impl RetryInstruments {
         if tally.delay > Duration::ZERO {
             self.delay.record(tally.delay.as_secs_f64(), call);
         }
+        if tally.connecting > Duration::ZERO {
+            let [method, target] = call;
+            let connecting = KeyValue::new("grpc.delay_type", "connecting");
+            let attrs = [method.clone(), target.clone(), connecting];
+            self.connecting
+                .record(tally.connecting.as_secs_f64(), &attrs);
+        }
     }
 }
 
@@ -165,6 +190,8 @@ pub(crate) struct CallTally {
     pub(crate) hedges: u32,
     /// Time with no attempt in flight (backoffs).
     pub(crate) delay: Duration,
+    /// Time the call waited for a connection (gRFC A121's `connecting`).
+    pub(crate) connecting: Duration,
     /// When each attempt still in flight started, by number.
     open: [Option<Instant>; MOST_ATTEMPTS],
     /// The hedge that answered, if one did.

@@ -102,7 +102,10 @@ pub enum MetricFamily {
     /// `grpc.client.call.retries` and `grpc.client.call.hedges` (buckets 1–5),
     /// `grpc.client.call.transparent_retries` (1–5, 10) and
     /// `grpc.client.call.retry_delay` (seconds), with `grpc.method` and `grpc.target`.
-    /// A call with none of one kind records nothing for it.
+    /// A call with none of one kind records nothing for it. With them, gRFC A121's
+    /// `grpc.client.call.delay.duration` (seconds, `grpc.delay_type` = `connecting`):
+    /// the time a call of a `Sw4rm` waited while its channel had no connection (TCP
+    /// not up), recorded for calls that waited.
     GrpcRetries,
     /// The configured timeouts, `sw4rm_rpc_configured_timeout_ms` (gauge; `profile`,
     /// `bound` = `default`, `min` or `max`): the threshold a dashboard draws beside
@@ -240,6 +243,12 @@ impl Instruments {
 
     /// A call's tally when it ends with `code`: its attempts still in flight, its
     /// count of attempts and retries.
+    /// Whether a call's wait for a connection is recorded (gRFC A121's call delay,
+    /// with the `GrpcRetries` family).
+    pub(crate) fn wants_connect_wait(&self) -> bool {
+        self.grpc_retries.is_some()
+    }
+
     pub(crate) fn tally_ended(&self, tally: &mut CallTally, code: Code, attrs: &Attributes) {
         if let Some(sw4_003) = &self.sw4_003 {
             sw4_003.in_flight(-1, attrs);

@@ -229,6 +229,13 @@ impl Record {
         self.shared.paths.get(&self.labels)
     }
 
+    /// How long the call has waited for a connection, when its client marks it.
+    #[cold]
+    pub(super) fn connect_wait(&self) -> Option<std::time::Duration> {
+        let clock = self.shared.settings.connect_clock.as_ref()?;
+        clock.waited(self.start, Instant::now())
+    }
+
     /// The layer's retry budget, shared by its calls (`None`: retries without one).
     pub(crate) fn retry_budget(&self) -> Option<&RetryBudget> {
         self.shared.settings.retry.budget.as_ref()
@@ -309,6 +316,9 @@ impl Record {
                 code()
             };
             if let Some(instruments) = &self.shared.settings.instruments {
+                if instruments.wants_connect_wait() {
+                    tally.connecting = self.connect_wait().unwrap_or_default();
+                }
                 instruments.tally_ended(&mut tally, code, &self.labels().attrs);
             }
             return self.record_ended(counted, timed_out, || code);

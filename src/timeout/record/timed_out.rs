@@ -111,6 +111,7 @@ impl Record {
             attempt_timeout_ms: self.attempt.as_ref().map(|c| millis(c.limit())),
             budget_paused_ms: self.budget.map(|b| u64::from(b.paused_ms)),
             budget_elapsed_ms: self.budget.map(|b| u64::from(b.elapsed_ms)),
+            connect_wait_ms: self.connect_wait().map(millis),
             effect: Some(self.effect(seen, self.sent)),
         };
         if self.state == State::Open {

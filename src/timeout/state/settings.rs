@@ -49,6 +49,9 @@ pub(crate) struct Settings {
     /// What the endpoint's server said first, when the client sniffs it (a lazily
     /// connected `Sw4rm`): a TLS server behind `http://` is named as such.
     pub(crate) heard: Option<Arc<crate::wire::first_words::Heard>>,
+    /// How long a call waited for a connection, when the client marks it (a `Sw4rm`
+    /// built from a URL or an `Endpoint`).
+    pub(crate) connect_clock: Option<crate::wire::connect_clock::ConnectClock>,
     /// Keep a latency estimate per route (`with_observations`).
     pub(crate) observe: bool,
     /// Hedge calls whose policy says so (`without_hedging` turns it off).
@@ -89,6 +92,7 @@ impl Settings {
             propagation: Propagation::default(),
             endpoint: None,
             heard: None,
+            connect_clock: None,
             observe: false,
             hedging: true,
             watch_tonic_cancel: false,
