@@ -250,7 +250,7 @@ async fn sw4_003_span_names_on_both_sides_keep_the_method_as_an_attribute() {
 }
 
 #[tokio::test]
-async fn each_retry_is_an_event_on_the_calls_span_with_why() {
+async fn each_retry_is_an_event_on_the_calls_span_with_why_and_the_traces_ids() {
     use sw4rm_timeouts::testing::{Script, TestServer};
     let (exporter, provider, _default) = captured();
     let server = TestServer::start().await.unwrap();
@@ -291,6 +291,11 @@ async fn each_retry_is_an_event_on_the_calls_span_with_why() {
             _ => None,
         };
         assert_eq!(number, Some(attempt), "{event:#?}");
+        // A log line of the call finds its trace: the ids of the call's span.
+        let trace = call.span_context.trace_id().to_string();
+        let span = call.span_context.span_id().to_string();
+        assert_eq!(field("trace_id"), Some(Value::from(trace)), "{event:#?}");
+        assert_eq!(field("span_id"), Some(Value::from(span)), "{event:#?}");
         assert!(
             matches!(field("reason"), Some(Value::String(r)) if !r.as_str().is_empty()),
             "{event:#?}"

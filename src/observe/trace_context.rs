@@ -55,6 +55,31 @@ pub(crate) fn inject(propagator: &Propagator, span: &tracing::Span, headers: &mu
     propagator.inject_context(&cx, &mut Inject(headers));
 }
 
+/// The trace and span ids of `span` (or, when it is off, of the span it was made
+/// in), as W3C writes them, when a tracer gave it a valid context: what a call's log
+/// events name so that a line finds its trace.
+pub(crate) fn ids(
+    span: &tracing::Span,
+) -> (
+    Option<tracing::field::DisplayValue<opentelemetry::trace::TraceId>>,
+    Option<tracing::field::DisplayValue<opentelemetry::trace::SpanId>>,
+) {
+    use opentelemetry::trace::TraceContextExt as _;
+    let cx = if span.is_disabled() {
+        tracing::Span::current().context()
+    } else {
+        span.context()
+    };
+    let context = cx.span().span_context().clone();
+    if !context.is_valid() {
+        return (None, None);
+    }
+    (
+        Some(tracing::field::display(context.trace_id())),
+        Some(tracing::field::display(context.span_id())),
+    )
+}
+
 /// The server span of an inbound call to `path` (named as `span_name` says), a child
 /// of the context its caller sent (a root when it sent none), with the deadline it
 /// was given.

@@ -25,7 +25,10 @@
 /// Emits one of a call's events inside its `sw4rm_rpc` span. An enabled span already
 /// names the call's service, method and profile, so the event leaves them out and a
 /// log line says each once; under a disabled span (its level off, the usual case) the
-/// event names them itself.
+/// event names them itself. With the feature `otel`, an event also names the trace
+/// and span it belongs to (`trace_id`, `span_id`) when a tracer gave it one, so a log
+/// line finds its trace.
+#[cfg(not(feature = "otel"))]
 macro_rules! call_event {
     ($level:ident, $span:expr, ($service:expr, $method:expr $(, $profile:expr)?), $($rest:tt)+) => {
         if $span.is_disabled() {
@@ -39,6 +42,26 @@ macro_rules! call_event {
             $span.in_scope(|| tracing::$level!($($rest)+))
         }
     };
+}
+
+/// [`call_event!`] with the trace's ids (feature `otel`).
+#[cfg(feature = "otel")]
+macro_rules! call_event {
+    ($level:ident, $span:expr, ($service:expr, $method:expr $(, $profile:expr)?), $($rest:tt)+) => {{
+        let (trace_id, span_id) = crate::observe::trace_context::ids(&$span);
+        if $span.is_disabled() {
+            tracing::$level!(
+                service = %$service,
+                method = %$method,
+                $(profile = %$profile,)?
+                trace_id,
+                span_id,
+                $($rest)+
+            )
+        } else {
+            $span.in_scope(|| tracing::$level!(trace_id, span_id, $($rest)+))
+        }
+    }};
 }
 
 pub mod body;
