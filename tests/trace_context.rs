@@ -144,6 +144,16 @@ async fn three_agents_make_one_trace_with_each_hops_timeout_on_its_span() {
     // The timeout each hop was given: A's heartbeat 5 s; B received about that and
     // gave C less (what was left, less the hop offset).
     assert_eq!(int(a_call, "timeout_ms"), 5_000);
+    // Where each hop's timeout came from, and one attempt each.
+    assert_eq!(
+        attribute(a_call, "sw4rm.timeout_source"),
+        Some(Value::from("standard"))
+    );
+    assert_eq!(
+        attribute(b_call, "sw4rm.timeout_source"),
+        Some(Value::from("inherited"))
+    );
+    assert_eq!(int(a_call, "sw4rm.attempts"), 1);
     let b_given = int(b_serves, "sw4rm.deadline_ms");
     assert!((1..=5_000).contains(&b_given), "{b_given}");
     let b_sends = int(b_call, "timeout_ms");
@@ -194,6 +204,24 @@ async fn the_hop_where_the_deadline_ran_out_is_marked() {
         b_call.status
     );
     assert_eq!(int(a_call, "timeout_ms"), 1_500);
+    // The phase that ran out and what the call left behind, on the hop that ran out.
+    assert_eq!(
+        attribute(b_call, "sw4rm.timeout_phase"),
+        Some(Value::from("total"))
+    );
+    let effect = attribute(b_call, "sw4rm.effect").map(|v| v.to_string());
+    assert!(
+        matches!(
+            effect.as_deref(),
+            Some("read_aborted" | "mutation_indeterminate")
+        ),
+        "a call that was sent: {effect:?}"
+    );
+    assert_eq!(
+        attribute(a_call, "sw4rm.timeout_phase"),
+        None,
+        "A's call got B's answer"
+    );
 }
 
 /// Spans of this thread's calls, into an in-memory exporter.
@@ -302,4 +330,59 @@ async fn each_retry_is_an_event_on_the_calls_span_with_why_and_the_traces_ids() 
         );
     }
     assert_eq!(server.calls_to("Heartbeat").len(), 3);
+    assert_eq!(int(call, "sw4rm.attempts"), 3);
+}
+
+#[tokio::test]
+async fn a_hedged_call_says_its_hedges_and_attempts_on_its_span() {
+    use sw4rm_timeouts::proto::sw4rm::scheduler::GetTaskStatusRequest;
+    use sw4rm_timeouts::testing::{Script, TestServer};
+    use sw4rm_timeouts::{HedgingPolicy, ProfileSet, TimeoutProfileLayer};
+    let (exporter, provider, _default) = captured();
+    let server = TestServer::start().await.unwrap();
+    // The first attempt waits 2 s; the hedge, sent after 50 ms, answers at once.
+    server
+        .script(
+            "GetTaskStatus",
+            Script::slow_first(1, Duration::from_secs(2)),
+        )
+        .unwrap();
+    let hedge = HedgingPolicy::builder()
+        .max_attempts(2)
+        .delay(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let profiles = ProfileSet::builder()
+        .without_global()
+        .hedging("workflow_status", hedge)
+        .build()
+        .unwrap();
+    let layer = TimeoutProfileLayer::new(profiles);
+    let sw4rm = Sw4rm::connect_with(server.url(), layer).await.unwrap();
+    sw4rm
+        .scheduler()
+        .get_task_status(GetTaskStatusRequest::default())
+        .await
+        .unwrap();
+    let _ = provider.force_flush();
+    let spans = exporter.get_finished_spans().unwrap();
+    let call = spans
+        .iter()
+        .find(|s| s.span_kind == SpanKind::Client)
+        .expect("the call's span");
+    assert_eq!(
+        attribute(call, "profile"),
+        Some(Value::from("workflow_status"))
+    );
+    assert_eq!(int(call, "sw4rm.hedges"), 1, "{call:#?}");
+    assert_eq!(int(call, "sw4rm.attempts"), 2, "{call:#?}");
+    assert_eq!(
+        attribute(call, "rpc.response.status_code"),
+        Some(Value::from("OK"))
+    );
+    let hedged = call
+        .events
+        .iter()
+        .filter(|e| e.name == "SW4RM hedging the call");
+    assert_eq!(hedged.count(), 1, "{:#?}", call.events);
 }

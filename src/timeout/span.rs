@@ -31,8 +31,9 @@ pub(super) fn rpc_span(
         };
     }
     // With `otel`, OpenTelemetry's stable RPC conventions beside ours, as
-    // tracing-opentelemetry maps them (the status fields are recorded when the call
-    // ends).
+    // tracing-opentelemetry maps them (the status fields and the attempts are recorded
+    // when the call ends, the hedges as they are sent, the phase and effect of a
+    // timeout when it fires).
     #[cfg(feature = "otel")]
     let title = crate::observe::span_name::Title {
         name: settings.span_name,
@@ -52,6 +53,16 @@ pub(super) fn rpc_span(
                 rpc.method = %format_args!("{}/{}", route.service, route.method),
                 server.address = server.map(|s| &*s.address),
                 server.port = server.map(|s| s.port),
+                // Where the timeout in force came from (`standard`, `inherited`, …).
+                sw4rm.timeout_source = decided
+                    .timers
+                    .total
+                    .as_ref()
+                    .map(|c| tracing::field::display(&c.source)),
+                sw4rm.attempts = tracing::field::Empty,
+                sw4rm.hedges = tracing::field::Empty,
+                sw4rm.timeout_phase = tracing::field::Empty,
+                sw4rm.effect = tracing::field::Empty,
                 rpc.response.status_code = tracing::field::Empty,
                 error.type = tracing::field::Empty,
                 otel.status_code = tracing::field::Empty,

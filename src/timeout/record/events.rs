@@ -50,6 +50,8 @@ impl Record {
         if let Some(instruments) = &self.shared.settings.instruments {
             instruments.hedged(&self.labels().attrs);
         }
+        #[cfg(feature = "otel")]
+        self.span.record("sw4rm.hedges", attempt.saturating_sub(1));
         logged!(
             self,
             info,

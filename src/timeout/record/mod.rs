@@ -343,7 +343,7 @@ impl Record {
             let (mut code, mut known) = (Some(code), None);
             let mut once =
                 move || *known.get_or_insert_with(|| code.take().map_or(Code::Unknown, |f| f()));
-            span_status(&self.span, timed_out, &mut once);
+            span_status(&self.span, self.attempts, timed_out, &mut once);
             once
         };
         let elapsed = || counted.unwrap_or_else(|| self.start.elapsed());
@@ -373,9 +373,17 @@ impl Record {
 /// `rpc.response.status_code`, and on failure `error.type` and an error status
 /// (nothing to do for a span no one records).
 #[cfg(feature = "otel")]
-fn span_status(span: &tracing::Span, timed_out: bool, code: &mut impl FnMut() -> Code) {
+fn span_status(
+    span: &tracing::Span,
+    attempts: Option<NonZeroU32>,
+    timed_out: bool,
+    code: &mut impl FnMut() -> Code,
+) {
     if span.is_disabled() {
         return;
+    }
+    if let Some(n) = attempts {
+        span.record("sw4rm.attempts", n.get());
     }
     let code = if timed_out {
         Code::DeadlineExceeded

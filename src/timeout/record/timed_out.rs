@@ -114,6 +114,11 @@ impl Record {
             connect_wait_ms: self.connect_wait().map(millis),
             effect: Some(self.effect(seen, self.sent)),
         };
+        #[cfg(feature = "otel")]
+        if let Some(effect) = &details.effect {
+            self.span.record("sw4rm.timeout_phase", phase.as_str());
+            self.span.record("sw4rm.effect", effect.as_str());
+        }
         if self.state == State::Open {
             self.state = State::Ended;
             // A call that ended at its deadline is counted at it, not a hair later (the
