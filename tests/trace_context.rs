@@ -386,3 +386,45 @@ async fn a_hedged_call_says_its_hedges_and_attempts_on_its_span() {
         .filter(|e| e.name == "SW4RM hedging the call");
     assert_eq!(hedged.count(), 1, "{:#?}", call.events);
 }
+
+#[tokio::test]
+async fn work_carried_to_another_task_stays_in_the_trace() {
+    use sw4rm_timeouts::scope;
+    use sw4rm_timeouts::testing::TestServer;
+    let (exporter, provider, _default) = captured();
+    let server = TestServer::start().await.unwrap();
+    let sw4rm = Sw4rm::connect_with(server.url(), client_layer())
+        .await
+        .unwrap();
+    let root = tracing::info_span!(target: "sw4rm_timeouts", "handler_work");
+    let (carried, spawned) = {
+        let _in_root = root.enter();
+        let (a, b) = (sw4rm.clone(), sw4rm.clone());
+        let beat = |s: Sw4rm| async move {
+            s.registry()
+                .heartbeat(HeartbeatRequest::default())
+                .await
+                .map(drop)
+        };
+        (tokio::spawn(scope::carry(beat(a))), tokio::spawn(beat(b)))
+    };
+    carried.await.unwrap().unwrap();
+    spawned.await.unwrap().unwrap();
+    drop(root);
+    let _ = provider.force_flush();
+    let spans = exporter.get_finished_spans().unwrap();
+    let root = spans
+        .iter()
+        .find(|s| s.name == "handler_work")
+        .expect("the root span");
+    let calls: Vec<&SpanData> = spans
+        .iter()
+        .filter(|s| s.span_kind == SpanKind::Client)
+        .collect();
+    assert_eq!(calls.len(), 2, "{spans:#?}");
+    let under_root = |s: &&&SpanData| s.parent_span_id == root.span_context.span_id();
+    // `carry` took the span along; a bare `tokio::spawn` starts a trace of its own.
+    assert_eq!(calls.iter().filter(under_root).count(), 1, "{calls:#?}");
+    let alone = calls.iter().find(|s| !under_root(s)).unwrap();
+    assert_ne!(alone.span_context.trace_id(), root.span_context.trace_id());
+}

@@ -103,8 +103,10 @@ pub fn with_deadline<F: Future>(deadline: Instant, future: F) -> Scoped<F> {
     SCOPE.scope(scope, future)
 }
 
-/// Takes the current scope (inherited deadline, budget and cancel signal) along with
-/// `future`, for work handed to another task:
+/// Takes the current scope (inherited deadline, budget and cancel signal) and the
+/// current `tracing` span along with `future`, for work handed to another task: its
+/// calls keep the deadline and join the same trace (their spans are the span's
+/// children, and with a trace propagator their `traceparent` says so).
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
@@ -120,8 +122,9 @@ pub fn with_deadline<F: Future>(deadline: Instant, future: F) -> Scoped<F> {
 /// # }
 /// ```
 #[must_use = "futures do nothing unless polled"]
-pub fn carry<F: Future>(future: F) -> Scoped<F> {
-    SCOPE.scope(scope_now(), future)
+pub fn carry<F: Future>(future: F) -> Scoped<tracing::instrument::Instrumented<F>> {
+    use tracing::Instrument as _;
+    SCOPE.scope(scope_now(), future.in_current_span())
 }
 
 /// Runs `future` outside any scope: no inherited deadline, no budget, no cancel signal
