@@ -44,7 +44,7 @@ macro_rules! call_event {
     };
 }
 
-/// [`call_event!`] with the trace's ids (feature `otel`).
+/// `call_event!` with the trace's ids (feature `otel`).
 #[cfg(feature = "otel")]
 macro_rules! call_event {
     ($level:ident, $span:expr, ($service:expr, $method:expr $(, $profile:expr)?), $($rest:tt)+) => {{
