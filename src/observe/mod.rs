@@ -15,3 +15,13 @@ pub mod otlp;
 pub(crate) mod span_name;
 #[cfg(feature = "otel")]
 pub(crate) mod trace_context;
+
+#[cfg(feature = "otel")]
+pub(crate) use trace_context::ids as trace_ids;
+
+/// The trace and span ids a call's log events name: none without the feature `otel`.
+#[cfg(not(feature = "otel"))]
+#[inline(always)]
+pub(crate) fn trace_ids(_: &tracing::Span) -> (Option<u8>, Option<u8>) {
+    (None, None)
+}

@@ -47,12 +47,17 @@ impl Extractor for Extract<'_> {
 /// Writes the context of `span` (or, when the layer's span is off, of the span the
 /// call was made in) into `headers`.
 pub(crate) fn inject(propagator: &Propagator, span: &tracing::Span, headers: &mut HeaderMap) {
-    let cx = if span.is_disabled() {
+    propagator.inject_context(&context_of(span), &mut Inject(headers));
+}
+
+/// The trace context of a call: its span's, or, when the layer's span is off, the
+/// span's it was made in (which context is read, not which code serves the call).
+fn context_of(span: &tracing::Span) -> opentelemetry::Context {
+    if span.is_disabled() {
         tracing::Span::current().context()
     } else {
         span.context()
-    };
-    propagator.inject_context(&cx, &mut Inject(headers));
+    }
 }
 
 /// The trace and span ids of `span` (or, when it is off, of the span it was made
@@ -65,11 +70,7 @@ pub(crate) fn ids(
     Option<tracing::field::DisplayValue<opentelemetry::trace::SpanId>>,
 ) {
     use opentelemetry::trace::TraceContextExt as _;
-    let cx = if span.is_disabled() {
-        tracing::Span::current().context()
-    } else {
-        span.context()
-    };
+    let cx = context_of(span);
     let context = cx.span().span_context().clone();
     if !context.is_valid() {
         return (None, None);

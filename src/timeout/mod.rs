@@ -27,28 +27,10 @@
 /// log line says each once; under a disabled span (its level off, the usual case) the
 /// event names them itself. With the feature `otel`, an event also names the trace
 /// and span it belongs to (`trace_id`, `span_id`) when a tracer gave it one, so a log
-/// line finds its trace.
-#[cfg(not(feature = "otel"))]
-macro_rules! call_event {
-    ($level:ident, $span:expr, ($service:expr, $method:expr $(, $profile:expr)?), $($rest:tt)+) => {
-        if $span.is_disabled() {
-            tracing::$level!(
-                service = %$service,
-                method = %$method,
-                $(profile = %$profile,)?
-                $($rest)+
-            )
-        } else {
-            $span.in_scope(|| tracing::$level!($($rest)+))
-        }
-    };
-}
-
-/// `call_event!` with the trace's ids (feature `otel`).
-#[cfg(feature = "otel")]
+/// line finds its trace (without it both are `None` and record nothing).
 macro_rules! call_event {
     ($level:ident, $span:expr, ($service:expr, $method:expr $(, $profile:expr)?), $($rest:tt)+) => {{
-        let (trace_id, span_id) = crate::observe::trace_context::ids(&$span);
+        let (trace_id, span_id) = crate::observe::trace_ids(&$span);
         if $span.is_disabled() {
             tracing::$level!(
                 service = %$service,
