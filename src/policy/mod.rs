@@ -11,7 +11,8 @@
 //! A6); `inherit.rs` caps calls by an inherited deadline or an operation budget;
 //! `envelope.rs` reads the budget a handoff carried (SW4-004's `BudgetEnvelope`). `source.rs` is the one type that says where every value came
 //! from. `quote.rs` cuts text from a peer or a user to a bound before it is echoed;
-//! `ids.rs` draws random ids and jitter.
+//! `ids.rs` draws random ids and jitter; `message_ids.rs` says which request fields carry
+//! SW4-003's ids (a call's `correlation_id`, `agent_id`, `task_id`).
 
 pub(crate) mod call_timeout;
 pub(crate) mod cancel;
@@ -22,6 +23,7 @@ pub(crate) mod hedge;
 pub(crate) mod ids;
 pub(crate) mod inherit;
 pub(crate) mod message;
+pub(crate) mod message_ids;
 #[cfg(feature = "follow")]
 pub(crate) mod poll;
 pub(crate) mod profile;

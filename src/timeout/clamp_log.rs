@@ -8,7 +8,7 @@ use crate::policy::streaming::millis;
 impl CallPlan<'_> {
     /// [`CallPlan::log_clamps`] when something was clamped.
     #[cold]
-    pub(super) fn log_clamped(&self, span: &tracing::Span) {
+    pub(super) fn log_clamped(&self, span: &tracing::Span, correlation: Option<&str>) {
         let profile = &self.profile.profile.name;
         let call = (self.route.service, self.route.method, profile);
         if let Some(c) = &self.decided.clamp {
@@ -16,6 +16,7 @@ impl CallPlan<'_> {
             call_event!(
                 warn,
                 span,
+                correlation,
                 (call.0, call.1, call.2),
                 requested_ms = millis(c.requested),
                 effective_ms = c.effective.map_or(0, millis),
@@ -37,6 +38,7 @@ impl CallPlan<'_> {
             call_event!(
                 warn,
                 span,
+                correlation,
                 (call.0, call.1, call.2),
                 requested_ms = millis(asked.limit()),
                 effective_ms = millis(idle.limit()),
@@ -51,6 +53,7 @@ impl CallPlan<'_> {
             call_event!(
                 warn,
                 span,
+                correlation,
                 (call.0, call.1, call.2),
                 requested_ms = millis(asked.limit()),
                 effective_ms = millis(total.limit()),

@@ -128,6 +128,24 @@ impl TimeoutProfileLayer {
         self.with_settings(|s| s.propagator = Some(propagator.clone()))
     }
 
+    /// Reads `agent_id` and `task_id` from the requests of the SW4RM RPCs that carry
+    /// them (a heartbeat's, a task's) onto the call's span as `sw4rm.agent_id` and
+    /// `sw4rm.task_id` (SW4-003 §2). Off by default: it reads each such request's
+    /// first frame, and the heartbeat is the busiest call an agent makes. A call's
+    /// `correlation_id` is read whether or not this is on, wherever the request has
+    /// one (an envelope's, a log event's, a negotiation's, a delegation's cancel), and
+    /// named in every log line the layer writes for the call. Each id is cut to 128
+    /// bytes; one with a control character is not read.
+    ///
+    /// ```
+    /// use sw4rm_timeouts::TimeoutProfileLayer;
+    /// let layer = TimeoutProfileLayer::standard().with_agent_ids(true);
+    /// # drop(layer);
+    /// ```
+    pub fn with_agent_ids(self, on: bool) -> Self {
+        self.with_settings(|s| s.agent_ids = on)
+    }
+
     /// What the call's span is called in OpenTelemetry (feature `otel`):
     /// `package.Service/Method` by OpenTelemetry's RPC conventions (the default), or
     /// SW4-003's `sw4rm.registry.register_agent` with [`crate::SpanName::Sw4003`];

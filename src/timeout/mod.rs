@@ -23,19 +23,22 @@
 //! above refused before it was sent: a delegation too deep or with nothing left).
 
 /// Emits one of a call's events inside its `sw4rm_rpc` span. An enabled span already
-/// names the call's service, method and profile, so the event leaves them out and a
-/// log line says each once; under a disabled span (its level off, the usual case) the
-/// event names them itself. With the feature `otel`, an event also names the trace
+/// names the call's service, method and profile (and its request's `correlation_id`),
+/// so the event leaves them out and a log line says each once; under a disabled span
+/// (its level off, the usual case) the event names them itself (`correlation_id` when
+/// the request had one, SW4-003 §4.3). With the feature `otel`, an event also names the trace
 /// and span it belongs to (`trace_id`, `span_id`) when a tracer gave it one, so a log
 /// line finds its trace (without it both are `None` and record nothing).
 macro_rules! call_event {
-    ($level:ident, $span:expr, ($service:expr, $method:expr $(, $profile:expr)?), $($rest:tt)+) => {{
+    ($level:ident, $span:expr, $correlation:expr, ($service:expr, $method:expr $(, $profile:expr)?), $($rest:tt)+) => {{
         let (trace_id, span_id) = crate::observe::trace_ids(&$span);
         if $span.is_disabled() {
+            let correlation_id: Option<&str> = $correlation;
             tracing::$level!(
                 service = %$service,
                 method = %$method,
                 $(profile = %$profile,)?
+                correlation_id,
                 trace_id,
                 span_id,
                 $($rest)+

@@ -360,14 +360,14 @@ impl CallPlan<'_> {
     }
 
     /// Logs what SW4-002 §2.2 (or the stream gap ≤ total rule) changed, as warnings,
-    /// inside the call's `span`.
+    /// inside the call's `span`, naming the request's `correlation` id.
     #[inline]
-    pub(crate) fn log_clamps(&self, span: &tracing::Span) {
+    pub(crate) fn log_clamps(&self, span: &tracing::Span, correlation: Option<&str>) {
         if self.decided.clamp.is_some()
             || self.decided.idle_clamped.is_some()
             || self.decided.gap_clamped.is_some()
         {
-            self.log_clamped(span);
+            self.log_clamped(span, correlation);
         }
     }
 }

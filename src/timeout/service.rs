@@ -20,6 +20,7 @@ use super::plan::{not_a_grpc_path, plan, CallPlan, Outer, RoutePlan};
 use super::record::CallRecord;
 use super::refuse::{refused, RefuseSending};
 use super::span::{route_span, rpc_span};
+use super::state::settings::Settings;
 use super::state::shared::{Found, Reader, Shared};
 use super::state::LabelsRef;
 use crate::attempts::{
@@ -28,11 +29,13 @@ use crate::attempts::{
 };
 use crate::policy::deadline::{Phase, Received};
 use crate::policy::hedge::HedgingDelay;
+use crate::policy::message_ids::IdFields;
 use crate::policy::route::ProfileId;
 use crate::scope::Current;
 use crate::wire::details::DetectedBy;
 use crate::wire::error::BoxError;
 use crate::wire::message_field;
+use crate::wire::message_ids::{self, CallIds};
 use crate::wire::reassembled::take_whole;
 use crate::wire::stream_idle;
 
@@ -88,6 +91,7 @@ where
             Ok(asked) => asked,
             Err(status) => return ResponseFuture::failed(status),
         };
+        let ids = read_ids(&shared.settings, found.ids, &mut body);
         let (scope, cancel) = crate::scope::current(start);
         let decides = RoutePlan::decides(&found.route, options, asked, scope);
         let routed = match decides && !planned_apart() {
@@ -100,7 +104,7 @@ where
             let call = (found.labels, found.route.profile);
             let sent = (req, body, start);
             let handles = (&mut self.inner, &self.spare);
-            return send_planned(handles, shared, call, (routed, span), sent);
+            return send_planned(handles, shared, call, (routed, span, ids), sent);
         }
         // Each arm makes the plan where it is kept (an `Option` of it would be moved).
         let mut planned = match routed {
@@ -113,7 +117,7 @@ where
         };
         let settings = &shared.settings;
         let span = rpc_span(settings, &planned.route, planned.profile, &planned.decided);
-        planned.log_clamps(&span);
+        planned.log_clamps(&span, ids.as_deref().and_then(CallIds::correlation));
         let mut head = Head::of(&mut planned);
         let attempts = Attempts::of(shared, &mut planned, &found.labels, head.total, start);
         let exhausted = planned.exhausted;
@@ -125,6 +129,7 @@ where
             .as_ref()
             .map(|p| (p, span.clone()));
         let mut call = CallRecord::open(shared.clone(), found.labels, &mut planned, start, span);
+        call.identify(ids);
         if exhausted {
             // Nothing (or less than the floor) is left of the inherited deadline or
             // the budget: fail at once, without sending.
@@ -348,6 +353,23 @@ fn keep<S: Clone>(
     Sending::Once(retry)
 }
 
+/// The SW4-003 ids of the call's request, when its route's requests carry them: the
+/// `correlation_id` always, `agent_id` and `task_id` when the layer reads them
+/// (`with_agent_ids`). Only such a request's first frame is read.
+#[inline(always)]
+fn read_ids(
+    settings: &Settings,
+    ids: Option<IdFields>,
+    body: &mut tonic::body::Body,
+) -> Option<Box<CallIds>> {
+    let ids = ids.filter(|ids| settings.agent_ids || ids.has_correlation())?;
+    let mut paths = ids.paths();
+    if !settings.agent_ids {
+        (paths.agent, paths.task) = (None, None);
+    }
+    message_ids::peek(body, paths)
+}
+
 /// The route's recent latency, for a learned delay (allocated on first use).
 fn window(shared: &Shared, plan: &HedgePlan, labels: &LabelsRef) -> Option<Arc<RecentLatency>> {
     match plan.policy.delay() {
@@ -365,7 +387,7 @@ fn send_planned<S: Service<Request> + Clone>(
     (inner, spare): (&mut S, &SpareSlot<S>),
     shared: &Arc<Shared>,
     call: (LabelsRef, ProfileId),
-    (plan, span): (&Arc<RoutePlan>, tracing::Span),
+    (plan, span, ids): (&Arc<RoutePlan>, tracing::Span, Option<Box<CallIds>>),
     (mut req, mut body, start): (Request, tonic::body::Body, Instant),
 ) -> ResponseFuture<S, S::Future>
 where
@@ -377,6 +399,7 @@ where
         crate::observe::trace_context::inject(propagator, &span, req.headers_mut());
     }
     let mut record = CallRecord::routed(shared.clone(), call, plan.clone(), start, span);
+    record.identify(ids);
     let settings = &shared.settings;
     let watch = settings.watch_tonic_cancel.then(|| record.request_watch());
     let retry = decided.retry.as_ref().and_then(|retry| {

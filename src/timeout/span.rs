@@ -26,6 +26,10 @@ pub(super) fn rpc_span(
                 profile = %profile.profile.name,
                 timeout_ms = decided.timers.total.as_ref().map(|c| millis(c.limit())),
                 streaming = decided.streaming,
+                // SW4-003's ids, from the request when it carries them.
+                sw4rm.correlation_id = tracing::field::Empty,
+                sw4rm.agent_id = tracing::field::Empty,
+                sw4rm.task_id = tracing::field::Empty,
                 $($($more)+)?
             )
         };

@@ -3,7 +3,7 @@
 //! says.
 //!
 //! Reading order: `grpc_timeout.rs` → `details.rs` (its sentence in `details_text.rs`); `framing.rs`,
-//! `message_field.rs` and `reassembled.rs` for the body; `status.rs` for
+//! `message_field.rs`, `message_ids.rs` (SW4-003's ids) and `reassembled.rs` for the body; `status.rs` for
 //! classifying answers; `error.rs` the layer's error type; `stream_idle.rs` the
 //! caller's quiet limit a long-work guard paces its progress messages by;
 //! `tool_frame.rs` the standard progress rule of `ToolService/CallStream`; `messages.rs`
@@ -20,6 +20,7 @@ pub(crate) mod framing;
 pub mod grpc_timeout;
 pub(crate) mod long_work;
 pub(crate) mod message_field;
+pub(crate) mod message_ids;
 pub(crate) mod messages;
 pub(crate) mod partial;
 pub(crate) mod reassembled;

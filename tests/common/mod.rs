@@ -419,6 +419,20 @@ pub fn capture_events_scoped() -> (Events, tracing::subscriber::DefaultGuard) {
     (events, tracing::subscriber::set_default(subscriber))
 }
 
+/// Captures the events of this thread at `level` and above (spans below it are off,
+/// as under an operator's usual filter) until the guard drops.
+pub fn capture_events_at(
+    level: tracing::level_filters::LevelFilter,
+) -> (Events, tracing::subscriber::DefaultGuard) {
+    use tracing_subscriber::layer::SubscriberExt;
+    let events = Events::default();
+    // A filter for the whole subscriber (a per-layer one leaves spans enabled).
+    let subscriber = tracing_subscriber::registry()
+        .with(level)
+        .with(Capture(Some(events.clone())));
+    (events, tracing::subscriber::set_default(subscriber))
+}
+
 /// Stops capturing on this thread when dropped.
 pub struct CaptureGuard;
 

@@ -79,6 +79,7 @@ impl Record {
         call_event!(
             info,
             self.span,
+            self.correlation(),
             (labels.service, labels.method, profile),
             elapsed_ms,
             cancel_reason = reason.as_str(),

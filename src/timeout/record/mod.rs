@@ -22,7 +22,8 @@ macro_rules! logged {
     ($record:expr, $level:ident, $($rest:tt)+) => {{
         let labels = $record.labels();
         let profile = &$record.shared.profiles.by_id($record.profile).profile.name;
-        call_event!($level, $record.span, (labels.service, labels.method, profile), $($rest)+)
+        let correlation = $record.correlation();
+        call_event!($level, $record.span, correlation, (labels.service, labels.method, profile), $($rest)+)
     }};
 }
 
@@ -55,6 +56,7 @@ use crate::policy::streaming::millis;
 use crate::scope::{BudgetNow, Watch};
 
 use crate::wire::error::BoxError;
+use crate::wire::message_ids::CallIds;
 use crate::wire::status::{code_of_error, lost_connection, unreachable};
 
 /// Whether the call's end event has been emitted.
@@ -96,6 +98,9 @@ pub(crate) struct Record {
     tally: Option<Box<CallTally>>,
     /// Whether the call was handed to the transport (its first attempt started).
     sent: bool,
+    /// The SW4-003 ids its request carried (boxed: a call without any pays a null
+    /// pointer).
+    ids: Option<Box<CallIds>>,
 }
 
 /// What a budget that caps the call had spent at the call's start, as its timeout
@@ -153,7 +158,23 @@ impl Record {
             cancel: None,
             request: tonic::body::Body::empty(),
             tally: None,
+            ids: None,
         }
+    }
+
+    /// The SW4-003 ids the call's request carried: written onto its span, and its
+    /// `correlation_id` kept for its log lines.
+    #[inline]
+    pub(crate) fn identify(&mut self, ids: Option<Box<CallIds>>) {
+        if let Some(ids) = ids {
+            ids.record_on(&self.span);
+            self.ids = Some(ids);
+        }
+    }
+
+    /// The `correlation_id` of the call's request, if it had one.
+    pub(super) fn correlation(&self) -> Option<&str> {
+        self.ids.as_deref().and_then(CallIds::correlation)
     }
 
     /// The call's first attempt is being sent.

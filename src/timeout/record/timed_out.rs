@@ -133,6 +133,7 @@ impl Record {
             call_event!(
                 warn,
                 self.span,
+                self.correlation(),
                 (details.service, details.method, details.profile_name),
                 configured_timeout_ms = details.configured_timeout_ms,
                 elapsed_ms = details.elapsed_ms,

@@ -67,6 +67,9 @@ pub(crate) struct Settings {
     /// Put an [`crate::Answered`] on every answer
     /// ([`crate::TimeoutProfileLayer::with_answer_deadlines`]).
     pub(crate) answered: bool,
+    /// Read `agent_id` and `task_id` from requests for the call's span
+    /// ([`crate::TimeoutProfileLayer::with_agent_ids`]).
+    pub(crate) agent_ids: bool,
     /// The propagator that writes the call's trace context into its metadata
     /// ([`crate::TimeoutProfileLayer::with_trace_propagator`]).
     #[cfg(feature = "otel")]
@@ -99,6 +102,7 @@ impl Settings {
             progress: standard_progress(),
             hedge_cap: Some(Arc::new(HedgeRate::new(HedgeCap::default()))),
             answered: false,
+            agent_ids: false,
             #[cfg(feature = "otel")]
             propagator: None,
             #[cfg(feature = "otel")]

@@ -26,6 +26,7 @@ use crate::attempts::RecentLatency;
 use crate::config::ProfileSet;
 use crate::observe::latency::LatencyStats;
 use crate::observe::metrics::{attributes, Attributes, Instruments};
+use crate::policy::message_ids::IdFields;
 use crate::policy::route::{Lookup, Matched, PathHasher, ProfileId, Routed};
 use crate::timeout::plan::RoutePlan;
 
@@ -206,6 +207,8 @@ pub(crate) struct Labels {
     pub(crate) attrs: Attributes,
     /// Whether the route's RPC is idempotent (what a timeout's effect is read from).
     pub(crate) idempotent: bool,
+    /// The SW4-003 ids the path's requests carry, if any.
+    pub(crate) ids: Option<IdFields>,
 }
 
 impl Labels {
@@ -218,6 +221,7 @@ impl Labels {
             method,
             profile: Arc::from(&**profile),
             idempotent: route.idempotent,
+            ids: IdFields::of(route.service, route.method),
         }
     }
 }
@@ -268,6 +272,8 @@ impl Seen {
 pub(crate) struct Found<'a> {
     pub(crate) route: Lookup<'a>,
     pub(crate) labels: LabelsRef,
+    /// The SW4-003 ids the path's requests carry ([`Labels::ids`]).
+    pub(crate) ids: Option<IdFields>,
 }
 
 /// Every path one layer has routed.
@@ -329,14 +335,17 @@ impl PathTable {
                         seen.called(instruments);
                     }
                     let labels = LabelsRef::Seen(at);
-                    return Some(Found { route, labels });
+                    let ids = seen.labels.ids;
+                    return Some(Found { route, labels, ids });
                 }
                 break;
             }
         }
         let route = profiles.lookup(path)?;
-        let labels = LabelsRef::Owned(Arc::new(labels(profiles, &route, path)));
-        Some(Found { route, labels })
+        let labels = labels(profiles, &route, path);
+        let ids = labels.ids;
+        let labels = LabelsRef::Owned(Arc::new(labels));
+        Some(Found { route, labels, ids })
     }
 
     /// How many slots the table has (indices of [`LabelsRef::Seen`] are below it).
@@ -428,6 +437,7 @@ fn empty_labels() -> &'static Labels {
         profile: "".into(),
         attrs: attributes("", "".into(), "".into()),
         idempotent: false,
+        ids: None,
     })
 }
 
