@@ -62,8 +62,15 @@ impl IdFields {
     }
 
     /// Whether the request carries a `correlation_id` (read on every call).
+    #[inline(always)]
     pub(crate) fn has_correlation(self) -> bool {
-        self.paths().correlation.is_some()
+        matches!(
+            self,
+            IdFields::Envelope
+                | IdFields::CorrelationFirst
+                | IdFields::CorrelationSecond
+                | IdFields::LogEvent
+        )
     }
 
     /// The ids the requests of `service`'s `method` carry, for the SW4RM RPCs whose
@@ -178,7 +185,14 @@ mod tests {
             IdFields::Registration,
         ]
         .into_iter()
-        .filter(|f| f.has_correlation())
+        .filter(|f| {
+            assert_eq!(
+                f.has_correlation(),
+                f.paths().correlation.is_some(),
+                "{f:?}"
+            );
+            f.has_correlation()
+        })
         .collect();
         assert_eq!(with.len(), 4);
     }

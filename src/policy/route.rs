@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use super::message::MessageField;
+use super::message_ids::IdFields;
 use super::source::Source;
 pub use super::standard_routes::{StandardRoute, STANDARD_ROUTES};
 
@@ -103,6 +104,9 @@ pub(crate) struct Lookup<'a> {
     pub(crate) long_lived: bool,
     pub(crate) message_field: Option<MessageField>,
     pub(crate) idempotent: bool,
+    /// The SW4-003 ids the path's requests carry, by the RPC's name (whatever
+    /// profile it runs under).
+    pub(crate) ids: Option<IdFields>,
     pub(crate) service: &'a str,
     pub(crate) method: &'a str,
 }
@@ -139,6 +143,7 @@ impl Lookup<'_> {
             long_lived: self.long_lived,
             message_field: self.message_field,
             idempotent: self.idempotent,
+            ids: self.ids,
             service,
             method,
         }
@@ -233,6 +238,7 @@ impl RouteTable {
             long_lived: route.is_some_and(|r| r.long_lived),
             message_field: route.and_then(|r| r.message_field),
             idempotent: route.is_some_and(|r| r.idempotent),
+            ids: IdFields::of(service, method),
             service,
             method,
         })

@@ -33,12 +33,12 @@ macro_rules! call_event {
     ($level:ident, $span:expr, $correlation:expr, ($service:expr, $method:expr $(, $profile:expr)?), $($rest:tt)+) => {{
         let (trace_id, span_id) = crate::observe::trace_ids(&$span);
         if $span.is_disabled() {
-            let correlation_id: Option<&str> = $correlation;
+            // Read only when the event is enabled (a field's value is).
             tracing::$level!(
                 service = %$service,
                 method = %$method,
                 $(profile = %$profile,)?
-                correlation_id,
+                correlation_id = $correlation,
                 trace_id,
                 span_id,
                 $($rest)+

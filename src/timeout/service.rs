@@ -91,7 +91,6 @@ where
             Ok(asked) => asked,
             Err(status) => return ResponseFuture::failed(status),
         };
-        let ids = read_ids(&shared.settings, found.ids, &mut body);
         let (scope, cancel) = crate::scope::current(start);
         let decides = RoutePlan::decides(&found.route, options, asked, scope);
         let routed = match decides && !planned_apart() {
@@ -102,6 +101,7 @@ where
         if let Some(routed) = routed.filter(|plan| plan.is_plain()) {
             let span = route_span(shared, &found, routed);
             let call = (found.labels, found.route.profile);
+            let ids = found.route.ids;
             let sent = (req, body, start);
             let handles = (&mut self.inner, &self.spare);
             return send_planned(handles, shared, call, (routed, span, ids), sent);
@@ -116,6 +116,7 @@ where
             }
         };
         let settings = &shared.settings;
+        let ids = read_ids(settings, planned.route.ids, &mut body);
         let span = rpc_span(settings, &planned.route, planned.profile, &planned.decided);
         planned.log_clamps(&span, ids.as_deref().and_then(CallIds::correlation));
         let mut head = Head::of(&mut planned);
@@ -362,9 +363,20 @@ fn read_ids(
     ids: Option<IdFields>,
     body: &mut tonic::body::Body,
 ) -> Option<Box<CallIds>> {
-    let ids = ids.filter(|ids| settings.agent_ids || ids.has_correlation())?;
+    match ids {
+        Some(ids) if settings.agent_ids || ids.has_correlation() => {
+            peek_ids(ids, settings.agent_ids, body)
+        }
+        _ => None,
+    }
+}
+
+/// Reads the `ids` of the request in `body` (its `agent_id` and `task_id` too when
+/// `agents`); out of line, off the common call's way.
+#[inline(never)]
+fn peek_ids(ids: IdFields, agents: bool, body: &mut tonic::body::Body) -> Option<Box<CallIds>> {
     let mut paths = ids.paths();
-    if !settings.agent_ids {
+    if !agents {
         (paths.agent, paths.task) = (None, None);
     }
     message_ids::peek(body, paths)
@@ -387,7 +399,7 @@ fn send_planned<S: Service<Request> + Clone>(
     (inner, spare): (&mut S, &SpareSlot<S>),
     shared: &Arc<Shared>,
     call: (LabelsRef, ProfileId),
-    (plan, span, ids): (&Arc<RoutePlan>, tracing::Span, Option<Box<CallIds>>),
+    (plan, span, ids): (&Arc<RoutePlan>, tracing::Span, Option<IdFields>),
     (mut req, mut body, start): (Request, tonic::body::Body, Instant),
 ) -> ResponseFuture<S, S::Future>
 where
@@ -399,8 +411,8 @@ where
         crate::observe::trace_context::inject(propagator, &span, req.headers_mut());
     }
     let mut record = CallRecord::routed(shared.clone(), call, plan.clone(), start, span);
-    record.identify(ids);
     let settings = &shared.settings;
+    record.identify(read_ids(settings, ids, &mut body));
     let watch = settings.watch_tonic_cancel.then(|| record.request_watch());
     let retry = decided.retry.as_ref().and_then(|retry| {
         let keep = |bytes: &_| Retries::new(spare.share(inner), retry, &req, bytes);

@@ -22,8 +22,7 @@ macro_rules! logged {
     ($record:expr, $level:ident, $($rest:tt)+) => {{
         let labels = $record.labels();
         let profile = &$record.shared.profiles.by_id($record.profile).profile.name;
-        let correlation = $record.correlation();
-        call_event!($level, $record.span, correlation, (labels.service, labels.method, profile), $($rest)+)
+        call_event!($level, $record.span, $record.correlation(), (labels.service, labels.method, profile), $($rest)+)
     }};
 }
 
@@ -164,12 +163,18 @@ impl Record {
 
     /// The SW4-003 ids the call's request carried: written onto its span, and its
     /// `correlation_id` kept for its log lines.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn identify(&mut self, ids: Option<Box<CallIds>>) {
         if let Some(ids) = ids {
-            ids.record_on(&self.span);
-            self.ids = Some(ids);
+            self.identified(ids);
         }
+    }
+
+    /// [`Record::identify`] with ids.
+    #[cold]
+    fn identified(&mut self, ids: Box<CallIds>) {
+        ids.record_on(&self.span);
+        self.ids = Some(ids);
     }
 
     /// The `correlation_id` of the call's request, if it had one.

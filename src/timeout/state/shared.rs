@@ -26,7 +26,6 @@ use crate::attempts::RecentLatency;
 use crate::config::ProfileSet;
 use crate::observe::latency::LatencyStats;
 use crate::observe::metrics::{attributes, Attributes, Instruments};
-use crate::policy::message_ids::IdFields;
 use crate::policy::route::{Lookup, Matched, PathHasher, ProfileId, Routed};
 use crate::timeout::plan::RoutePlan;
 
@@ -207,8 +206,6 @@ pub(crate) struct Labels {
     pub(crate) attrs: Attributes,
     /// Whether the route's RPC is idempotent (what a timeout's effect is read from).
     pub(crate) idempotent: bool,
-    /// The SW4-003 ids the path's requests carry, if any.
-    pub(crate) ids: Option<IdFields>,
 }
 
 impl Labels {
@@ -221,7 +218,6 @@ impl Labels {
             method,
             profile: Arc::from(&**profile),
             idempotent: route.idempotent,
-            ids: IdFields::of(route.service, route.method),
         }
     }
 }
@@ -272,8 +268,6 @@ impl Seen {
 pub(crate) struct Found<'a> {
     pub(crate) route: Lookup<'a>,
     pub(crate) labels: LabelsRef,
-    /// The SW4-003 ids the path's requests carry ([`Labels::ids`]).
-    pub(crate) ids: Option<IdFields>,
 }
 
 /// Every path one layer has routed.
@@ -335,17 +329,14 @@ impl PathTable {
                         seen.called(instruments);
                     }
                     let labels = LabelsRef::Seen(at);
-                    let ids = seen.labels.ids;
-                    return Some(Found { route, labels, ids });
+                    return Some(Found { route, labels });
                 }
                 break;
             }
         }
         let route = profiles.lookup(path)?;
-        let labels = labels(profiles, &route, path);
-        let ids = labels.ids;
-        let labels = LabelsRef::Owned(Arc::new(labels));
-        Some(Found { route, labels, ids })
+        let labels = LabelsRef::Owned(Arc::new(labels(profiles, &route, path)));
+        Some(Found { route, labels })
     }
 
     /// How many slots the table has (indices of [`LabelsRef::Seen`] are below it).
@@ -437,7 +428,6 @@ fn empty_labels() -> &'static Labels {
         profile: "".into(),
         attrs: attributes("", "".into(), "".into()),
         idempotent: false,
-        ids: None,
     })
 }
 
