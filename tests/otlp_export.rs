@@ -17,7 +17,8 @@ mod heartbeat_chain;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use heartbeat_chain::{agent_with, client_layer, inbound_layer, HEARTBEAT};
@@ -64,14 +65,33 @@ fn receiver() -> Option<(Child, u16)> {
     }
 }
 
+/// Counts the server spans (`sw4rm_rpc_server`) that have closed, so an agent knows
+/// every handler's span has ended before it shuts its export down.
+#[derive(Clone, Default)]
+struct ServerSpansClosed(Arc<AtomicUsize>);
+
+impl<S> tracing_subscriber::Layer<S> for ServerSpansClosed
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    fn on_close(&self, id: tracing::span::Id, ctx: tracing_subscriber::layer::Context<'_, S>) {
+        if ctx
+            .span(&id)
+            .is_some_and(|s| s.name() == "sw4rm_rpc_server")
+        {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
 /// Runs `work` on a thread of its own: a current-thread runtime, an `Otlp` named
 /// `name` exporting to `port`, and a subscriber of its own with that export's layer;
-/// `work` is given the export's meter provider. The export is shut down (what is
-/// batched sent) when `work` is done.
+/// `work` is given the export's meter provider and the count of its closed server
+/// spans. The export is shut down (what is batched sent) when `work` is done.
 fn on_own_thread<F, T>(
     name: &'static str,
     port: u16,
-    work: impl FnOnce(SdkMeterProvider) -> F + Send + 'static,
+    work: impl FnOnce(SdkMeterProvider, ServerSpansClosed) -> F + Send + 'static,
 ) -> std::thread::JoinHandle<T>
 where
     F: std::future::Future<Output = T>,
@@ -90,11 +110,13 @@ where
         let ours = Targets::new()
             .with_target("sw4rm_timeouts", Level::TRACE)
             .with_target("otlp_export", Level::TRACE);
-        let subscriber =
-            tracing_subscriber::registry().with(otlp.tracing_layer().with_filter(ours));
+        let closed = ServerSpansClosed::default();
+        let subscriber = tracing_subscriber::registry()
+            .with(otlp.tracing_layer().with_filter(ours))
+            .with(closed.clone());
         let _default = tracing::subscriber::set_default(subscriber);
         runtime.block_on(async move {
-            let out = work(otlp.meter_provider().clone()).await;
+            let out = work(otlp.meter_provider().clone(), closed).await;
             otlp.shutdown()
                 .await
                 .expect("the receiver took every export");
@@ -113,16 +135,16 @@ fn serving(
 ) -> (String, mpsc::Sender<()>, std::thread::JoinHandle<()>) {
     let (url_tx, url_rx) = mpsc::channel();
     let (done_tx, done_rx) = mpsc::channel::<()>();
-    let thread = on_own_thread(name, port, move |meters| async move {
+    let thread = on_own_thread(name, port, move |meters, closed| async move {
         let layer = client_layer().with_meter_provider(&meters);
-        let (url, _) = agent_with(next.as_deref(), delay, layer, inbound_layer()).await;
+        let (url, seen) = agent_with(next.as_deref(), delay, layer, inbound_layer()).await;
         url_tx.send(url).unwrap();
-        // Serve (on this runtime) until told; polled, as the wait is a std channel.
-        while done_rx.try_recv().is_err() {
+        // Serve (on this runtime) until told, then until the span of every call it
+        // took has ended; polled, as the wait is a std channel.
+        let handled = || seen.lock().unwrap().len();
+        while done_rx.try_recv().is_err() || closed.0.load(Ordering::SeqCst) < handled() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        // The last handler's span has ended once its answer went out.
-        tokio::time::sleep(Duration::from_millis(200)).await;
     });
     (url_rx.recv().unwrap(), done_tx, thread)
 }
@@ -208,7 +230,7 @@ fn three_agents_export_one_trace_and_their_metrics_to_an_otlp_receiver() {
     // C answers after 2 s; B passes on what it was given less 300 ms.
     let (c_url, c_done, c) = serving("agent-c", port, None, Duration::from_secs(2));
     let (b_url, b_done, b) = serving("agent-b", port, Some(c_url), Duration::ZERO);
-    let a = on_own_thread("agent-a", port, move |meters| async move {
+    let a = on_own_thread("agent-a", port, move |meters, _| async move {
         let layer = client_layer().with_meter_provider(&meters);
         let a = Sw4rm::connect_with(b_url, layer).await.unwrap();
         let in_time = a.registry().heartbeat(HeartbeatRequest::default()).await;
@@ -344,4 +366,17 @@ fn a_header_that_is_no_metadata_is_refused_at_start() {
     let error = refused.to_string();
     assert!(error.contains("\"Bad Header\""), "{error}");
     assert!(error.contains("OtlpBuilder::header"), "{error}");
+}
+
+/// An endpoint that is no URL is refused at start, inside a runtime too: the export
+/// runtime made for it is let go of without blocking the caller's.
+#[tokio::test]
+async fn an_endpoint_that_is_no_url_is_refused_at_start_inside_a_runtime() {
+    let refused = Otlp::builder("agent")
+        .endpoint("not a url at all")
+        .start()
+        .expect_err("no URL");
+    let error = refused.to_string();
+    assert!(error.contains("not a url at all"), "{error}");
+    assert!(error.contains("OtlpBuilder::endpoint"), "{error}");
 }

@@ -215,6 +215,29 @@ impl fmt::Debug for Otlp {
 }
 
 /// Runs blocking SDK work on a thread of its own and waits for it asynchronously.
+/// The export thread's runtime until the thread runs it. Let go of anywhere else (the
+/// providers refused, the thread not spawned: `start` returns on the caller's thread,
+/// perhaps a runtime's worker), it shuts down without blocking, where a plain drop
+/// would panic inside a runtime.
+struct ExportRuntime(Option<tokio::runtime::Runtime>);
+
+impl ExportRuntime {
+    /// Runs `work` to its end on this thread (the export thread).
+    fn run(mut self, work: impl std::future::Future<Output = ()>) {
+        if let Some(runtime) = self.0.take() {
+            runtime.block_on(work);
+        }
+    }
+}
+
+impl Drop for ExportRuntime {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
 async fn off_runtime(
     work: impl FnOnce() -> Result<(), OtlpError> + Send + 'static,
 ) -> Result<(), OtlpError> {
@@ -286,6 +309,7 @@ impl OtlpBuilder {
             let _on_export_runtime = runtime.enter();
             self.providers(metadata)
         };
+        let runtime = ExportRuntime(Some(runtime));
         let (traces, metrics, failed) = built?;
         let (stop, stopped) = oneshot::channel::<Stop>();
         let ours = Otlp {
@@ -296,7 +320,7 @@ impl OtlpBuilder {
         };
         std::thread::Builder::new()
             .name("sw4rm-otlp".into())
-            .spawn(move || runtime.block_on(export_until(stopped, traces, metrics, failed)))
+            .spawn(move || runtime.run(export_until(stopped, traces, metrics, failed)))
             .map_err(OtlpError::thread)?;
         Ok(ours)
     }
