@@ -105,7 +105,8 @@ pub(crate) struct Lookup<'a> {
     pub(crate) message_field: Option<MessageField>,
     pub(crate) idempotent: bool,
     /// The SW4-003 ids the path's requests carry, by the RPC's name (whatever
-    /// profile it runs under).
+    /// profile it runs under); set where the layer finds a call's path, `None` from
+    /// the table alone.
     pub(crate) ids: Option<IdFields>,
     pub(crate) service: &'a str,
     pub(crate) method: &'a str,
@@ -238,7 +239,8 @@ impl RouteTable {
             long_lived: route.is_some_and(|r| r.long_lived),
             message_field: route.and_then(|r| r.message_field),
             idempotent: route.is_some_and(|r| r.idempotent),
-            ids: IdFields::of(service, method),
+            // Set where a call's path is found (`timeout/state/shared.rs`).
+            ids: None,
             service,
             method,
         })

@@ -26,6 +26,7 @@ use crate::attempts::RecentLatency;
 use crate::config::ProfileSet;
 use crate::observe::latency::LatencyStats;
 use crate::observe::metrics::{attributes, Attributes, Instruments};
+use crate::policy::message_ids::IdFields;
 use crate::policy::route::{Lookup, Matched, PathHasher, ProfileId, Routed};
 use crate::timeout::plan::RoutePlan;
 
@@ -334,7 +335,7 @@ impl PathTable {
                 break;
             }
         }
-        let route = profiles.lookup(path)?;
+        let route = route_of(profiles, path)?;
         let labels = LabelsRef::Owned(Arc::new(labels(profiles, &route, path)));
         Some(Found { route, labels })
     }
@@ -387,12 +388,20 @@ impl PathTable {
 /// `Some(None)`: a path that cannot be kept.
 #[cold]
 #[inline(never)]
+/// The route of `path`, with the SW4-003 ids its requests carry (named by the RPC,
+/// whatever profile it runs under): what a call's path is found with.
+fn route_of<'a>(profiles: &ProfileSet, path: &'a str) -> Option<Lookup<'a>> {
+    let mut route = profiles.lookup(path)?;
+    route.ids = IdFields::of(route.service, route.method);
+    Some(route)
+}
+
 fn seat<'t>(
     slot: &'t OnceLock<Box<Seen>>,
     profiles: &ProfileSet,
     path: &str,
 ) -> Option<Option<&'t Seen>> {
-    let route = profiles.lookup(path)?;
+    let route = route_of(profiles, path)?;
     let Some(routed) = route.routed(path) else {
         return Some(None);
     };
@@ -478,6 +487,7 @@ mod tests {
             .without_global()
             .route("/acme.Batch/*", "workflow_status")
             .route("/acme.Batch/Stop", "heartbeat")
+            .route("/sw4rm.router.RouterService/SendMessage", "workflow_status")
             .build()
             .expect("profiles")
     }
@@ -494,6 +504,8 @@ mod tests {
             ("/acme.Batch/Stop", "heartbeat"),
             ("/unknown.Service/Method", "universal"),
             ("/sw4rm.tool.ToolService/CallStream", "tool_call"),
+            // A route of the caller's own keeps the RPC's ids.
+            ("/sw4rm.router.RouterService/SendMessage", "workflow_status"),
         ];
         for (path, profile) in rows {
             let want = profiles.lookup(path).expect("a gRPC path");
@@ -512,6 +524,8 @@ mod tests {
                     "{path} {sight}"
                 );
                 assert_eq!(got.message_field, want.message_field, "{path} {sight}");
+                let ids = IdFields::of(want.service, want.method);
+                assert_eq!(got.ids, ids, "{path} {sight}");
                 let labels = table.get(&found.labels);
                 assert_eq!(
                     (&*labels.service, &*labels.method),
