@@ -50,13 +50,14 @@ pub(crate) fn inject(propagator: &Propagator, span: &tracing::Span, headers: &mu
     propagator.inject_context(&context_of(span), &mut Inject(headers));
 }
 
-/// The trace context of a call: its span's, or, when the layer's span is off, the
-/// span's it was made in (which context is read, not which code serves the call).
+/// The trace context of a call: its span's, or, when that has none (the layer's span
+/// is off, or no tracer records it), the context of the span it was made in.
 fn context_of(span: &tracing::Span) -> opentelemetry::Context {
-    if span.is_disabled() {
-        tracing::Span::current().context()
-    } else {
-        span.context()
+    use opentelemetry::trace::TraceContextExt as _;
+    let own = span.context();
+    match own.span().span_context().is_valid() {
+        true => own,
+        false => tracing::Span::current().context(),
     }
 }
 

@@ -120,7 +120,9 @@ fn find_varint(msg: &[u8], wanted: u32) -> Option<u64> {
     found
 }
 
-fn find_bytes(msg: &[u8], wanted: u32) -> Option<&[u8]> {
+/// The length-delimited value of field `wanted` (its last occurrence, as protobuf
+/// reads a singular field sent twice).
+pub(crate) fn find_bytes(msg: &[u8], wanted: u32) -> Option<&[u8]> {
     let mut found = None;
     fields(msg, |field, v| {
         if let (true, Value::Bytes(b)) = (field == wanted, v) {

@@ -5,7 +5,7 @@
 use crate::policy::message_ids::{bounded, IdPaths};
 
 use super::framing;
-use super::message_field::{fields, Value};
+use super::message_field::find_bytes;
 use super::reassembled::with_first_frame;
 
 /// The ids one request carried, each bounded before it was kept.
@@ -69,19 +69,10 @@ pub(crate) fn peek(body: &mut tonic::body::Body, paths: IdPaths) -> Option<Box<C
     .map(Box::new)
 }
 
-/// The length-delimited value at `path` (field numbers from the root; the last
-/// occurrence of each, as protobuf reads a repeated singular field).
-fn at_path<'a>(mut msg: &'a [u8], path: &[u32]) -> Option<&'a [u8]> {
-    for &wanted in path {
-        let mut found = None;
-        fields(msg, |field, value| {
-            if let (true, Value::Bytes(bytes)) = (field == wanted, value) {
-                found = Some(bytes);
-            }
-        })?;
-        msg = found?;
-    }
-    Some(msg)
+/// The length-delimited value at `path` (field numbers from the root).
+fn at_path<'a>(msg: &'a [u8], path: &[u32]) -> Option<&'a [u8]> {
+    path.iter()
+        .try_fold(msg, |msg, &field| find_bytes(msg, field))
 }
 
 #[cfg(test)]
