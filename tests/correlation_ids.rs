@@ -10,9 +10,10 @@ use std::time::Duration;
 
 use common::{capture_events_at, server, Events};
 use sw4rm_timeouts::proto::sw4rm::{common as msg, logging, registry, router, scheduler};
-use sw4rm_timeouts::testing::Script;
+use sw4rm_timeouts::testing::{Script, TestServer};
 use sw4rm_timeouts::{ProfileSet, Sw4rm, TimeoutProfileLayer};
 use tracing::level_filters::LevelFilter;
+use tracing::subscriber::DefaultGuard;
 
 const TIMED_OUT: &str = "SW4RM RPC timed out";
 
@@ -43,13 +44,20 @@ fn envelope(correlation_id: &str) -> router::SendMessageRequest {
     }
 }
 
-async fn connect(
-    server: &sw4rm_timeouts::testing::TestServer,
-    layer: TimeoutProfileLayer,
-) -> Sw4rm {
-    Sw4rm::connect_with(server.url(), layer.without_metrics())
-        .await
-        .expect("connect")
+async fn connect(server: &TestServer, layer: TimeoutProfileLayer) -> Sw4rm {
+    common::connect(server, layer.without_metrics()).await
+}
+
+/// Events captured under an INFO filter (the call's span off), a server whose
+/// `SendMessage` answers late, and a client of the default layer.
+async fn routing_late_under_info() -> (Events, DefaultGuard, TestServer, Sw4rm) {
+    let (events, guard) = capture_events_at(LevelFilter::INFO);
+    let server = server().await;
+    server
+        .script("SendMessage", Script::latency(Duration::from_secs(30)))
+        .expect("a known RPC");
+    let sw4rm = connect(&server, TimeoutProfileLayer::new(profiles())).await;
+    (events, guard, server, sw4rm)
 }
 
 fn timeouts(events: &Events) -> Vec<std::collections::BTreeMap<String, String>> {
@@ -61,12 +69,7 @@ fn timeouts(events: &Events) -> Vec<std::collections::BTreeMap<String, String>> 
 /// `correlation_id`; a call without one logs none; the server got every request whole.
 #[tokio::test]
 async fn log_lines_name_the_requests_correlation_id_with_the_span_off() {
-    let (events, _guard) = capture_events_at(LevelFilter::INFO);
-    let server = server().await;
-    server
-        .script("SendMessage", Script::latency(Duration::from_secs(30)))
-        .expect("a known RPC");
-    let sw4rm = connect(&server, TimeoutProfileLayer::new(profiles())).await;
+    let (events, _guard, server, sw4rm) = routing_late_under_info().await;
 
     let sent = envelope("corr-7");
     let status = sw4rm.router().send_message(sent.clone()).await.unwrap_err();
@@ -190,12 +193,7 @@ async fn the_span_carries_the_ids() {
 /// line), a long one is cut to 128 bytes.
 #[tokio::test]
 async fn ids_are_bounded_before_they_are_logged() {
-    let (events, _guard) = capture_events_at(LevelFilter::INFO);
-    let server = server().await;
-    server
-        .script("SendMessage", Script::latency(Duration::from_secs(30)))
-        .expect("a known RPC");
-    let sw4rm = connect(&server, TimeoutProfileLayer::new(profiles())).await;
+    let (events, _guard, _server, sw4rm) = routing_late_under_info().await;
     let long = "c".repeat(5_000);
     for id in ["corr\nlevel=ERROR message=forged", long.as_str()] {
         sw4rm.router().send_message(envelope(id)).await.unwrap_err();

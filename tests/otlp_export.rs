@@ -141,8 +141,14 @@ fn serving(
         url_tx.send(url).unwrap();
         // Serve (on this runtime) until told, then until the span of every call it
         // took has ended; polled, as the wait is a std channel.
+        // The message is taken once, so being told is remembered.
         let handled = || seen.lock().unwrap().len();
-        while done_rx.try_recv().is_err() || closed.0.load(Ordering::SeqCst) < handled() {
+        let mut told = false;
+        loop {
+            told = told || done_rx.try_recv().is_ok();
+            if told && closed.0.load(Ordering::SeqCst) >= handled() {
+                break;
+            }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     });

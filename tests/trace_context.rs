@@ -244,6 +244,20 @@ fn captured() -> (
     )
 }
 
+/// Every span finished so far, flushed first.
+fn finished(exporter: &InMemorySpanExporter, provider: &SdkTracerProvider) -> Vec<SpanData> {
+    let _ = provider.force_flush();
+    exporter.get_finished_spans().unwrap()
+}
+
+/// The one call's client span.
+fn the_client_span(spans: &[SpanData]) -> &SpanData {
+    spans
+        .iter()
+        .find(|s| s.span_kind == SpanKind::Client)
+        .expect("the call's span")
+}
+
 #[tokio::test]
 async fn sw4_003_span_names_on_both_sides_keep_the_method_as_an_attribute() {
     let (exporter, provider, _default) = captured();
@@ -292,12 +306,8 @@ async fn each_retry_is_an_event_on_the_calls_span_with_why_and_the_traces_ids() 
         .heartbeat(HeartbeatRequest::default())
         .await
         .unwrap();
-    let _ = provider.force_flush();
-    let spans = exporter.get_finished_spans().unwrap();
-    let call = spans
-        .iter()
-        .find(|s| s.span_kind == SpanKind::Client)
-        .expect("the call's span");
+    let spans = finished(&exporter, &provider);
+    let call = the_client_span(&spans);
     let retries: Vec<_> = call
         .events
         .iter()
@@ -364,12 +374,8 @@ async fn a_hedged_call_says_its_hedges_and_attempts_on_its_span() {
         .get_task_status(GetTaskStatusRequest::default())
         .await
         .unwrap();
-    let _ = provider.force_flush();
-    let spans = exporter.get_finished_spans().unwrap();
-    let call = spans
-        .iter()
-        .find(|s| s.span_kind == SpanKind::Client)
-        .expect("the call's span");
+    let spans = finished(&exporter, &provider);
+    let call = the_client_span(&spans);
     assert_eq!(
         attribute(call, "profile"),
         Some(Value::from("workflow_status"))
@@ -411,8 +417,7 @@ async fn work_carried_to_another_task_stays_in_the_trace() {
     carried.await.unwrap().unwrap();
     spawned.await.unwrap().unwrap();
     drop(root);
-    let _ = provider.force_flush();
-    let spans = exporter.get_finished_spans().unwrap();
+    let spans = finished(&exporter, &provider);
     let root = spans
         .iter()
         .find(|s| s.name == "handler_work")
