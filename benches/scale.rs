@@ -1,7 +1,8 @@
 //! The cost of a call at scale (figures, not assertions): 1,000 / 10,000 / 100,000
-//! heartbeats in flight at once over 1 / 4 / 8 connections, through the layer and
-//! through plain tonic sending the same deadline (one hour: it never fires), in
-//! interleaved rounds. For each:
+//! heartbeats in flight at once over 1 / 4 / 8 connections, through the layer, through
+//! the layer without retries (no copy of the request kept for replay) and through
+//! plain tonic sending the same deadline (one hour: it never fires), in interleaved
+//! rounds. For each:
 //!
 //! * **bytes per call in flight**: live client heap while every call waits for its
 //!   answer (the server holds them all), over what was live before;
@@ -160,7 +161,9 @@ impl Client {
     }
 }
 
-async fn clients(addr: SocketAddr, connections: usize) -> (Client, Client) {
+/// Plain tonic, the layer, and the layer without retries (a call in flight keeps no
+/// copy of its request for replay), over `connections` connections each.
+async fn clients(addr: SocketAddr, connections: usize) -> [Client; 3] {
     let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
         .expect("url")
         .initial_connection_window_size(64 << 20);
@@ -171,7 +174,8 @@ async fn clients(addr: SocketAddr, connections: usize) -> (Client, Client) {
         .build()
         .expect("profiles");
     let layer = TimeoutProfileLayer::new(profiles);
-    let (mut plain, mut layered) = (Vec::new(), Vec::new());
+    let once = layer.clone().without_retries();
+    let (mut plain, mut layered, mut sent_once) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..connections {
         plain.push(
             cancel_safe(endpoint.clone())
@@ -180,15 +184,16 @@ async fn clients(addr: SocketAddr, connections: usize) -> (Client, Client) {
                 .await
                 .expect("connect"),
         );
-        layered.push(
-            Sw4rm::builder(endpoint.clone())
-                .layer(layer.clone())
-                .connect()
-                .await
-                .expect("connect"),
-        );
+        for (kind, layer) in [(&mut layered, &layer), (&mut sent_once, &once)] {
+            let client = Sw4rm::builder(endpoint.clone()).layer(layer.clone());
+            kind.push(client.connect().await.expect("connect"));
+        }
     }
-    (Client::Plain(plain), Client::Layer(layered))
+    [
+        Client::Plain(plain),
+        Client::Layer(layered),
+        Client::Layer(sent_once),
+    ]
 }
 
 // ---------------------------------------------------------------------------------
@@ -282,17 +287,18 @@ fn main() {
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async {
         println!(
-            "{:>7} {:>5}  {:>13} {:>13} {:>9}  {:>11} {:>11} {:>7}  {:>17} {:>17}",
+            "{:>7} {:>5}  {:>12} {:>19} {:>19}  {:>9} {:>15} {:>15}  {:>13} {:>13} {:>13}",
             "calls",
             "conns",
             "plain B/call",
-            "layer B/call",
-            "layer +B",
+            "layer B/call (+)",
+            "no retry B/call (+)",
             "plain cpu",
-            "layer cpu",
-            "layer +",
-            "plain p50/p99 ms",
-            "layer p50/p99 ms",
+            "layer cpu (+)",
+            "no retry cpu (+)",
+            "plain p50/p99",
+            "layer p50/p99",
+            "no retry",
         );
         let sizes: &[usize] = if quick {
             &[1_000, 10_000]
@@ -301,34 +307,29 @@ fn main() {
         };
         for &n in sizes {
             for connections in [1, 4, 8] {
-                let (plain, layer) = clients(addr, connections).await;
+                let clients = clients(addr, connections).await;
                 // A warm-up of each: connections open, buffers grown, routes planned.
-                burst(&plain, 1_000).await;
-                burst(&layer, 1_000).await;
+                for client in &clients {
+                    burst(client, 1_000).await;
+                }
                 let rounds = if n >= 100_000 { 2 } else { 4 };
-                let (mut p, mut l) = (Figures::default(), Figures::default());
+                let mut figures: [Figures; 3] = Default::default();
+                // Interleaved: each round runs every client once, in a rotating order.
                 for round in 0..rounds {
-                    for k in 0..2 {
-                        let (client, figures) = match (round + k) % 2 {
-                            0 => (&plain, &mut p),
-                            _ => (&layer, &mut l),
-                        };
-                        let (bytes, cpu) = held(&peer, client, n).await;
-                        figures.bytes.push(bytes);
-                        figures.cpu.push(cpu.as_secs_f64() * 1e6);
-                        figures.times.extend(burst(client, n).await);
+                    for k in 0..clients.len() {
+                        let at = (round + k) % clients.len();
+                        let (bytes, cpu) = held(&peer, &clients[at], n).await;
+                        figures[at].bytes.push(bytes);
+                        figures[at].cpu.push(cpu.as_secs_f64() * 1e6);
+                        figures[at].times.extend(burst(&clients[at], n).await);
                     }
                 }
-                let (pb, pc, p50, p99) = p.line();
-                let (lb, lc, l50, l99) = l.line();
+                let [(pb, pc, p50, p99), (lb, lc, l50, l99), (ob, oc, o50, o99)] =
+                    figures.each_mut().map(Figures::line);
+                let over = |b: f64, c: f64| (b - pb, (c / pc - 1.0) * 100.0);
+                let ((lo, lp), (oo, op)) = (over(lb, lc), over(ob, oc));
                 println!(
-                    "{n:>7} {connections:>5}  {pb:>13.0} {lb:>13.0} {:>+9.0}  {pc:>9.2}µs {lc:>9.2}µs {:>+6.1}%  {:>8.1}/{:<8.1} {:>8.1}/{:<8.1}",
-                    lb - pb,
-                    (lc / pc - 1.0) * 100.0,
-                    p50,
-                    p99,
-                    l50,
-                    l99,
+                    "{n:>7} {connections:>5}  {pb:>12.0} {lb:>11.0} ({lo:>+5.0}) {ob:>11.0} ({oo:>+5.0})  {pc:>7.2}µs {lc:>7.2}µs ({lp:>+4.0}%) {oc:>7.2}µs ({op:>+4.0}%)  {p50:>6.1}/{p99:<6.1} {l50:>6.1}/{l99:<6.1} {o50:>6.1}/{o99:<6.1}",
                 );
             }
         }

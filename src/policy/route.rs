@@ -261,6 +261,14 @@ impl PathHasher {
     }
 }
 
+/// Eight bytes as a little-endian word (`bytes` holds exactly eight).
+#[inline(always)]
+fn word_of(bytes: &[u8]) -> u64 {
+    let mut word = [0u8; 8];
+    word.copy_from_slice(bytes);
+    u64::from_le_bytes(word)
+}
+
 impl Hasher for PathHasher {
     fn finish(&self) -> u64 {
         self.0
@@ -269,14 +277,21 @@ impl Hasher for PathHasher {
     fn write(&mut self, bytes: &[u8]) {
         let mut chunks = bytes.chunks_exact(8);
         for chunk in &mut chunks {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(chunk);
-            self.add(u64::from_le_bytes(word));
+            self.add(word_of(chunk));
         }
         let rest = chunks.remainder();
-        let mut word = [0u8; 8];
-        word[..rest.len()].copy_from_slice(rest);
-        self.add(u64::from_le_bytes(word) ^ ((rest.len() as u64) << 56));
+        // The last eight bytes, overlapping the words before them, where there are
+        // eight: a load, where copying a remainder of any length calls `memcpy`.
+        let tail = match bytes.len().checked_sub(8).and_then(|at| bytes.get(at..)) {
+            _ if rest.is_empty() => 0,
+            Some(last) => word_of(last),
+            None => {
+                let mut word = [0u8; 8];
+                word[..rest.len()].copy_from_slice(rest);
+                u64::from_le_bytes(word)
+            }
+        };
+        self.add(tail ^ ((rest.len() as u64) << 56));
     }
 
     fn write_u8(&mut self, i: u8) {
@@ -371,6 +386,26 @@ mod tests {
         assert!(t.lookup("", 9).is_none());
         t.insert_exact("/a.B/C", route(3));
         assert_eq!(t.lookup("/a.B/C", 9).unwrap().profile, 3);
+    }
+
+    /// Every byte of a path counts in its hash, the last ones too, at every length
+    /// (the remainder after whole words read as an overlapping word from eight bytes).
+    #[test]
+    fn every_byte_of_a_path_moves_its_hash() {
+        let hash = |path: &[u8]| {
+            let mut hasher = PathHasher::default();
+            hasher.write(path);
+            hasher.finish()
+        };
+        for len in 1..=41 {
+            let path = vec![b'a'; len];
+            for at in 0..len {
+                let mut other = path.clone();
+                other[at] = b'b';
+                assert_ne!(hash(&path), hash(&other), "length {len}, byte {at}");
+            }
+            assert_ne!(hash(&path), hash(&path[..len - 1]), "length {len}");
+        }
     }
 
     proptest! {
