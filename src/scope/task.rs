@@ -4,6 +4,7 @@
 
 use std::future::Future;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use tokio::time::Instant;
@@ -49,13 +50,32 @@ tokio::task_local! {
     static SCOPE: Scope;
 }
 
+/// Whether any scope was ever entered in this process: until one is, no task is in
+/// one, and a call's lookup of its scope is one load instead of the task-local's.
+static ENTERED: AtomicBool = AtomicBool::new(false);
+
+/// `future` inside `scope`. Every scope is entered here.
+fn enter<F: Future>(scope: Scope, future: F) -> Scoped<F> {
+    // Seen by every task the future runs in: spawning it or polling it there
+    // synchronizes with this thread. Written once, so that the calls' loads of it
+    // share its cache line instead of losing it to every scope entered.
+    if !ENTERED.load(Ordering::Relaxed) {
+        ENTERED.store(true, Ordering::Release);
+    }
+    SCOPE.scope(scope, future)
+}
+
 /// A future running inside a scope (see [`carry`], [`detach`], [`with_deadline`] and
 /// [`OperationBudget::run`]).
 pub type Scoped<F> = tokio::task::futures::TaskLocalFuture<Scope, F>;
 
 /// The caps of the current task's scope, at `now`, and its cancel signal; `None`s
-/// outside any scope (the common case costs one task-local lookup).
+/// outside any scope (one load while no scope was ever entered, one task-local lookup
+/// after).
 pub fn current(now: Instant) -> (Option<Current>, Option<Arc<CancelSignal>>) {
+    if !ENTERED.load(Ordering::Acquire) {
+        return (None, None);
+    }
     SCOPE
         .try_with(|s| {
             let cancel = s.cancel.clone();
@@ -100,7 +120,7 @@ pub fn current_deadline() -> Option<Instant> {
 pub fn with_deadline<F: Future>(deadline: Instant, future: F) -> Scoped<F> {
     let mut scope = scope_now();
     scope.deadline = Some(scope.deadline.map_or(deadline, |d| d.min(deadline)));
-    SCOPE.scope(scope, future)
+    enter(scope, future)
 }
 
 /// Takes the current scope (inherited deadline, budget and cancel signal) and the
@@ -124,7 +144,7 @@ pub fn with_deadline<F: Future>(deadline: Instant, future: F) -> Scoped<F> {
 #[must_use = "futures do nothing unless polled"]
 pub fn carry<F: Future>(future: F) -> Scoped<tracing::instrument::Instrumented<F>> {
     use tracing::Instrument as _;
-    SCOPE.scope(scope_now(), future.in_current_span())
+    enter(scope_now(), future.in_current_span())
 }
 
 /// Runs `future` outside any scope: no inherited deadline, no budget, no cancel signal
@@ -132,7 +152,7 @@ pub fn carry<F: Future>(future: F) -> Scoped<tracing::instrument::Instrumented<F
 /// outgoing calls are not cancelled when the caller goes away).
 #[must_use = "futures do nothing unless polled"]
 pub fn detach<F: Future>(future: F) -> Scoped<F> {
-    SCOPE.scope(Scope::default(), future)
+    enter(Scope::default(), future)
 }
 
 /// Runs `future` reporting progress to `work` (see [`super::progress()`]).
@@ -140,7 +160,7 @@ pub fn detach<F: Future>(future: F) -> Scoped<F> {
 pub(crate) fn with_work<F: Future>(work: Arc<WorkState>, future: F) -> Scoped<F> {
     let mut scope = scope_now();
     scope.work = Some(work);
-    SCOPE.scope(scope, future)
+    enter(scope, future)
 }
 
 /// Runs the handler of an inbound call under `deadline` (if any), cancelled with
@@ -201,7 +221,7 @@ pub(crate) fn serving_rpc<F: Future>(
     }
     scope.inbound = Some(call.clone());
     scope.cancel = Some(call);
-    SCOPE.scope(scope, future)
+    enter(scope, future)
 }
 
 /// A new inbound call's signal: a child of the current scope's, if any.
@@ -284,6 +304,28 @@ impl OperationBudget {
             all.push(outer);
             scope.outer_budgets = Some(all.into());
         }
-        SCOPE.scope(scope, future)
+        enter(scope, future)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// Outside any scope a task has none, before and after a scope is entered
+    /// anywhere; inside one it has that scope's deadline.
+    #[tokio::test(start_paused = true)]
+    async fn a_task_has_the_scope_it_runs_in_and_none_outside() {
+        let now = Instant::now();
+        assert!(matches!(current(now), (None, None)), "no scope yet");
+        let deadline = now + Duration::from_secs(5);
+        let inside = with_deadline(deadline, async { current(Instant::now()).0 }).await;
+        let inherited = inside.and_then(|caps| caps.inherited);
+        assert_eq!(inherited, Some(Duration::from_secs(5)));
+        assert!(matches!(current(now), (None, None)), "outside again");
+        let spawned = tokio::spawn(async { current(Instant::now()).0.is_none() });
+        assert!(spawned.await.unwrap(), "a task spawned outside any scope");
     }
 }
