@@ -15,6 +15,9 @@
 //! with a value of the caller's own in each request's extensions (no override of the
 //! layer's), measured against `plain-extension`, plain with the same value. Run without a
 //! variant (as `cargo bench` does), it runs each once and prints nothing else.
+//! `plain-deadline` is `plain` with a `grpc-timeout` written by hand (a static value,
+//! no formatting): what a plain call pays to send a deadline at all, for a figure
+//! beside the goals' (which are over `plain`).
 //!
 //! The shapes users write besides the default, each against its own plain variant
 //! where the inner service or the request differs: `call-timeout` (a per-call
@@ -291,6 +294,10 @@ fn main() {
             "retries-on" => calls(&mut on.layer(InMemory::empty()), false).await,
             "reloadable" => calls(&mut live.layer(InMemory::empty()), false).await,
             "plain-extension" => calls(&mut InMemory::empty(), true).await,
+            "plain-deadline" => {
+                let by_hand = || request(PATH, true);
+                calls_of(&mut InMemory::empty(), by_hand).await
+            }
             "extension" => calls(&mut on.layer(InMemory::empty()), true).await,
             _ => {
                 calls(&mut InMemory::empty(), false).await;
