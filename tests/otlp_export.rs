@@ -140,8 +140,8 @@ fn serving(
         let (url, seen) = agent_with(next.as_deref(), delay, layer, inbound_layer()).await;
         url_tx.send(url).unwrap();
         // Serve (on this runtime) until told, then until the span of every call it
-        // took has ended; polled, as the wait is a std channel.
-        // The message is taken once, so being told is remembered.
+        // took has ended; polled, as the wait is a std channel (whose one message is
+        // taken once: being told is remembered).
         let handled = || seen.lock().unwrap().len();
         let mut told = false;
         loop {

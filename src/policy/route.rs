@@ -261,31 +261,23 @@ impl PathHasher {
     }
 }
 
-/// Eight bytes as a little-endian word (`bytes` holds exactly eight).
-#[inline(always)]
-fn word_of(bytes: &[u8]) -> u64 {
-    let mut word = [0u8; 8];
-    word.copy_from_slice(bytes);
-    u64::from_le_bytes(word)
-}
-
 impl Hasher for PathHasher {
     fn finish(&self) -> u64 {
         self.0
     }
 
     fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for chunk in &mut chunks {
-            self.add(word_of(chunk));
+        let (words, rest) = bytes.as_chunks::<8>();
+        for word in words {
+            self.add(u64::from_le_bytes(*word));
         }
-        let rest = chunks.remainder();
-        // The last eight bytes, overlapping the words before them, where there are
-        // eight: a load, where copying a remainder of any length calls `memcpy`.
-        let tail = match bytes.len().checked_sub(8).and_then(|at| bytes.get(at..)) {
-            _ if rest.is_empty() => 0,
-            Some(last) => word_of(last),
-            None => {
+        // What is left after whole words: the last eight bytes as one word,
+        // overlapping the words before it (a load, where copying a remainder of any
+        // length calls `memcpy`), or, in a path shorter than a word, its bytes.
+        let tail = match (rest.is_empty(), bytes.last_chunk::<8>()) {
+            (true, _) => 0,
+            (false, Some(last)) => u64::from_le_bytes(*last),
+            (false, None) => {
                 let mut word = [0u8; 8];
                 word[..rest.len()].copy_from_slice(rest);
                 u64::from_le_bytes(word)
