@@ -27,7 +27,8 @@
 //! read under a hedging policy whose delay no call reaches, against `plain-hedged`),
 //! `stream-100` (a server stream of 100 messages, against `plain-stream-100`),
 //! `routes-1` / `routes-100` / `routes-10000` (a table of that many custom routes, the
-//! call on the middle one, against `plain-routes`) and `debug` (`retries-on` with a
+//! calls on the middle one and the heartbeat in turn, so that none finds its path in
+//! the slot of its handle's last call, against `plain-routes`) and `debug` (`retries-on` with a
 //! DEBUG subscriber installed, writing to nowhere, against `plain-debug`; `registry`
 //! with spans and events enabled at DEBUG but formatted by no one, against
 //! `plain-registry`).
@@ -170,6 +171,17 @@ fn middle(n: usize) -> &'static str {
     Box::leak(format!("/acme.Svc{}/Run", n / 2).into_boxed_str())
 }
 
+/// Requests on `path` and the heartbeat's, in turn: each call's path differs from
+/// the last one's, so that every call is found by its hash in the layer's table, not
+/// by the slot its handle's last call was found in.
+fn alternating(path: &'static str) -> impl Fn() -> Request {
+    let turn = std::cell::Cell::new(false);
+    move || {
+        turn.set(!turn.get());
+        request(if turn.get() { path } else { PATH }, false)
+    }
+}
+
 /// A layer hedging `READ` with a delay no call reaches.
 fn hedged() -> TimeoutProfileLayer {
     let policy = HedgingPolicy::builder()
@@ -219,13 +231,13 @@ async fn shapes(variant: &str, on: &TimeoutProfileLayer) -> bool {
         }
         "plain-stream-100" => calls_of(&mut Streams, || request(STREAM, false)).await,
         "stream-100" => calls_of(&mut on.layer(Streams), || request(STREAM, false)).await,
-        "plain-routes" => calls_of(&mut InMemory::empty(), || request(middle(1), false)).await,
+        "plain-routes" => calls_of(&mut InMemory::empty(), alternating(middle(1))).await,
         "routes-1" | "routes-100" | "routes-10000" => {
             let n: usize = variant["routes-".len()..].parse().expect("a count");
-            let path = middle(n);
-            calls_of(&mut routes(n).layer(InMemory::empty()), || {
-                request(path, false)
-            })
+            calls_of(
+                &mut routes(n).layer(InMemory::empty()),
+                alternating(middle(n)),
+            )
             .await
         }
         "plain-registry" | "registry" => {

@@ -11,7 +11,7 @@ use tower_layer::Layer;
 use super::service::TimeoutProfileService;
 use super::state::observations::Observations;
 use super::state::reload::{CurrentProfiles, ReloadHandle};
-use super::state::shared::{Reader, Settings, Shared, Table};
+use super::state::shared::{LastPath, Reader, Settings, Shared, Table};
 use crate::attempts::{HedgeCap, HedgeRate, RetryBudget, SpareSlot};
 use crate::config::{ConfigError, ProfileSet};
 use crate::observe::metrics::{Instruments, MetricFamily};
@@ -388,6 +388,7 @@ impl<S> TimeoutProfileService<S> {
             inner,
             spare: SpareSlot::default(),
             table: Reader::new(table),
+            last_path: LastPath::default(),
         }
     }
 

@@ -21,7 +21,7 @@ use super::record::CallRecord;
 use super::refuse::{refused, RefuseSending};
 use super::span::{route_span, rpc_span};
 use super::state::settings::Settings;
-use super::state::shared::{Found, Reader, Shared};
+use super::state::shared::{Found, LastPath, Reader, Shared};
 use super::state::LabelsRef;
 use crate::attempts::{
     CallLoop, HedgeContext, HedgePlan, RecentLatency, ReplayRequest, Retries, RetryPlan, Spare,
@@ -49,6 +49,8 @@ pub struct TimeoutProfileService<S> {
     pub(super) spare: SpareSlot<S>,
     /// The layer's state, read once per call (a reload swaps it between calls).
     pub(super) table: Reader,
+    /// Where this handle's last call found its path (see `PathTable::find_after`).
+    pub(super) last_path: LastPath,
 }
 
 type Request = http::Request<tonic::body::Body>;
@@ -83,7 +85,11 @@ where
         let shared: &Arc<Shared> = self.table.current();
         let path = req.uri().path();
         let instruments = shared.settings.instruments.as_ref();
-        let Some(found) = shared.paths.find(&shared.profiles, path, instruments) else {
+        let Some(found) =
+            shared
+                .paths
+                .find_after(&shared.profiles, path, instruments, &mut self.last_path)
+        else {
             return ResponseFuture::failed(not_a_grpc_path(path));
         };
         let options = CallOptions::of(req.extensions());

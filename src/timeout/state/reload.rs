@@ -3,15 +3,76 @@
 //! started with (each call reads the table once, when it starts); no call fails
 //! because of a swap. An invalid table is refused: the table in use stays, a WARN
 //! names every problem (as `sw4rm-timeouts check` does) and a counter counts it.
+//!
+//! A reloadable layer's state is in a [`LiveCell`] per variant (the layer as built, and
+//! each made from it with other settings), the variants in one [`Family`].
 
 use std::ops::Deref;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
-use super::shared::{Cell, Family, Shared};
+use arc_swap::ArcSwap;
+
+use super::shared::Shared;
 use crate::config::file_look::{FileLook, Look, MAX_CONFIG_BYTES};
 use crate::config::{ConfigError, ProfileSet, ProfileSetBuilder};
+
+/// One variant of a reloadable layer: its state, swapped whole on every reload.
+#[derive(Debug)]
+pub(crate) struct LiveCell {
+    pub(crate) current: ArcSwap<Shared>,
+    /// Bumped after every store: a service reads `current` again only when it moved.
+    pub(super) version: AtomicU64,
+    /// Every variant of the layer, for the handle to swap them all.
+    pub(crate) family: Arc<Family>,
+}
+
+impl LiveCell {
+    pub(super) fn new(shared: Arc<Shared>, family: Arc<Family>) -> Self {
+        LiveCell {
+            current: ArcSwap::new(shared),
+            version: AtomicU64::new(0),
+            family,
+        }
+    }
+
+    /// Makes `shared` the state for calls that start from now on.
+    pub(crate) fn store(&self, shared: Arc<Shared>) {
+        self.current.store(shared);
+        // After the store: a service that sees the new version reads the new state.
+        self.version.fetch_add(1, Ordering::Release);
+    }
+}
+
+/// The variants of one reloadable layer (the layer as built, and each made from it
+/// with other settings), swapped together.
+#[derive(Debug, Default)]
+pub(crate) struct Family {
+    pub(crate) cells: Mutex<Vec<Weak<LiveCell>>>,
+    /// Tables applied by the handle.
+    pub(crate) applied: AtomicU64,
+    /// Tables the handle refused (invalid).
+    pub(crate) refused: AtomicU64,
+    /// The last refusal, whole (the WARN carries it too).
+    pub(crate) last_refusal: Mutex<Option<crate::config::ConfigError>>,
+}
+
+impl Family {
+    /// The first variant still in use (the layer as built, unless it is gone).
+    pub(crate) fn first(&self) -> Option<Arc<LiveCell>> {
+        self.members().iter().find_map(Weak::upgrade)
+    }
+
+    /// The cells, locked: variants cannot join while a reload swaps them.
+    pub(crate) fn members(&self) -> MutexGuard<'_, Vec<Weak<LiveCell>>> {
+        match self.cells.lock() {
+            Ok(cells) => cells,
+            // A panic elsewhere while the list was held leaves it usable.
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+}
 
 /// Swaps the profile table of a layer made with
 /// [`TimeoutProfileLayer::reloadable`](crate::timeout::TimeoutProfileLayer::reloadable), and of
@@ -75,9 +136,9 @@ impl ReloadHandle {
     /// Uses `profiles` for every call that starts from now on. Logs the change at
     /// INFO, naming each value changed (nothing when no value did).
     pub fn reload(&self, profiles: ProfileSet) -> Reloaded {
-        let mut cells = self.family.lock();
+        let mut cells = self.family.members();
         cells.retain(|c| c.strong_count() > 0);
-        let live: Vec<Arc<Cell>> = cells.iter().filter_map(Weak::upgrade).collect();
+        let live: Vec<Arc<LiveCell>> = cells.iter().filter_map(Weak::upgrade).collect();
         let mut changes = None;
         // The first variant's new state; the others share its path table, and its
         // observations and learned windows, as they did before.

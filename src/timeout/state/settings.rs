@@ -7,7 +7,8 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use super::per_path::PerPath;
-use super::shared::{Cell, Family, PathTable, Shared, Table};
+use super::reload::{Family, LiveCell};
+use super::shared::{PathTable, Shared, Table};
 use crate::attempts::{HedgeCap, HedgeRate, RetryBudget, DEFAULT_REPLAY_LIMIT};
 use crate::config::ProfileSet;
 use crate::observe::metrics::{BudgetReader, Instruments};
@@ -202,11 +203,11 @@ impl Table {
             Table::Fixed(shared) => Table::Fixed(Arc::new(shared.variant(settings))),
             Table::Live(cell) => {
                 let family = cell.family.clone();
-                let mut cells = family.lock();
+                let mut cells = family.members();
                 // Under the family's lock: a reload cannot slip between reading the
                 // table and joining the family.
                 let shared = cell.current.load().variant(settings);
-                let joined = Arc::new(Cell::new(Arc::new(shared), family.clone()));
+                let joined = Arc::new(LiveCell::new(Arc::new(shared), family.clone()));
                 cells.push(Arc::downgrade(&joined));
                 drop(cells);
                 Table::Live(joined)
@@ -220,8 +221,8 @@ impl Table {
             Table::Live(cell) => (self.clone(), cell.family.clone()),
             Table::Fixed(shared) => {
                 let family = Arc::new(Family::default());
-                let cell = Arc::new(Cell::new(shared.clone(), family.clone()));
-                family.lock().push(Arc::downgrade(&cell));
+                let cell = Arc::new(LiveCell::new(shared.clone(), family.clone()));
+                family.members().push(Arc::downgrade(&cell));
                 (Table::Live(cell), family)
             }
         }

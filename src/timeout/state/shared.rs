@@ -5,9 +5,10 @@
 //!
 //! **The path table** is what the layer knows about each path it has routed: the
 //! route, and what metrics, logs and timeout details say about it (service, method,
-//! metric attributes). Built once per path, then only read: a call costs one hash, one
-//! load and one string comparison, whatever kind of route the path has, and keeps an
-//! index into the table, not a copy or a reference count.
+//! metric attributes). Built once per path, then only read: a call costs one hash (none
+//! when its handle's last call had the same path), one load and one string
+//! comparison, whatever kind of route the path has, and keeps an index into the table,
+//! not a copy or a reference count.
 //!
 //! The table is a fixed array of write-once slots: the exact routes are seated when
 //! the layer is built, other paths (whole-service routes, the fallback) on first
@@ -15,12 +16,11 @@
 //! table on every call, with labels of its own.
 
 use std::hash::{BuildHasher, BuildHasherDefault};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
-
-use arc_swap::ArcSwap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use super::per_path::PerPath;
+use super::reload::LiveCell;
 pub(crate) use super::settings::Settings;
 use crate::attempts::RecentLatency;
 use crate::config::ProfileSet;
@@ -58,67 +58,11 @@ pub(crate) struct Shared {
 // the table it started with. Live, a service keeps the state it last read with the
 // cell's version, and a call reads one atomic (the version) unless a reload changed
 // it: no lock, no allocation, no reference count.
-/// One variant of a reloadable layer: its state, swapped whole on every reload.
-#[derive(Debug)]
-pub(crate) struct Cell {
-    pub(crate) current: ArcSwap<Shared>,
-    /// Bumped after every store: a service reads `current` again only when it moved.
-    version: AtomicU64,
-    /// Every variant of the layer, for the handle to swap them all.
-    pub(crate) family: Arc<Family>,
-}
-
-impl Cell {
-    pub(super) fn new(shared: Arc<Shared>, family: Arc<Family>) -> Self {
-        Cell {
-            current: ArcSwap::new(shared),
-            version: AtomicU64::new(0),
-            family,
-        }
-    }
-
-    /// Makes `shared` the state for calls that start from now on.
-    pub(crate) fn store(&self, shared: Arc<Shared>) {
-        self.current.store(shared);
-        // After the store: a service that sees the new version reads the new state.
-        self.version.fetch_add(1, Ordering::Release);
-    }
-}
-
-/// The variants of one reloadable layer (the layer as built, and each made from it
-/// with other settings), swapped together.
-#[derive(Debug, Default)]
-pub(crate) struct Family {
-    pub(crate) cells: Mutex<Vec<Weak<Cell>>>,
-    /// Tables applied by the handle.
-    pub(crate) applied: AtomicU64,
-    /// Tables the handle refused (invalid).
-    pub(crate) refused: AtomicU64,
-    /// The last refusal, whole (the WARN carries it too).
-    pub(crate) last_refusal: Mutex<Option<crate::config::ConfigError>>,
-}
-
-impl Family {
-    /// The first variant still in use (the layer as built, unless it is gone).
-    pub(crate) fn first(&self) -> Option<Arc<Cell>> {
-        self.lock().iter().find_map(Weak::upgrade)
-    }
-
-    /// The cells, locked: variants cannot join while a reload swaps them.
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Vec<Weak<Cell>>> {
-        match self.cells.lock() {
-            Ok(cells) => cells,
-            // A panic elsewhere while the list was held leaves it usable.
-            Err(poisoned) => poisoned.into_inner(),
-        }
-    }
-}
-
 /// A layer's state: fixed, or live.
 #[derive(Clone, Debug)]
 pub(crate) enum Table {
     Fixed(Arc<Shared>),
-    Live(Arc<Cell>),
+    Live(Arc<LiveCell>),
 }
 
 /// A service's read of its layer's state: fixed, or live with the state it last read
@@ -127,7 +71,7 @@ pub(crate) enum Table {
 pub(crate) enum Reader {
     Fixed(Arc<Shared>),
     Live {
-        cell: Arc<Cell>,
+        cell: Arc<LiveCell>,
         version: u64,
         shared: Arc<Shared>,
     },
@@ -264,6 +208,33 @@ impl Seen {
     }
 }
 
+/// Where a handle's last call found its path in the table ([`PathTable::find_after`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct LastPath {
+    /// The address of the path's bytes (compared, never read through), and its slot.
+    addr: usize,
+    slot: u32,
+}
+
+/// The path found in slot `at`, seated with `seen`: its route laid back onto the
+/// path it was made from (`None` if it does not lie), its first call counted.
+#[inline(always)]
+fn hit<'a>(
+    seen: &Seen,
+    at: u32,
+    path: &'a str,
+    instruments: Option<&Instruments>,
+) -> Option<Found<'a>> {
+    let route = seen.routed.on(path)?;
+    if let Some(instruments) = instruments {
+        seen.called(instruments);
+    }
+    Some(Found {
+        route,
+        labels: LabelsRef::Seen(at),
+    })
+}
+
 /// The route and the labels of a path.
 #[derive(Debug)]
 pub(crate) struct Found<'a> {
@@ -304,6 +275,41 @@ impl PathTable {
         path: &'a str,
         instruments: Option<&Instruments>,
     ) -> Option<Found<'a>> {
+        self.probe(profiles, path, instruments, &mut LastPath::default())
+    }
+
+    /// [`PathTable::find`] trying first the slot of the handle's `last` call when the
+    /// path has its address (a generated client's paths are static), then leaving
+    /// `last` at this one's. Only a guess: the slot's path is compared before use.
+    #[inline(always)]
+    pub(crate) fn find_after<'a>(
+        &self,
+        profiles: &ProfileSet,
+        path: &'a str,
+        instruments: Option<&Instruments>,
+        last: &mut LastPath,
+    ) -> Option<Found<'a>> {
+        if last.addr == path.as_ptr() as usize {
+            if let Some(seen) = self.slots.get(last.slot as usize).and_then(OnceLock::get) {
+                if *seen.path == *path {
+                    if let Some(found) = hit(seen, last.slot, path, instruments) {
+                        return Some(found);
+                    }
+                }
+            }
+        }
+        self.probe(profiles, path, instruments, last)
+    }
+
+    /// A path's slot by the path's hash, from which `last` is left pointing at it.
+    #[inline(never)]
+    fn probe<'a>(
+        &self,
+        profiles: &ProfileSet,
+        path: &'a str,
+        instruments: Option<&Instruments>,
+        last: &mut LastPath,
+    ) -> Option<Found<'a>> {
         let mask = self.slots.len().wrapping_sub(1);
         // The hash's high bits: a multiplication carries bits upward only, so its high
         // bits depend on the whole path and its low bits on a few of the state's (a
@@ -323,16 +329,16 @@ impl PathTable {
                 },
             };
             if *seen.path == *path {
-                // The slot's index fits (the table is far shorter than `u32::MAX`),
-                // and its route lies back onto the path it was made from.
-                if let (Ok(at), Some(route)) = (u32::try_from(i), seen.routed.on(path)) {
-                    if let Some(instruments) = instruments {
-                        seen.called(instruments);
-                    }
-                    let labels = LabelsRef::Seen(at);
-                    return Some(Found { route, labels });
-                }
-                break;
+                // The slot's index fits (the table is far shorter than `u32::MAX`).
+                let Ok(at) = u32::try_from(i) else { break };
+                let Some(found) = hit(seen, at, path, instruments) else {
+                    break;
+                };
+                *last = LastPath {
+                    addr: path.as_ptr() as usize,
+                    slot: at,
+                };
+                return Some(found);
             }
         }
         let route = route_of(profiles, path)?;
@@ -578,5 +584,85 @@ mod tests {
         }
         // At most one path per slot; every other one is still routed and labelled.
         assert!(owned >= 64, "{owned} paths without a slot");
+    }
+
+    /// What a lookup says of a path, to compare two lookups of it.
+    fn said(table: &PathTable, found: Option<Found<'_>>) -> Option<(Matched, ProfileId, String)> {
+        let found = found?;
+        let labels = table.get(&found.labels);
+        let named = format!(
+            "{} {} {}",
+            found.route.service, found.route.method, labels.method
+        );
+        Some((found.route.matched, found.route.profile, named))
+    }
+
+    proptest::proptest! {
+        /// A handle's last path is only a guess: whatever came before (another path
+        /// at the same address, another table, a path that is no gRPC path), a call
+        /// finds what a lookup without it finds, in the same slot.
+        #[test]
+        fn a_handles_last_path_never_changes_what_a_call_finds(
+            steps in proptest::collection::vec((0usize..8, proptest::bool::ANY, proptest::bool::ANY), 1..40)
+        ) {
+            // Some of the same length: a guess is told from the path by its bytes.
+            const PATHS: [&str; 8] = [
+                "/sw4rm.registry.RegistryService/Heartbeat",
+                "/acme.Batch/Run",
+                "/acme.Batch/Ran",
+                "/acme.Batch/Stop",
+                "/acme.Other/Run",
+                "/unknown.Service/Method",
+                "/nope",
+                "/sw4rm.registry.RegistryService/Register",
+            ];
+            let narrow = profiles();
+            let wide = ProfileSet::builder()
+                .without_global()
+                .route("/acme.Other/Run", "tool_call")
+                .route("/acme.Batch/Run", "heartbeat")
+                .build()
+                .unwrap();
+            let tables = [(&narrow, PathTable::new(&narrow)), (&wide, PathTable::new(&wide))];
+            // One buffer, written over: every path it holds has the same address.
+            let mut buffer = String::with_capacity(64);
+            let mut last = LastPath::default();
+            for (path, reused, second) in steps {
+                let (profiles, table) = &tables[usize::from(second)];
+                let owned;
+                let path: &str = if reused {
+                    buffer.clear();
+                    buffer.push_str(PATHS[path]);
+                    &buffer
+                } else {
+                    owned = PATHS[path].to_owned();
+                    &owned
+                };
+                let after = table.find_after(profiles, path, None, &mut last);
+                let slot = after.as_ref().and_then(|f| f.labels.slot());
+                let want = table.find(profiles, path, None);
+                proptest::prop_assert_eq!(slot, want.as_ref().and_then(|f| f.labels.slot()));
+                proptest::prop_assert_eq!(said(table, after), said(table, want), "{}", path);
+            }
+        }
+    }
+
+    /// A path found is remembered where it was found, and a call on the same path
+    /// (its same bytes) is found there without its hash.
+    #[test]
+    fn a_handle_remembers_where_its_last_path_was() {
+        let profiles = profiles();
+        let table = PathTable::new(&profiles);
+        const PATH: &str = "/acme.Batch/Stop";
+        let mut last = LastPath::default();
+        let found = table.find_after(&profiles, PATH, None, &mut last).unwrap();
+        let slot = found.labels.slot().unwrap();
+        assert_eq!(
+            (last.addr, last.slot as usize),
+            (PATH.as_ptr() as usize, slot)
+        );
+        // The remembered slot holds the path: the call finds it there.
+        let again = table.find_after(&profiles, PATH, None, &mut last).unwrap();
+        assert_eq!(again.labels.slot(), Some(slot));
     }
 }
