@@ -1,7 +1,6 @@
 //! State shared by every call through one layer: the profile table, the settings
-//! (`settings.rs`, with how the state is made, reloaded and varied) and the table of
-//! routed paths ([`PathTable`]); and [`Table`], where a call finds it (fixed, or
-//! live).
+//! (`settings.rs`: how the state is made, reloaded and varied), the table of routed
+//! paths ([`PathTable`]) and [`Table`], where a call finds it (fixed, or live).
 //!
 //! **The path table** is what the layer knows about each path it has routed: the
 //! route, and what metrics, logs and timeout details say about it (service, method,
@@ -310,6 +309,8 @@ impl PathTable {
         instruments: Option<&Instruments>,
         last: &mut LastPath,
     ) -> Option<Found<'a>> {
+        #[cfg(test)]
+        tests::PROBES.with(|n| n.set(n.get() + 1));
         let mask = self.slots.len().wrapping_sub(1);
         // The hash's high bits: a multiplication carries bits upward only, so its high
         // bits depend on the whole path and its low bits on a few of the state's (a
@@ -451,6 +452,11 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    std::thread_local! {
+        /// Lookups by hash on this thread (a test's), to tell them from the hint's.
+        pub(super) static PROBES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
 
     fn settings() -> Settings {
         Settings {
@@ -661,8 +667,21 @@ mod tests {
             (last.addr, last.slot as usize),
             (PATH.as_ptr() as usize, slot)
         );
-        // The remembered slot holds the path: the call finds it there.
+        // The remembered slot holds the path: the call finds it there, with no hash.
+        let probed = PROBES.with(std::cell::Cell::get);
         let again = table.find_after(&profiles, PATH, None, &mut last).unwrap();
         assert_eq!(again.labels.slot(), Some(slot));
+        assert_eq!(
+            PROBES.with(std::cell::Cell::get),
+            probed,
+            "the call hashed its path"
+        );
+        // The same bytes at another address are looked up by their hash.
+        let elsewhere = PATH.to_owned();
+        let other = table
+            .find_after(&profiles, &elsewhere, None, &mut last)
+            .unwrap();
+        assert_eq!(other.labels.slot(), Some(slot));
+        assert_eq!(PROBES.with(std::cell::Cell::get), probed + 1);
     }
 }
