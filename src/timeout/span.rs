@@ -94,3 +94,158 @@ pub(super) fn route_span(shared: &Shared, found: &Found<'_>, plan: &RoutePlan) -
     let profile = shared.profiles.by_id(found.route.profile);
     rpc_span(&shared.settings, &found.route, profile, plan.decided())
 }
+
+#[cfg(feature = "otel")]
+/// A field of the call's span recorded after the span is made (declared `Empty` by
+/// [`rpc_span`] under the feature `otel`; without it, recording one does nothing).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Late {
+    /// `sw4rm.attempts`: the attempts sent, when the call ends.
+    Attempts,
+    /// `sw4rm.hedges`: the hedges sent, as each is.
+    Hedges,
+    /// `sw4rm.timeout_phase`: which deadline fired.
+    TimeoutPhase,
+    /// `sw4rm.effect`: what the timeout left behind.
+    Effect,
+    /// `rpc.response.status_code`: the final status's name.
+    StatusCode,
+    /// `error.type`: the final status's name, on a failure.
+    ErrorType,
+    /// `otel.status_code`: `ERROR`, on a failure.
+    OtelStatus,
+}
+
+#[cfg(feature = "otel")]
+impl Late {
+    /// Each late field, in the order of [`Resolved::fields`].
+    const ALL: [Late; 7] = [
+        Late::Attempts,
+        Late::Hedges,
+        Late::TimeoutPhase,
+        Late::Effect,
+        Late::StatusCode,
+        Late::ErrorType,
+        Late::OtelStatus,
+    ];
+
+    /// The field's name on the span.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Late::Attempts => "sw4rm.attempts",
+            Late::Hedges => "sw4rm.hedges",
+            Late::TimeoutPhase => "sw4rm.timeout_phase",
+            Late::Effect => "sw4rm.effect",
+            Late::StatusCode => "rpc.response.status_code",
+            Late::ErrorType => "error.type",
+            Late::OtelStatus => "otel.status_code",
+        }
+    }
+}
+
+/// The late fields of one of [`rpc_span`]'s callsites (one a level), found by name
+/// once: `tracing` finds a field named by a string by comparing it with each of the
+/// span's twenty-odd names, on every record.
+#[cfg(feature = "otel")]
+struct Resolved {
+    callsite: tracing::callsite::Identifier,
+    fields: [Option<tracing::field::Field>; Late::ALL.len()],
+}
+
+/// Each level's callsite's late fields, found on the first record at that level.
+#[cfg(feature = "otel")]
+static RESOLVED: [std::sync::OnceLock<Resolved>; 5] = [const { std::sync::OnceLock::new() }; 5];
+
+/// Records `value` as the call's `span`'s field `late` (nothing for a span no one
+/// records, or one without that field). A span of `rpc_span`'s records through the
+/// fields found once for its callsite; any other span, by the field's name.
+#[cfg(feature = "otel")]
+pub(crate) fn record_late(span: &tracing::Span, late: Late, value: impl tracing::Value) {
+    let Some(meta) = span.metadata().filter(|_| !span.is_disabled()) else {
+        return;
+    };
+    let at = match *meta.level() {
+        tracing::Level::ERROR => 0,
+        tracing::Level::WARN => 1,
+        tracing::Level::INFO => 2,
+        tracing::Level::DEBUG => 3,
+        _ => 4,
+    };
+    let resolved = RESOLVED[at].get_or_init(|| Resolved {
+        callsite: meta.callsite(),
+        fields: Late::ALL.map(|late| meta.fields().field(late.name())),
+    });
+    if resolved.callsite != meta.callsite() {
+        span.record(late.name(), value);
+    } else if let Some(field) = &resolved.fields[late as usize] {
+        span.record(field, value);
+    }
+}
+
+#[cfg(all(test, feature = "otel"))]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use tracing::field::{Field, Visit};
+    use tracing_subscriber::layer::{Context, SubscriberExt};
+
+    use super::{record_late, Late};
+
+    /// Each late value recorded, as `span name: field = value`.
+    #[derive(Clone, Default)]
+    struct Recorded(Arc<Mutex<Vec<String>>>);
+
+    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Recorded {
+        fn on_record(
+            &self,
+            id: &tracing::span::Id,
+            values: &tracing::span::Record<'_>,
+            _: Context<'_, S>,
+        ) {
+            struct Each<'a>(&'a mut Vec<String>, u64);
+            impl Visit for Each<'_> {
+                fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+                    self.0
+                        .push(format!("{}: {} = {value:?}", self.1, field.name()));
+                }
+            }
+            values.record(&mut Each(&mut self.0.lock().unwrap(), id.into_u64()));
+        }
+    }
+
+    /// Two spans at one level from two callsites, both with the late fields: whichever
+    /// is recorded first has its callsite's fields found once, and the other is
+    /// recorded by name; each value lands on its own span's field.
+    #[test]
+    fn a_late_field_lands_on_its_span_whichever_callsite_made_it() {
+        let recorded = Recorded::default();
+        let subscriber = tracing_subscriber::registry().with(recorded.clone());
+        tracing::subscriber::with_default(subscriber, || {
+            let make = |first: bool| match first {
+                true => {
+                    tracing::debug_span!("a", sw4rm.attempts = tracing::field::Empty, error.type = tracing::field::Empty)
+                }
+                false => {
+                    tracing::debug_span!("b", error.type = tracing::field::Empty, sw4rm.attempts = tracing::field::Empty)
+                }
+            };
+            let (a, b) = (make(true), make(false));
+            let ids = [&a, &b].map(|s| s.id().unwrap().into_u64());
+            record_late(&a, Late::Attempts, 2u32);
+            record_late(&b, Late::Attempts, 3u32);
+            record_late(&b, Late::ErrorType, "UNAVAILABLE");
+            record_late(&a, Late::StatusCode, "OK");
+            record_late(&tracing::Span::none(), Late::Attempts, 4u32);
+            let seen = recorded.0.lock().unwrap().clone();
+            let want = [
+                format!("{}: sw4rm.attempts = 2", ids[0]),
+                format!("{}: sw4rm.attempts = 3", ids[1]),
+                format!("{}: error.type = \"UNAVAILABLE\"", ids[1]),
+            ];
+            assert_eq!(
+                seen, want,
+                "a span without `rpc.response.status_code` records none"
+            );
+        });
+    }
+}

@@ -51,7 +51,11 @@ impl Record {
             instruments.hedged(&self.labels().attrs);
         }
         #[cfg(feature = "otel")]
-        self.span.record("sw4rm.hedges", attempt.saturating_sub(1));
+        crate::timeout::span::record_late(
+            &self.span,
+            crate::timeout::span::Late::Hedges,
+            attempt.saturating_sub(1),
+        );
         logged!(
             self,
             info,

@@ -409,7 +409,7 @@ fn span_status(
         return;
     }
     if let Some(n) = attempts {
-        span.record("sw4rm.attempts", n.get());
+        crate::timeout::span::record_late(span, crate::timeout::span::Late::Attempts, n.get());
     }
     let code = if timed_out {
         Code::DeadlineExceeded
@@ -417,10 +417,10 @@ fn span_status(
         code()
     };
     let name = crate::wire::status::code_name(code);
-    span.record("rpc.response.status_code", name);
+    crate::timeout::span::record_late(span, crate::timeout::span::Late::StatusCode, name);
     if code != Code::Ok {
-        span.record("error.type", name);
-        span.record("otel.status_code", "ERROR");
+        crate::timeout::span::record_late(span, crate::timeout::span::Late::ErrorType, name);
+        crate::timeout::span::record_late(span, crate::timeout::span::Late::OtelStatus, "ERROR");
     }
 }
 

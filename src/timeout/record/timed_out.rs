@@ -116,8 +116,16 @@ impl Record {
         };
         #[cfg(feature = "otel")]
         if let Some(effect) = &details.effect {
-            self.span.record("sw4rm.timeout_phase", phase.as_str());
-            self.span.record("sw4rm.effect", effect.as_str());
+            crate::timeout::span::record_late(
+                &self.span,
+                crate::timeout::span::Late::TimeoutPhase,
+                phase.as_str(),
+            );
+            crate::timeout::span::record_late(
+                &self.span,
+                crate::timeout::span::Late::Effect,
+                effect.as_str(),
+            );
         }
         if self.state == State::Open {
             self.state = State::Ended;
