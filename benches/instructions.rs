@@ -31,7 +31,8 @@
 //! the slot of its handle's last call, against `plain-routes`) and `debug` (`retries-on` with a
 //! DEBUG subscriber installed, writing to nowhere, against `plain-debug`; `registry`
 //! with spans and events enabled at DEBUG but formatted by no one, against
-//! `plain-registry`).
+//! `plain-registry`; `debug-trace-span`, `debug` with the layer's span at TRACE,
+//! `with_span_level`, so that the DEBUG subscriber sees no span per call).
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -252,7 +253,7 @@ async fn shapes(variant: &str, on: &TimeoutProfileLayer) -> bool {
                 _ => calls_of(&mut InMemory::empty(), heartbeat).await,
             }
         }
-        "plain-debug" | "debug" => {
+        "plain-debug" | "debug" | "debug-trace-span" => {
             let subscriber = tracing_subscriber::fmt()
                 .with_max_level(tracing::Level::DEBUG)
                 .with_writer(std::io::sink)
@@ -260,6 +261,10 @@ async fn shapes(variant: &str, on: &TimeoutProfileLayer) -> bool {
             let _guard = tracing::subscriber::set_default(subscriber);
             match variant {
                 "debug" => calls_of(&mut on.layer(InMemory::empty()), heartbeat).await,
+                "debug-trace-span" => {
+                    let quiet = on.clone().with_span_level(tracing::Level::TRACE);
+                    calls_of(&mut quiet.layer(InMemory::empty()), heartbeat).await
+                }
                 _ => calls_of(&mut InMemory::empty(), heartbeat).await,
             }
         }
@@ -268,7 +273,7 @@ async fn shapes(variant: &str, on: &TimeoutProfileLayer) -> bool {
     true
 }
 
-const SHAPES: [&str; 16] = [
+const SHAPES: [&str; 17] = [
     "call-timeout",
     "plain-message",
     "message-timeout",
@@ -285,6 +290,7 @@ const SHAPES: [&str; 16] = [
     "registry",
     "plain-debug",
     "debug",
+    "debug-trace-span",
 ];
 
 fn main() {

@@ -86,7 +86,7 @@ impl<S, F> Attempt<S, F> {
     /// An attempt sending `request` through `inner` now if it is ready now. If not,
     /// the attempt takes `inner`, leaving a clone in its place, and waits for it (a
     /// waker is registered at the first poll).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn start(inner: &mut S, request: Request, until: Option<Instant>) -> Self
     where
         S: Service<Request, Future = F> + Clone,

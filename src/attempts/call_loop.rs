@@ -64,28 +64,10 @@ pin_project! {
 }
 
 impl<S, F> CallLoop<S, F> {
-    /// The first attempt of a call that started at `start`: it sends `request`
-    /// through `inner`, the layer's own handle on the inner service, if it is ready now
-    /// (as a plain tonic call uses its client's channel; otherwise the attempt waits on
-    /// it, see [`Attempt::start`]), under the first attempt's timeout of `retry`. Made
-    /// apart from the loop, so that the request moves once, into the inner service.
-    #[inline(always)]
-    pub(crate) fn first_attempt(
-        inner: &mut S,
-        request: Request,
-        start: Instant,
-        retry: Option<&Retries<S>>,
-    ) -> Attempt<S, F>
-    where
-        S: Service<Request, Future = F> + Clone,
-        S::Error: Into<BoxError>,
-    {
-        let until = retry.and_then(|r| r.first_until(start));
-        Attempt::start(inner, request, until)
-    }
-
-    /// A call whose `first` attempt is under way ([`CallLoop::first_attempt`]);
-    /// `retry` carries its retries, and the spare their handles come from.
+    /// A call whose `first` attempt is under way (sent by the layer's `call` through
+    /// its own handle on the inner service, [`Attempt::start`], under the first
+    /// attempt's timeout of `retry`); `retry` carries its retries, and the spare their
+    /// handles come from.
     #[inline(always)]
     pub(crate) fn start(first: Attempt<S, F>, retry: Option<Retries<S>>) -> Self {
         CallLoop {

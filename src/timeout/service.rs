@@ -11,6 +11,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::time::Instant;
+use tonic::Status;
 use tower_service::Service;
 
 use super::future::ResponseFuture;
@@ -24,14 +25,14 @@ use super::state::settings::Settings;
 use super::state::shared::{Found, LastPath, Reader, Shared};
 use super::state::LabelsRef;
 use crate::attempts::{
-    CallLoop, HedgeContext, HedgePlan, RecentLatency, ReplayRequest, Retries, RetryPlan, Spare,
+    Attempt, HedgeContext, HedgePlan, RecentLatency, ReplayRequest, Retries, RetryPlan, Spare,
     SpareSlot, WireTimeout,
 };
 use crate::policy::deadline::{Phase, Received};
 use crate::policy::hedge::HedgingDelay;
 use crate::policy::message_ids::IdFields;
 use crate::policy::route::ProfileId;
-use crate::scope::Current;
+use crate::scope::{CancelSignal, Current};
 use crate::wire::details::DetectedBy;
 use crate::wire::error::BoxError;
 use crate::wire::message_field;
@@ -54,6 +55,25 @@ pub struct TimeoutProfileService<S> {
 }
 
 type Request = http::Request<tonic::body::Body>;
+
+/// Sends a call's first attempt through `inner` (a `&mut` of the inner service), in
+/// the call's span when it is on, under the first attempt's timeout of `retry`, and
+/// makes the call's future of it. A macro, not a function: the request moves once,
+/// into the inner service (an inlined function's by-value request is a copy), and the
+/// attempt is made where it is kept (a closure would move it out).
+macro_rules! send_first {
+    ($inner:expr, $req:expr, $start:expr, $record:expr, $retry:expr) => {{
+        let until = $retry.as_ref().and_then(|r| r.first_until($start));
+        let first = match $record.enabled_span() {
+            None => Attempt::start($inner, $req, until),
+            Some(span) => {
+                let _entered = span.enter();
+                Attempt::start($inner, $req, until)
+            }
+        };
+        ResponseFuture::start(first, $record, $retry)
+    }};
+}
 
 impl<S, ResBody> Service<Request> for TimeoutProfileService<S>
 where
@@ -103,14 +123,14 @@ where
             true => route_plan(shared, &found),
             false => None,
         };
-        // Sent as its route's plan says, by that plan alone (`send_planned`).
+        // Sent as its route's plan says, by that plan alone (`prepare_planned`).
         if let Some(routed) = routed.filter(|plan| plan.is_plain()) {
             let span = route_span(shared, &found, routed);
             let call = (found.labels, found.route.profile);
             let ids = found.route.ids;
-            let sent = (req, body, start);
-            let handles = (&mut self.inner, &self.spare);
-            return send_planned(handles, shared, call, (routed, span, ids), sent);
+            let (handles, sent) = ((&self.inner, &self.spare), (&mut req, body, start));
+            let (record, retry) = prepare_planned(handles, shared, call, (routed, span, ids), sent);
+            return send_first!(&mut self.inner, req, start, record, retry);
         }
         // Each arm makes the plan where it is kept (an `Option` of it would be moved).
         let mut planned = match routed {
@@ -137,19 +157,8 @@ where
             .map(|p| (p, span.clone()));
         let mut call = CallRecord::open(shared.clone(), found.labels, &mut planned, start, span);
         call.identify(ids);
-        if exhausted {
-            // Nothing (or less than the floor) is left of the inherited deadline or
-            // the budget: fail at once, without sending.
-            let status = call.timed_out(Phase::Total, &Received::default(), DetectedBy::Client);
+        if let Some(status) = not_sent(&mut call, exhausted, cancel.as_deref(), options) {
             return ResponseFuture::failed(status);
-        }
-        // Made in a cancelled scope: not sent.
-        if let Some(reason) = cancel.as_ref().and_then(|signal| signal.reason()) {
-            return ResponseFuture::failed(call.not_sent(reason));
-        }
-        // Refused by a layer above (a delegation too deep or with nothing left).
-        if let Some(refusal) = options.get::<RefuseSending>() {
-            return ResponseFuture::failed(refused(&mut call, *refusal));
         }
         // The plan (which borrows the path) is done with: the head can change.
         head.write_quiet(req.headers_mut());
@@ -166,38 +175,37 @@ where
         // Written once the request is kept: a kept head leaves it out anyway (each
         // attempt writes its own), and keeping then finds one header fewer to skip.
         head.write_wire(req.headers_mut());
-        send(&mut self.inner, req, sending, call, start)
+        // The first attempt, hedged or not (`send_first!` says why in place).
+        let inner = &mut self.inner;
+        match sending {
+            Sending::Hedged(spare, hedging) => {
+                ResponseFuture::hedged(inner, spare, req, hedging, call)
+            }
+            Sending::Once(retry) => send_first!(inner, req, start, call, retry),
+        }
     }
 }
 
-/// Sends the call's first attempt through `inner`, hedged or not, in the call's span
-/// when it is on.
+/// Why a planned call is not sent, if it is not: the status its caller gets.
 #[inline(always)]
-fn send<S>(
-    inner: &mut S,
-    req: Request,
-    sending: Sending<S>,
-    call: CallRecord,
-    start: Instant,
-) -> ResponseFuture<S, S::Future>
-where
-    S: Service<Request> + Clone,
-    S::Error: Into<BoxError>,
-{
-    match sending {
-        Sending::Hedged(spare, hedging) => ResponseFuture::hedged(inner, spare, req, hedging, call),
-        Sending::Once(retry) => {
-            // Sent where the attempt is kept: a closure would move it out.
-            let first = match call.enabled_span() {
-                None => CallLoop::first_attempt(inner, req, start, retry.as_ref()),
-                Some(span) => {
-                    let _entered = span.enter();
-                    CallLoop::first_attempt(inner, req, start, retry.as_ref())
-                }
-            };
-            ResponseFuture::start(first, call, retry)
-        }
+fn not_sent(
+    call: &mut CallRecord,
+    exhausted: bool,
+    cancel: Option<&CancelSignal>,
+    options: CallOptions<'_>,
+) -> Option<Status> {
+    if exhausted {
+        // Nothing (or less than the floor) is left of the inherited deadline or the
+        // budget: fail at once, without sending.
+        return Some(call.timed_out(Phase::Total, &Received::default(), DetectedBy::Client));
     }
+    // Made in a cancelled scope: not sent.
+    if let Some(reason) = cancel.and_then(CancelSignal::reason) {
+        return Some(call.not_sent(reason));
+    }
+    // Refused by a layer above (a delegation too deep or with nothing left).
+    let refusal = options.get::<RefuseSending>()?;
+    Some(refused(call, *refusal))
 }
 
 #[cfg(test)]
@@ -396,21 +404,20 @@ fn window(shared: &Shared, plan: &HedgePlan, labels: &LabelsRef) -> Option<Arc<R
     }
 }
 
-/// Sends a unary call its route alone plans, as the route's `plan` says, through
-/// `inner`: its record reading the plan's timers, its request kept for a retry when
-/// the route retries, its deadline written, its first attempt sent under the engine
-/// as any other call's.
+/// Makes ready a unary call its route alone plans, as the route's `plan` says: its
+/// record reading the plan's timers, its request kept for a retry when the route
+/// retries, its `body` put back and its deadline written. What it returns goes
+/// to [`send_first!`] with the request, which is only borrowed here: a request passed
+/// by value through an inlined function is copied at each level (232 bytes, some 30
+/// instructions a copy).
 #[inline(always)]
-fn send_planned<S: Service<Request> + Clone>(
-    (inner, spare): (&mut S, &SpareSlot<S>),
+fn prepare_planned<S: Service<Request> + Clone>(
+    (inner, spare): (&S, &SpareSlot<S>),
     shared: &Arc<Shared>,
     call: (LabelsRef, ProfileId),
     (plan, span, ids): (&Arc<RoutePlan>, tracing::Span, Option<IdFields>),
-    (mut req, mut body, start): (Request, tonic::body::Body, Instant),
-) -> ResponseFuture<S, S::Future>
-where
-    S::Error: Into<BoxError>,
-{
+    (req, mut body, start): (&mut Request, tonic::body::Body, Instant),
+) -> (CallRecord, Option<Retries<S>>) {
     let decided = plan.decided();
     #[cfg(feature = "otel")]
     if let Some(propagator) = &shared.settings.propagator {
@@ -421,7 +428,7 @@ where
     record.identify(read_ids(settings, ids, &mut body));
     let watch = settings.watch_tonic_cancel.then(|| record.request_watch());
     let retry = decided.retry.as_ref().and_then(|retry| {
-        let keep = |bytes: &_| Retries::new(spare.share(inner), retry, &req, bytes);
+        let keep = |bytes: &_| Retries::new(spare.share(inner), retry, req, bytes);
         take_whole(&mut body, settings.retry.replay_limit, keep, watch)
     });
     record.sending();
@@ -430,7 +437,7 @@ where
     }
     *req.body_mut() = body;
     decided.wire.clone().apply(req.headers_mut());
-    send(inner, req, Sending::Once(retry), record, start)
+    (record, retry)
 }
 
 #[cfg(test)]
