@@ -74,8 +74,8 @@
 //! 3. `timeout/state/shared.rs` — where the call finds the layer's state (one atomic
 //!    load), what that state holds, and the path's route and labels, asked of the
 //!    profile table once per path.
-//! 4. `timeout/per_call.rs` — what the caller set on the request (one lookup when it
-//!    set nothing).
+//! 4. `timeout/per_call.rs` — what the caller set on the request (its header names
+//!    compared, nothing looked up, when it set nothing).
 //! 5. `timeout/plan.rs` — the pure call plan over the rules in `policy/`: the resolved
 //!    timeout, the smallest cap, the timers, the retry and hedge plans; a route's
 //!    plan, made once.

@@ -118,9 +118,6 @@ pub(crate) struct Lookup<'a> {
 pub(crate) struct Routed {
     /// The lookup with empty names.
     lookup: Lookup<'static>,
-    /// Where the method starts in the path (the service runs from 1 to the slash
-    /// before it).
-    method_at: usize,
 }
 
 impl Lookup<'_> {
@@ -131,7 +128,6 @@ impl Lookup<'_> {
         }
         Some(Routed {
             lookup: self.named("", ""),
-            method_at: path.len().checked_sub(self.method.len())?,
         })
     }
 
@@ -157,10 +153,12 @@ impl Routed {
         self.lookup.profile
     }
 
-    /// The lookup of `path`, the path this was made from.
-    pub(crate) fn on<'a>(&self, path: &'a str) -> Option<Lookup<'a>> {
-        let (service, method) = split_at_method(path, self.method_at)?;
-        Some(self.lookup.named(service, method))
+    /// The lookup of the path this was made from, under the `service` and `method`
+    /// that path splits into (split once, when the path was first routed: a call
+    /// slices nothing).
+    #[inline]
+    pub(crate) fn named<'a>(&self, service: &'a str, method: &'a str) -> Lookup<'a> {
+        self.lookup.named(service, method)
     }
 }
 
@@ -440,7 +438,8 @@ mod tests {
             t.insert_service("b.a", route(2));
             let Some(want) = t.lookup(&path, 9) else { return Ok(()) };
             let routed = want.routed(&path).expect("its own path");
-            let got = routed.on(&path).expect("its own path");
+            let (service, method) = split_path(&path).expect("a routed path splits");
+            let got = routed.named(service, method);
             prop_assert_eq!(
                 (got.matched, got.profile, got.streaming, got.idempotent, got.service, got.method),
                 (want.matched, want.profile, want.streaming, want.idempotent, want.service, want.method)

@@ -72,10 +72,17 @@ pub type Scoped<F> = tokio::task::futures::TaskLocalFuture<Scope, F>;
 /// The caps of the current task's scope, at `now`, and its cancel signal; `None`s
 /// outside any scope (one load while no scope was ever entered, one task-local lookup
 /// after).
+#[inline]
 pub fn current(now: Instant) -> (Option<Current>, Option<Arc<CancelSignal>>) {
     if !ENTERED.load(Ordering::Acquire) {
         return (None, None);
     }
+    in_scope(now)
+}
+
+/// [`current`] once a scope was entered: the task-local lookup, out of line.
+#[inline(never)]
+fn in_scope(now: Instant) -> (Option<Current>, Option<Arc<CancelSignal>>) {
     SCOPE
         .try_with(|s| {
             let cancel = s.cancel.clone();

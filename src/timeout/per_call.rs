@@ -338,18 +338,11 @@ fn not_infinite(d: Duration) -> Duration {
     d.max(Duration::from_nanos(1))
 }
 
-/// The `grpc-timeout` the caller wrote, if any. A generated client's request carries a
-/// handful of headers, and comparing their names (most of them standard names, an
-/// enum) costs less than hashing `grpc-timeout` for a lookup, which every call would
-/// pay; a request with many headers is looked up.
+/// The `grpc-timeout` the caller wrote, if any (its names compared, nothing hashed,
+/// when it wrote none).
 #[inline]
 fn caller_grpc_timeout(headers: &HeaderMap) -> Option<&http::HeaderValue> {
-    if headers.keys_len() > 8 {
-        return headers.get(GRPC_TIMEOUT);
-    }
-    headers
-        .iter()
-        .find_map(|(name, value)| (*name == GRPC_TIMEOUT).then_some(value))
+    crate::wire::headers::find(headers, &GRPC_TIMEOUT)
 }
 
 #[cfg(test)]

@@ -11,7 +11,27 @@ use crate::policy::streaming::millis;
 /// The RPC's span (clamp and timeout events are emitted inside it), at the layer's
 /// level: a disabled level costs nothing. With the feature `otel` it carries
 /// OpenTelemetry's RPC fields too.
+#[inline]
 pub(super) fn rpc_span(
+    settings: &Settings,
+    route: &Lookup<'_>,
+    profile: &ResolvedProfile,
+    decided: &Decided,
+) -> tracing::Span {
+    // The first of `tracing`'s own checks, before the span's fields are gathered: no
+    // subscriber wants the level (the span would be `Span::none()`).
+    let level = settings.span_level;
+    if level > tracing::level_filters::STATIC_MAX_LEVEL
+        || level > tracing::level_filters::LevelFilter::current()
+    {
+        return tracing::Span::none();
+    }
+    made_span(settings, route, profile, decided)
+}
+
+/// [`rpc_span`] at a level some subscriber may want: out of line.
+#[inline(never)]
+fn made_span(
     settings: &Settings,
     route: &Lookup<'_>,
     profile: &ResolvedProfile,

@@ -2,7 +2,8 @@
 //! message framing, timeout fields inside request messages, the timeout details (`google.rpc.ErrorInfo`) and what a peer's status
 //! says.
 //!
-//! Reading order: `grpc_timeout.rs` → `details.rs` (its sentence in `details_text.rs`); `framing.rs`,
+//! Reading order: `grpc_timeout.rs` → `details.rs` (its sentence in `details_text.rs`);
+//! `headers.rs`, a header of a short head found by its name; `framing.rs`,
 //! `message_field.rs`, `message_ids.rs` (SW4-003's ids) and `reassembled.rs` for the body; `status.rs` for
 //! classifying answers; `error.rs` the layer's error type; `stream_idle.rs` the
 //! caller's quiet limit a long-work guard paces its progress messages by;
@@ -18,6 +19,7 @@ pub(crate) mod error;
 pub(crate) mod first_words;
 pub(crate) mod framing;
 pub mod grpc_timeout;
+pub(crate) mod headers;
 pub(crate) mod long_work;
 pub(crate) mod message_field;
 pub(crate) mod message_ids;

@@ -71,7 +71,7 @@ fn parse_status(bytes: &[u8]) -> Option<i32> {
 /// `Unknown`, as gRPC reads it).
 #[inline]
 pub(crate) fn code_of_headers(headers: &http::HeaderMap) -> Option<Code> {
-    headers.get(GRPC_STATUS).map(code_of_value)
+    super::headers::find(headers, &GRPC_STATUS).map(code_of_value)
 }
 
 /// The code a `grpc-status` value says (an unreadable value is `Unknown`).
@@ -96,7 +96,7 @@ impl<'a> AnswerHead<'a> {
     pub(crate) fn of(headers: &'a http::HeaderMap) -> Self {
         AnswerHead {
             headers,
-            status: headers.get(GRPC_STATUS),
+            status: super::headers::find(headers, &GRPC_STATUS),
         }
     }
 

@@ -430,6 +430,10 @@ impl Drop for Record {
     /// its scope was cancelled. A trailers-only answer ends here
     /// too: tonic reads its status from the headers and drops the empty body.
     fn drop(&mut self) {
+        // Ended already (as every answered call is): nothing left to count.
+        if self.state != State::Open {
+            return;
+        }
         if self.header_code.is_none() && self.dropped_by_cancel() {
             return;
         }

@@ -215,23 +215,18 @@ pub(crate) struct LastPath {
     slot: u32,
 }
 
-/// The path found in slot `at`, seated with `seen`: its route laid back onto the
-/// path it was made from (`None` if it does not lie), its first call counted.
+/// The path found in slot `at`, seated with `seen`: its route under the names its
+/// labels split the path into when it was seated, its first call counted.
 #[inline(always)]
-fn hit<'a>(
-    seen: &Seen,
-    at: u32,
-    path: &'a str,
-    instruments: Option<&Instruments>,
-) -> Option<Found<'a>> {
-    let route = seen.routed.on(path)?;
+fn hit<'a>(seen: &'a Seen, at: u32, instruments: Option<&Instruments>) -> Found<'a> {
+    let route = seen.routed.named(&seen.labels.service, &seen.labels.method);
     if let Some(instruments) = instruments {
         seen.called(instruments);
     }
-    Some(Found {
+    Found {
         route,
         labels: LabelsRef::Seen(at),
-    })
+    }
 }
 
 /// The route and the labels of a path.
@@ -269,7 +264,7 @@ impl PathTable {
     /// route's counters at 0, so that a panel's `rate()` reads 0, not "no data",
     /// until the first retry, hedge, timeout or cancel.
     pub(crate) fn find<'a>(
-        &self,
+        &'a self,
         profiles: &ProfileSet,
         path: &'a str,
         instruments: Option<&Instruments>,
@@ -282,7 +277,7 @@ impl PathTable {
     /// `last` at this one's. Only a guess: the slot's path is compared before use.
     #[inline(always)]
     pub(crate) fn find_after<'a>(
-        &self,
+        &'a self,
         profiles: &ProfileSet,
         path: &'a str,
         instruments: Option<&Instruments>,
@@ -291,9 +286,7 @@ impl PathTable {
         if last.addr == path.as_ptr() as usize {
             if let Some(seen) = self.slots.get(last.slot as usize).and_then(OnceLock::get) {
                 if *seen.path == *path {
-                    if let Some(found) = hit(seen, last.slot, path, instruments) {
-                        return Some(found);
-                    }
+                    return Some(hit(seen, last.slot, instruments));
                 }
             }
         }
@@ -303,7 +296,7 @@ impl PathTable {
     /// A path's slot by the path's hash, from which `last` is left pointing at it.
     #[inline(never)]
     fn probe<'a>(
-        &self,
+        &'a self,
         profiles: &ProfileSet,
         path: &'a str,
         instruments: Option<&Instruments>,
@@ -332,9 +325,7 @@ impl PathTable {
             if *seen.path == *path {
                 // The slot's index fits (the table is far shorter than `u32::MAX`).
                 let Ok(at) = u32::try_from(i) else { break };
-                let Some(found) = hit(seen, at, path, instruments) else {
-                    break;
-                };
+                let found = hit(seen, at, instruments);
                 *last = LastPath {
                     addr: path.as_ptr() as usize,
                     slot: at,
