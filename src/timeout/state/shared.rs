@@ -381,11 +381,6 @@ impl PathTable {
     }
 }
 
-/// A path's first sight at an empty slot: routes it and takes the slot, unless another
-/// call took it first (for this path or another). `None`: not a gRPC path;
-/// `Some(None)`: a path that cannot be kept.
-#[cold]
-#[inline(never)]
 /// The route of `path`, with the SW4-003 ids its requests carry (named by the RPC,
 /// whatever profile it runs under): what a call's path is found with.
 fn route_of<'a>(profiles: &ProfileSet, path: &'a str) -> Option<Lookup<'a>> {
@@ -394,6 +389,11 @@ fn route_of<'a>(profiles: &ProfileSet, path: &'a str) -> Option<Lookup<'a>> {
     Some(route)
 }
 
+/// A path's first sight at an empty slot: routes it and takes the slot, unless another
+/// call took it first (for this path or another). `None`: not a gRPC path;
+/// `Some(None)`: a path that cannot be kept.
+#[cold]
+#[inline(never)]
 fn seat<'t>(
     slot: &'t OnceLock<Box<Seen>>,
     profiles: &ProfileSet,
