@@ -15,9 +15,11 @@
 //! minus `plain`'s. If the layer's own work grew with the calls in flight (a list
 //! scanned, a table grown), its figure at 100,000 would stand above its figure at
 //! 1,000: what `scale` times at 100,000 beyond that is the memory the calls occupy
-//! (cache and TLB misses, page faults), which plain tonic's calls meet too. Run
-//! without a variant (as `cargo bench` does), it runs each at 100 calls and prints
-//! nothing else.
+//! (cache and TLB misses, page faults), which plain tonic's calls meet too. With a
+//! variant it prints the live heap bytes per call while all `N` wait (counted by the
+//! benches' allocator, `support/counting.rs`): the layer's own, with no connection's
+//! buffers beside them. Run without a variant (as `cargo bench` does), it runs each at
+//! 100 calls and prints nothing.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -29,6 +31,9 @@ use sw4rm_timeouts::{ProfileSet, TimeoutProfileLayer};
 use tower::{Layer, Service};
 
 use sw4rm_timeouts::testing::generated_request;
+
+#[path = "support/counting.rs"]
+mod counting;
 
 type Request = http::Request<tonic::body::Body>;
 
@@ -94,8 +99,8 @@ where
 }
 
 /// Makes `n` calls through `svc`, polls each once (all wait), answers them and polls
-/// each to its end.
-async fn hold<S, B>(svc: &mut S, n: usize)
+/// each to its end: the live heap bytes a call while all waited.
+async fn hold<S, B>(svc: &mut S, n: usize) -> f64
 where
     S: Service<Request, Response = http::Response<B>>,
     S::Future: 'static,
@@ -104,7 +109,10 @@ where
     B::Error: std::fmt::Debug,
 {
     ANSWER.store(false, Ordering::Relaxed);
-    let mut calls: Vec<InFlight> = (0..n).map(|_| one(svc)).collect();
+    // The list of calls itself is not a call's: made before counting starts.
+    let mut calls: Vec<InFlight> = Vec::with_capacity(n);
+    let before = counting::live();
+    calls.extend((0..n).map(|_| one(svc)));
     std::future::poll_fn(|cx| {
         for call in &mut calls {
             assert!(call.as_mut().poll(cx).is_pending(), "a held call waits");
@@ -112,6 +120,7 @@ where
         Poll::Ready(())
     })
     .await;
+    let waiting = (counting::live() - before) as f64 / n.max(1) as f64;
     ANSWER.store(true, Ordering::Relaxed);
     std::future::poll_fn(|cx| {
         for call in &mut calls {
@@ -120,6 +129,7 @@ where
         Poll::Ready(())
     })
     .await;
+    waiting
 }
 
 fn main() {
@@ -136,8 +146,9 @@ fn main() {
     // and none fires.
     let layer = TimeoutProfileLayer::new(ProfileSet::standard()).without_metrics();
     let off = layer.clone().without_retries();
+    counting::count_this_thread();
     rt.block_on(async {
-        match variant.as_str() {
+        let bytes = match variant.as_str() {
             "plain" => hold(&mut Held, n).await,
             "layer" => hold(&mut layer.layer(Held), n).await,
             "layer-retries-off" => hold(&mut off.layer(Held), n).await,
@@ -145,7 +156,9 @@ fn main() {
                 hold(&mut Held, n).await;
                 hold(&mut layer.layer(Held), n).await;
                 hold(&mut off.layer(Held), n).await;
+                return;
             }
-        }
+        };
+        println!("{variant} at {n} in flight: {bytes:.0} live heap bytes a call");
     });
 }

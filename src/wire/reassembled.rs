@@ -147,7 +147,8 @@ pub(crate) fn take_whole<K>(
     let mut cx = Context::from_waker(Waker::noop());
     // The common case, one data frame then the end, queues nothing.
     let mut single: Option<Bytes> = None;
-    let mut frames: VecDeque<Result<Frame<Bytes>, tonic::Status>> = VecDeque::new();
+    // A `Vec` until it is handed on: an empty one's drop is a check of its capacity.
+    let mut frames: Vec<Result<Frame<Bytes>, tonic::Status>> = Vec::new();
     let mut size = 0usize;
     let whole = loop {
         match Pin::new(&mut taken).poll_frame(&mut cx) {
@@ -160,9 +161,9 @@ pub(crate) fn take_whole<K>(
                     (None, true, true) => single = frame.into_data().ok(),
                     (first, _, _) => {
                         if let Some(b) = first {
-                            frames.push_back(Ok(Frame::data(b)));
+                            frames.push(Ok(Frame::data(b)));
                         }
-                        frames.push_back(Ok(frame));
+                        frames.push(Ok(frame));
                     }
                 }
                 // Trailers, or too large: sent once.
@@ -172,14 +173,14 @@ pub(crate) fn take_whole<K>(
             }
             Poll::Ready(Some(Err(e))) => {
                 if let Some(b) = single.take() {
-                    frames.push_back(Ok(Frame::data(b)));
+                    frames.push(Ok(Frame::data(b)));
                 }
-                frames.push_back(Err(e));
+                frames.push(Err(e));
                 break false;
             }
             Poll::Pending => {
                 if let Some(b) = single.take() {
-                    frames.push_back(Ok(Frame::data(b)));
+                    frames.push(Ok(Frame::data(b)));
                 }
                 break false;
             }
@@ -213,7 +214,7 @@ pub(crate) fn take_whole<K>(
         *body = taken;
         None
     } else {
-        *body = tonic::body::Body::new(Reassembled::frames(frames, taken));
+        *body = tonic::body::Body::new(Reassembled::frames(frames.into(), taken));
         None
     }
 }
