@@ -115,9 +115,9 @@ pub(super) fn route_span(shared: &Shared, found: &Found<'_>, plan: &RoutePlan) -
     rpc_span(&shared.settings, &found.route, profile, plan.decided())
 }
 
-#[cfg(feature = "otel")]
 /// A field of the call's span recorded after the span is made (declared `Empty` by
 /// [`rpc_span`] under the feature `otel`; without it, recording one does nothing).
+#[cfg(feature = "otel")]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Late {
     /// `sw4rm.attempts`: the attempts sent, when the call ends.
@@ -177,8 +177,9 @@ struct Resolved {
 static RESOLVED: [std::sync::OnceLock<Resolved>; 5] = [const { std::sync::OnceLock::new() }; 5];
 
 /// Records `value` as the call's `span`'s field `late` (nothing for a span no one
-/// records, or one without that field). A span of `rpc_span`'s records through the
-/// fields found once for its callsite; any other span, by the field's name.
+/// records, or one without that field). A span made where the first span recorded at
+/// its level was made (every call's comes from [`rpc_span`]) records through the
+/// fields found then; any other span, by the field's name.
 #[cfg(feature = "otel")]
 pub(crate) fn record_late(span: &tracing::Span, late: Late, value: impl tracing::Value) {
     let Some(meta) = span.metadata().filter(|_| !span.is_disabled()) else {
