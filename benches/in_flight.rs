@@ -78,26 +78,6 @@ impl Service<Request> for Held {
 /// A call in flight, boxed as a spawned task's future is.
 type InFlight = Pin<Box<dyn Future<Output = ()>>>;
 
-/// One call through `svc`: its answer, then its body drained.
-fn one<S, B>(svc: &mut S) -> InFlight
-where
-    S: Service<Request, Response = http::Response<B>>,
-    S::Future: 'static,
-    S::Error: std::fmt::Debug,
-    B: http_body::Body + 'static,
-    B::Error: std::fmt::Debug,
-{
-    let answer = svc.call(generated_request(PATH));
-    Box::pin(async move {
-        use http_body_util::BodyExt;
-        let response = answer.await.expect("answer");
-        let mut body = std::pin::pin!(response.into_body());
-        while let Some(frame) = body.as_mut().frame().await {
-            frame.expect("frame");
-        }
-    })
-}
-
 /// Makes `n` calls through `svc`, polls each once (all wait), answers them and polls
 /// each to its end: the live heap bytes a call while all waited.
 async fn hold<S, B>(svc: &mut S, n: usize) -> f64
@@ -112,7 +92,18 @@ where
     // The list of calls itself is not a call's: made before counting starts.
     let mut calls: Vec<InFlight> = Vec::with_capacity(n);
     let before = counting::live();
-    calls.extend((0..n).map(|_| one(svc)));
+    // Each call: its answer, then its body drained.
+    calls.extend((0..n).map(|_| {
+        let answer = svc.call(generated_request(PATH));
+        Box::pin(async move {
+            use http_body_util::BodyExt;
+            let response = answer.await.expect("answer");
+            let mut body = std::pin::pin!(response.into_body());
+            while let Some(frame) = body.as_mut().frame().await {
+                frame.expect("frame");
+            }
+        }) as InFlight
+    }));
     std::future::poll_fn(|cx| {
         for call in &mut calls {
             assert!(call.as_mut().poll(cx).is_pending(), "a held call waits");
