@@ -89,14 +89,11 @@ impl<S, F> ResponseFuture<S, F> {
         S: Service<Request, Future = F> + Clone,
         S::Error: Into<BoxError>,
     {
-        // Sent where the attempts are kept: a closure would move them out.
-        let attempts = match record.enabled_span() {
-            None => CallLoop::hedged(inner, spare, request, hedging),
-            Some(span) => {
-                let _entered = span.enter();
-                CallLoop::hedged(inner, spare, request, hedging)
-            }
-        };
+        // Sent in the call's span, where the attempts are kept: a closure would move
+        // them out.
+        let entered = record.span().enter();
+        let attempts = CallLoop::hedged(inner, spare, request, hedging);
+        drop(entered);
         ResponseFuture {
             attempts,
             record: Some(record),

@@ -57,20 +57,16 @@ pub struct TimeoutProfileService<S> {
 type Request = http::Request<tonic::body::Body>;
 
 /// Sends a call's first attempt through `inner` (a `&mut` of the inner service), in
-/// the call's span when it is on, under the first attempt's timeout of `retry`, and
-/// makes the call's future of it. A macro, not a function: the request moves once,
-/// into the inner service (an inlined function's by-value request is a copy), and the
-/// attempt is made where it is kept (a closure would move it out).
+/// the call's span (entering a disabled one does nothing), under the first attempt's
+/// timeout of `retry`, and makes the call's future of it. A macro, not a function: the
+/// request moves once, into the inner service (an inlined function's by-value request
+/// is a copy), and the attempt is made where it is kept (a closure would move it out).
 macro_rules! send_first {
     ($inner:expr, $req:expr, $start:expr, $record:expr, $retry:expr) => {{
         let until = $retry.as_ref().and_then(|r| r.first_until($start));
-        let first = match $record.enabled_span() {
-            None => Attempt::start($inner, $req, until),
-            Some(span) => {
-                let _entered = span.enter();
-                Attempt::start($inner, $req, until)
-            }
-        };
+        let entered = $record.span().enter();
+        let first = Attempt::start($inner, $req, until);
+        drop(entered);
         ResponseFuture::start(first, $record, $retry)
     }};
 }

@@ -77,17 +77,17 @@ impl Record {
         self.timers().server_phase(messages)
     }
 
-    /// The call's `sw4rm_rpc` span when its level is on. A step of the call is run
-    /// inside it, so that events of the transport and of the caller's code while the
-    /// call is polled are correlated to it (as tower-http's trace body does); when it
-    /// is off (the common case), the step runs with no guard made or dropped. Whether
-    /// it is on never changes what the call does, only where its events are logged.
+    /// The call's `sw4rm_rpc` span (disabled when its level is off). A step of the
+    /// call is run inside it, so that events of the transport and of the caller's code
+    /// while the call is polled are correlated to it (as tower-http's trace body does);
+    /// entering a disabled span does nothing. Whether it is on never changes what the
+    /// call does, only where its events are logged.
     #[inline(always)]
-    pub(crate) fn enabled_span(&self) -> Option<&tracing::Span> {
-        (!self.span.is_disabled()).then_some(&self.span)
+    pub(crate) fn span(&self) -> &tracing::Span {
+        &self.span
     }
 
-    /// Runs `f` with the record inside the call's span ([`Record::enabled_span`]). The
+    /// Runs `f` with the record inside the call's span ([`Record::span`]). The
     /// record is lent to the step, so the guard holds the span's id and subscriber
     /// rather than a clone of the span (a clone is a reference the subscriber counts,
     /// and closes, on every poll).

@@ -9,6 +9,8 @@ use super::Record;
 use crate::attempts::{CallEnd, Event, RetryBudget, Sink};
 use crate::policy::cancel::CancelReason;
 use crate::policy::streaming::millis;
+#[cfg(feature = "otel")]
+use crate::timeout::span::{record_late, Late};
 use crate::wire::error::BoxError;
 
 impl Record {
@@ -51,11 +53,7 @@ impl Record {
             instruments.hedged(&self.labels().attrs);
         }
         #[cfg(feature = "otel")]
-        crate::timeout::span::record_late(
-            &self.span,
-            crate::timeout::span::Late::Hedges,
-            attempt.saturating_sub(1),
-        );
+        record_late(&self.span, Late::Hedges, attempt.saturating_sub(1));
         logged!(
             self,
             info,

@@ -54,6 +54,8 @@ use crate::policy::route::ProfileId;
 use crate::policy::streaming::millis;
 use crate::scope::{BudgetNow, Watch};
 
+#[cfg(feature = "otel")]
+use crate::timeout::span::{record_late, Late};
 use crate::wire::error::BoxError;
 use crate::wire::message_ids::CallIds;
 use crate::wire::status::{code_of_error, lost_connection, unreachable};
@@ -409,7 +411,7 @@ fn span_status(
         return;
     }
     if let Some(n) = attempts {
-        crate::timeout::span::record_late(span, crate::timeout::span::Late::Attempts, n.get());
+        record_late(span, Late::Attempts, n.get());
     }
     let code = if timed_out {
         Code::DeadlineExceeded
@@ -417,10 +419,10 @@ fn span_status(
         code()
     };
     let name = crate::wire::status::code_name(code);
-    crate::timeout::span::record_late(span, crate::timeout::span::Late::StatusCode, name);
+    record_late(span, Late::StatusCode, name);
     if code != Code::Ok {
-        crate::timeout::span::record_late(span, crate::timeout::span::Late::ErrorType, name);
-        crate::timeout::span::record_late(span, crate::timeout::span::Late::OtelStatus, "ERROR");
+        record_late(span, Late::ErrorType, name);
+        record_late(span, Late::OtelStatus, "ERROR");
     }
 }
 

@@ -11,6 +11,8 @@ use super::{Record, State};
 use crate::policy::deadline::{Cap, Phase, Received};
 use crate::policy::source::Source;
 use crate::policy::streaming::millis;
+#[cfg(feature = "otel")]
+use crate::timeout::span::{record_late, Late};
 use crate::wire::details::{DetectedBy, TimeoutDetails};
 use crate::wire::long_work::LongWorkDetails;
 
@@ -116,16 +118,8 @@ impl Record {
         };
         #[cfg(feature = "otel")]
         if let Some(effect) = &details.effect {
-            crate::timeout::span::record_late(
-                &self.span,
-                crate::timeout::span::Late::TimeoutPhase,
-                phase.as_str(),
-            );
-            crate::timeout::span::record_late(
-                &self.span,
-                crate::timeout::span::Late::Effect,
-                effect.as_str(),
-            );
+            record_late(&self.span, Late::TimeoutPhase, phase.as_str());
+            record_late(&self.span, Late::Effect, effect.as_str());
         }
         if self.state == State::Open {
             self.state = State::Ended;
