@@ -528,8 +528,10 @@ mod tests {
                     log.calls.push(at);
                 } else if rate.try_hedge(rate.born + at) {
                     log.hedges.push(at);
-                    let from = at.saturating_sub(window);
-                    let in_window = |t: &&Duration| **t > from && **t <= at;
+                    // The window of time ending now; before a whole window has
+                    // passed, all of it since the rate was made (events at 0 too).
+                    let from = at.checked_sub(window);
+                    let in_window = |t: &&Duration| from.is_none_or(|f| **t > f) && **t <= at;
                     let hedges = log.hedges.iter().filter(in_window).count() as u64;
                     let calls = log.calls.iter().filter(in_window).count() as f64;
                     let bound = (share * calls).floor() as u64 + u64::from(burst);

@@ -43,7 +43,7 @@ pub(crate) use hedge_delay::RecentLatency;
 pub(crate) use hedge_rate::HedgeRate;
 pub use hedge_rate::{HedgeCap, DEFAULT_HEDGE_BURST};
 pub(crate) use hedges::{HedgeContext, HedgePlan};
-pub(crate) use replay::{ReplayRequest, Spare, SpareSlot, DEFAULT_REPLAY_LIMIT};
+pub(crate) use replay::{ReplayRequest, Spare, SpareSlot, ToKeep, DEFAULT_REPLAY_LIMIT};
 pub(crate) use retries::boxes::{pop, push};
 pub(crate) use retries::{Retries, RetryPlan};
 pub use retry_budget::RetryBudget;

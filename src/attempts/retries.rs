@@ -11,7 +11,7 @@ use bytes::Bytes;
 use tokio::time::Instant;
 
 use super::attempt::WireTimeout;
-use super::replay::Spare;
+use super::replay::{Spare, ToKeep};
 use super::retry_budget::RetryBudget;
 use super::ATTEMPTS_HEADER;
 use crate::policy::deadline::Cap;
@@ -123,7 +123,12 @@ impl<S: Clone> Retries<S> {
     /// (the head of `request` and its whole body, `bytes`) for replay; the attempts
     /// after it go through handles taken from `spare`. The plan is read where it is
     /// (its source cloned): moved into a closure, its 152 bytes were copied.
-    pub(crate) fn new(spare: Spare<S>, plan: &RetryPlan, request: &Request, bytes: &Bytes) -> Self {
+    pub(crate) fn new(
+        spare: Spare<S>,
+        plan: &RetryPlan,
+        request: ToKeep<'_>,
+        bytes: &Bytes,
+    ) -> Self {
         // Written field by field where the box is: nothing of its size is moved.
         let mut state = boxes::take();
         state.kept.keep(request, bytes);
@@ -485,7 +490,12 @@ mod tests {
             attempt_source: Some(Source::Env(from.clone())),
         };
         let bytes = Bytes::from(vec![7u8; 4096]);
-        Retries::new(SpareSlot::default().share(&()), &plan, &sent, &bytes)
+        Retries::new(
+            SpareSlot::default().share(&()),
+            &plan,
+            ToKeep::new(&sent),
+            &bytes,
+        )
     }
 
     /// A call that ended gives its box back emptied: nothing of the request (its

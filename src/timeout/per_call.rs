@@ -223,7 +223,13 @@ impl CallHedging {
 /// is answered without a lookup, where each lookup of an extension hashes its type and
 /// probes a table, and the call can be planned by its route alone.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct CallOptions<'a>(Option<&'a http::Extensions>);
+pub(crate) struct CallOptions<'a> {
+    /// The extensions, when they carry an override.
+    overrides: Option<&'a http::Extensions>,
+    /// The method tonic's generated client named, when it is the request's one
+    /// extension (as a generated call's is): kept for replay without looking it up again.
+    method_alone: Option<&'a tonic::GrpcMethod<'static>>,
+}
 
 /// A type the layer reads from a request's extensions as a per-call override. Only
 /// `overrides!` implements it, so a type read with [`CallOptions::get`] is one that
@@ -256,27 +262,42 @@ impl<'a> CallOptions<'a> {
     /// The overrides in `extensions`.
     #[inline]
     pub(crate) fn of(extensions: &'a http::Extensions) -> Self {
-        let none = match extensions.len() {
-            0 => true,
-            1 if extensions.get::<tonic::GrpcMethod<'static>>().is_some() => true,
-            _ => !carries_one(extensions),
+        let (none, method_alone) = match extensions.len() {
+            0 => (true, None),
+            1 => match extensions.get::<tonic::GrpcMethod<'static>>() {
+                Some(method) => (true, Some(method)),
+                None => (!carries_one(extensions), None),
+            },
+            _ => (!carries_one(extensions), None),
         };
-        CallOptions((!none).then_some(extensions))
+        CallOptions {
+            overrides: (!none).then_some(extensions),
+            method_alone,
+        }
     }
 
     /// No overrides at all.
-    pub(crate) const NONE: CallOptions<'static> = CallOptions(None);
+    pub(crate) const NONE: CallOptions<'static> = CallOptions {
+        overrides: None,
+        method_alone: None,
+    };
 
     /// Whether the request carries no override.
     #[inline]
     pub(crate) fn is_none(self) -> bool {
-        self.0.is_none()
+        self.overrides.is_none()
     }
 
     /// The override of type `T`, when the request carries one.
     #[inline]
     pub(crate) fn get<T: Override>(self) -> Option<&'a T> {
-        self.0.and_then(http::Extensions::get::<T>)
+        self.overrides.and_then(http::Extensions::get::<T>)
+    }
+
+    /// tonic's `GrpcMethod`, when it is the request's one extension.
+    #[inline]
+    pub(crate) fn method_alone(self) -> Option<&'a tonic::GrpcMethod<'static>> {
+        self.method_alone
     }
 }
 
@@ -377,6 +398,75 @@ mod options_tests {
             extensions.insert(CallTimeout::Infinite);
             let got = CallOptions::of(&extensions).get::<CallTimeout>().copied();
             assert_eq!(got, Some(CallTimeout::Infinite), "{name}");
+        }
+    }
+
+    /// The method is handed on (to keep the request for replay without looking it up
+    /// again) exactly when it is the request's one extension, and a request kept with
+    /// it comes back as one kept without: the same extensions, the same method.
+    #[test]
+    fn the_method_is_handed_on_only_when_it_is_alone() {
+        use crate::attempts::{ReplayRequest, ToKeep};
+        type Add = fn(&mut http::Extensions);
+        let rows: [(&str, Add, bool); 5] = [
+            ("nothing", |_| {}, false),
+            (
+                "a generated client's method",
+                |e| {
+                    e.insert(tonic::GrpcMethod::new("s", "m"));
+                },
+                true,
+            ),
+            (
+                "something of the caller's",
+                |e| {
+                    e.insert(7u8);
+                },
+                false,
+            ),
+            (
+                "the method and something else",
+                |e| {
+                    e.insert(tonic::GrpcMethod::new("s", "m"));
+                    e.insert(7u8);
+                },
+                false,
+            ),
+            (
+                "the method and a timeout",
+                |e| {
+                    e.insert(tonic::GrpcMethod::new("s", "m"));
+                    e.insert(CallTimeout::Infinite);
+                },
+                false,
+            ),
+        ];
+        let names = |e: &http::Extensions| {
+            e.get::<tonic::GrpcMethod<'static>>()
+                .map(|m| (m.service().to_owned(), m.method().to_owned()))
+        };
+        for (name, add, alone) in rows {
+            let mut request = http::Request::new(tonic::body::Body::empty());
+            add(request.extensions_mut());
+            let hint = CallOptions::of(request.extensions()).method_alone();
+            assert_eq!(hint.is_some(), alone, "{name}");
+            let bytes = bytes::Bytes::from_static(b"\0\0\0\0\0");
+            let hinted = ToKeep {
+                request: &request,
+                method_alone: hint,
+            };
+            let with = ReplayRequest::new(hinted, &bytes).request(2);
+            let without = ReplayRequest::new(ToKeep::new(&request), &bytes).request(2);
+            let (with, without) = (with.extensions(), without.extensions());
+            assert_eq!(with.len(), request.extensions().len(), "{name}");
+            assert_eq!(with.len(), without.len(), "{name}");
+            assert_eq!(names(with), names(request.extensions()), "{name}");
+            assert_eq!(with.get::<u8>(), without.get::<u8>(), "{name}");
+            assert_eq!(
+                with.get::<CallTimeout>(),
+                without.get::<CallTimeout>(),
+                "{name}"
+            );
         }
     }
 

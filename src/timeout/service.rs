@@ -26,7 +26,7 @@ use super::state::shared::{Found, LastPath, Reader, Shared};
 use super::state::LabelsRef;
 use crate::attempts::{
     Attempt, HedgeContext, HedgePlan, RecentLatency, ReplayRequest, Retries, RetryPlan, Spare,
-    SpareSlot, WireTimeout,
+    SpareSlot, ToKeep, WireTimeout,
 };
 use crate::policy::deadline::{Phase, Received};
 use crate::policy::hedge::HedgingDelay;
@@ -55,6 +55,9 @@ pub struct TimeoutProfileService<S> {
 }
 
 type Request = http::Request<tonic::body::Body>;
+
+/// tonic's `GrpcMethod`, when it is a request's one extension (`CallOptions::method_alone`).
+type Alone = Option<tonic::GrpcMethod<'static>>;
 
 /// Sends a call's first attempt through `inner` (a `&mut` of the inner service), in
 /// the call's span (entering a disabled one does nothing), under the first attempt's
@@ -124,7 +127,10 @@ where
             let span = route_span(shared, &found, routed);
             let call = (found.labels, found.route.profile);
             let ids = found.route.ids;
-            let (handles, sent) = ((&self.inner, &self.spare), (&mut req, body, start));
+            // Copied (two `&str`s) for a request kept for retries: it is lent mutably next.
+            let retries = routed.decided().retry.is_some();
+            let alone = options.method_alone().filter(|_| retries).cloned();
+            let (handles, sent) = ((&self.inner, &self.spare), (&mut req, body, start, alone));
             let (record, retry) = prepare_planned(handles, shared, call, (routed, span, ids), sent);
             return send_first!(&mut self.inner, req, start, record, retry);
         }
@@ -346,7 +352,8 @@ fn keep<S: Clone>(
             rate: shared.settings.hedge_cap.clone(),
         };
         let watch = watch_cancel.then(|| call.request_watch());
-        if let Some(kept) = take_whole(body, limit, |bytes| ReplayRequest::new(req, bytes), watch) {
+        let kept = |bytes: &_| ReplayRequest::new(ToKeep::new(req), bytes);
+        if let Some(kept) = take_whole(body, limit, kept, watch) {
             call.sending();
             call.attempt(1, None);
             return Sending::Hedged(spare.share(inner), (kept, plan, context));
@@ -354,7 +361,7 @@ fn keep<S: Clone>(
     }
     let watch = watch_cancel.then(|| call.request_watch());
     let retry = attempts.retry.as_ref().and_then(|plan| {
-        let keep = |bytes: &_| Retries::new(spare.share(inner), plan, req, bytes);
+        let keep = |bytes: &_| Retries::new(spare.share(inner), plan, ToKeep::new(req), bytes);
         take_whole(body, limit, keep, watch)
     });
     call.sending();
@@ -412,7 +419,7 @@ fn prepare_planned<S: Service<Request> + Clone>(
     shared: &Arc<Shared>,
     call: (LabelsRef, ProfileId),
     (plan, span, ids): (&Arc<RoutePlan>, tracing::Span, Option<IdFields>),
-    (req, mut body, start): (&mut Request, tonic::body::Body, Instant),
+    (req, mut body, start, alone): (&mut Request, tonic::body::Body, Instant, Alone),
 ) -> (CallRecord, Option<Retries<S>>) {
     let decided = plan.decided();
     #[cfg(feature = "otel")]
@@ -424,7 +431,11 @@ fn prepare_planned<S: Service<Request> + Clone>(
     record.identify(read_ids(settings, ids, &mut body));
     let watch = settings.watch_tonic_cancel.then(|| record.request_watch());
     let retry = decided.retry.as_ref().and_then(|retry| {
-        let keep = |bytes: &_| Retries::new(spare.share(inner), retry, req, bytes);
+        let request = ToKeep {
+            request: req,
+            method_alone: alone.as_ref(),
+        };
+        let keep = |bytes: &_| Retries::new(spare.share(inner), retry, request, bytes);
         take_whole(&mut body, settings.retry.replay_limit, keep, watch)
     });
     record.sending();

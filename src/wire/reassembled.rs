@@ -13,6 +13,22 @@ use http_body::{Body, Frame, SizeHint};
 
 type Item = Result<Frame<Bytes>, tonic::Status>;
 
+/// `body` as tonic's request body, boxed as tonic boxes its own: a body whose error is
+/// already a `Status` is not wrapped in a second body that maps its errors (which
+/// `tonic::body::Body::new` adds to any other), so each poll is one call through the
+/// box, not two. A body that has ended is tonic's empty body, as `Body::new` makes it:
+/// nothing boxed.
+pub(crate) fn boxed<B>(body: B) -> tonic::body::Body
+where
+    B: Body<Data = Bytes, Error = tonic::Status> + Send + 'static,
+{
+    use http_body_util::BodyExt as _;
+    if body.is_end_stream() {
+        return tonic::body::Body::empty();
+    }
+    tonic::body::Body::new(body.boxed_unsync())
+}
+
 /// Frames already read (the first inline, so one frame allocates no queue), then the
 /// rest.
 pub(crate) struct Reassembled {
@@ -118,7 +134,7 @@ pub fn with_first_frame<R>(
     match Pin::new(&mut taken).poll_frame(&mut cx) {
         Poll::Ready(Some(first)) => {
             let (first, out) = f(first);
-            *body = tonic::body::Body::new(Reassembled::prefixed(first, taken));
+            *body = boxed(Reassembled::prefixed(first, taken));
             Some(out)
         }
         Poll::Ready(None) | Poll::Pending => {
@@ -196,7 +212,7 @@ pub(crate) fn take_whole<K>(
         // The first attempt sends the frame as it came (freed once written): it is
         // not cloned, as a clone may allocate a shared counter.
         let kept = keep(&frame);
-        *body = tonic::body::Body::new(Whole::new(frame));
+        *body = boxed(Whole::new(frame));
         return Some(kept);
     }
     if whole {
@@ -208,13 +224,13 @@ pub(crate) fn take_whole<K>(
         }
         let bytes = all.freeze();
         let kept = keep(&bytes);
-        *body = tonic::body::Body::new(Whole::new(bytes));
+        *body = boxed(Whole::new(bytes));
         Some(kept)
     } else if frames.is_empty() {
         *body = taken;
         None
     } else {
-        *body = tonic::body::Body::new(Reassembled::frames(frames.into(), taken));
+        *body = boxed(Reassembled::frames(frames.into(), taken));
         None
     }
 }
@@ -240,6 +256,31 @@ mod tests {
         let all = body.collect().await.unwrap().to_bytes();
         assert_eq!(all, Bytes::from_static(b"abc"));
         assert!(Whole::new(Bytes::new()).is_end_stream());
+    }
+
+    /// A body boxed for tonic sends what it holds and the error it ends with, as tonic's
+    /// own boxing does; one that has ended is tonic's empty body.
+    #[tokio::test]
+    async fn a_boxed_body_sends_its_frames_and_its_error_as_it_was() {
+        let ended = boxed(Whole::new(Bytes::new()));
+        assert!(ended.is_end_stream());
+        assert_eq!(ended.size_hint().exact(), Some(0), "tonic's empty body");
+        let bytes = Bytes::from_static(b"\x00\x00\x00\x00\x01a");
+        let whole = boxed(Whole::new(bytes.clone()));
+        assert!(!whole.is_end_stream());
+        assert_eq!(whole.collect().await.unwrap().to_bytes(), bytes);
+        let failed = tonic::Status::cancelled("the caller let go");
+        let mut read = VecDeque::new();
+        read.push_back(Ok(Frame::data(bytes.clone())));
+        read.push_back(Err(failed));
+        let mut body = boxed(Reassembled::frames(read, tonic::body::Body::empty()));
+        let first = body.frame().await.unwrap().unwrap();
+        assert_eq!(first.into_data().unwrap(), bytes);
+        let error = body.frame().await.unwrap().unwrap_err();
+        assert_eq!(
+            (error.code(), error.message()),
+            (tonic::Code::Cancelled, "the caller let go")
+        );
     }
 
     #[tokio::test]

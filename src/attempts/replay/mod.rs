@@ -25,4 +25,4 @@ mod handle;
 mod request;
 
 pub(crate) use handle::{Spare, SpareSlot};
-pub(crate) use request::{ReplayRequest, DEFAULT_REPLAY_LIMIT};
+pub(crate) use request::{ReplayRequest, ToKeep, DEFAULT_REPLAY_LIMIT};

@@ -13,7 +13,7 @@ use tonic::GrpcMethod;
 use crate::policy::call_timeout::CallTimeout;
 
 use crate::wire::grpc_timeout::GRPC_TIMEOUT;
-use crate::wire::reassembled::Whole;
+use crate::wire::reassembled::{self, Whole};
 
 type Request = http::Request<tonic::body::Body>;
 
@@ -34,6 +34,25 @@ const WRITTEN_PER_ATTEMPT: [http::HeaderName; 2] = [GRPC_TIMEOUT, PREVIOUS_ATTEM
 /// (With their length and the kept body's tag, 88 bytes make 96, a multiple of the
 /// kept body's alignment.)
 pub(crate) const INLINE_BODY: usize = 88;
+
+/// The request a call keeps for replay, and what the layer already found of it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ToKeep<'a> {
+    pub(crate) request: &'a Request,
+    /// tonic's `GrpcMethod`, when the layer found it to be the request's one extension
+    /// (`CallOptions::method_alone`): kept without looking it up again.
+    pub(crate) method_alone: Option<&'a GrpcMethod<'static>>,
+}
+
+impl<'a> ToKeep<'a> {
+    /// `request`, of which nothing was found yet.
+    pub(crate) fn new(request: &'a Request) -> Self {
+        ToKeep {
+            request,
+            method_alone: None,
+        }
+    }
+}
 
 /// A request kept for replay.
 #[derive(Debug)]
@@ -67,7 +86,7 @@ impl Body {
 
 impl ReplayRequest {
     /// Keeps the head of `request` and its whole body, `bytes`.
-    pub(crate) fn new(request: &Request, bytes: &Bytes) -> Self {
+    pub(crate) fn new(request: ToKeep<'_>, bytes: &Bytes) -> Self {
         let mut kept = ReplayRequest::vacant();
         kept.keep(request, bytes);
         kept
@@ -83,7 +102,7 @@ impl ReplayRequest {
 
     /// Keeps the head of `request` and its whole body, `bytes`, in place of what this
     /// held (a reused box's: written where it is, not moved there).
-    pub(crate) fn keep(&mut self, request: &Request, bytes: &Bytes) {
+    pub(crate) fn keep(&mut self, request: ToKeep<'_>, bytes: &Bytes) {
         self.head.keep(request, &WRITTEN_PER_ATTEMPT);
         match (&mut self.body, bytes.len()) {
             (Body::Inline { len, bytes: inline }, n @ 0..=INLINE_BODY) => {
@@ -120,7 +139,7 @@ impl ReplayRequest {
     /// Attempt `attempt`'s request, without a `grpc-timeout`: its sender writes that
     /// when the attempt goes out (`attempt.rs`, [`WireTimeout`](crate::attempts::WireTimeout)).
     pub(crate) fn request(&self, attempt: u32) -> Request {
-        let body = tonic::body::Body::new(Whole::new(self.bytes()));
+        let body = reassembled::boxed(Whole::new(self.bytes()));
         let mut request = self.head.request(body);
         let headers = request.headers_mut();
         let previous = attempt.saturating_sub(1);
@@ -196,7 +215,7 @@ impl Head {
     #[cfg(test)]
     pub(super) fn new(request: &Request, skip: &[HeaderName]) -> Self {
         let mut head = Head::vacant();
-        head.keep(request, skip);
+        head.keep(ToKeep::new(request), skip);
         head
     }
 
@@ -213,10 +232,11 @@ impl Head {
     /// request's maps when it has only the usual headers and extensions): written where
     /// the head is, a reused box's, without moving a new head there. `skip` names the
     /// headers each attempt writes itself.
-    pub(super) fn keep(&mut self, request: &Request, skip: &[HeaderName]) {
+    pub(super) fn keep(&mut self, to_keep: ToKeep<'_>, skip: &[HeaderName]) {
+        let request = to_keep.request;
         self.target = Target::new(request);
         self.headers.keep(request.headers(), skip);
-        self.extensions = Known::new(request.extensions());
+        self.extensions = Known::new(request.extensions(), to_keep.method_alone);
     }
 
     /// Lets go of the headers and extensions, and of a target other than a path (a
@@ -346,9 +366,13 @@ fn usual_bit(name: &HeaderName, value: &HeaderValue) -> u8 {
 }
 
 impl Known {
-    fn new(extensions: &Extensions) -> Self {
-        if extensions.is_empty() {
-            return Known::None;
+    /// The extensions to keep; `alone`: the `GrpcMethod` the layer found to be their
+    /// one entry (trusted only while they still hold one).
+    fn new(extensions: &Extensions, alone: Option<&GrpcMethod<'static>>) -> Self {
+        match (extensions.len(), alone) {
+            (0, _) => return Known::None,
+            (1, Some(method)) => return Known::GrpcMethod(method.clone()),
+            _ => {}
         }
         let method = extensions.get::<GrpcMethod<'static>>();
         match (extensions.len(), method) {
@@ -394,7 +418,7 @@ mod tests {
             .body(tonic::body::Body::default())
             .unwrap();
         sent.extensions_mut().insert(7u8);
-        let kept = ReplayRequest::new(&sent, &Bytes::from_static(b"\0\0\0\0\x01x"));
+        let kept = ReplayRequest::new(ToKeep::new(&sent), &Bytes::from_static(b"\0\0\0\0\x01x"));
         let second = kept.request(2);
         // The caller's timeout is not kept: each attempt's sender writes its own.
         assert!(second.headers().get("grpc-timeout").is_none());
@@ -429,7 +453,7 @@ mod tests {
             let mut buffer = BytesMut::with_capacity(8 * 1024 + len);
             buffer.extend_from_slice(&vec![7u8; len]);
             let view = buffer.split().freeze();
-            let kept = ReplayRequest::new(&sent, &view);
+            let kept = ReplayRequest::new(ToKeep::new(&sent), &view);
             let got = match &kept.body {
                 Body::Inline { .. } => "inline",
                 Body::Own(b) if b.as_ptr() == view.as_ptr() => "a view into the buffer",
@@ -451,9 +475,10 @@ mod tests {
         let sizes = [0, 5, INLINE_BODY, INLINE_BODY + 1, 4 * 1024];
         for before in sizes {
             for after in sizes {
-                let mut kept = ReplayRequest::new(&sent, &Bytes::from(vec![1u8; before]));
+                let mut kept =
+                    ReplayRequest::new(ToKeep::new(&sent), &Bytes::from(vec![1u8; before]));
                 let bytes = Bytes::from(vec![2u8; after]);
-                kept.keep(&sent, &bytes);
+                kept.keep(ToKeep::new(&sent), &bytes);
                 let sent = kept.request(2).into_body().collect().await;
                 assert_eq!(sent.unwrap().to_bytes(), bytes, "{after} over {before}");
             }
@@ -611,6 +636,26 @@ mod head_tests {
         }
     }
 
+    /// The method the layer found alone is trusted only while the extensions hold one
+    /// entry: beside another, both are kept (copied), not the method alone.
+    #[test]
+    fn a_method_found_alone_is_not_trusted_beside_another_extension() {
+        let method = GrpcMethod::new("sw4rm.registry.RegistryService", "Heartbeat");
+        let mut more = parts(&[]);
+        more.extensions.insert(method.clone());
+        more.extensions.insert(7u8);
+        let sent = request(&more);
+        let mut head = Head::vacant();
+        let hinted = ToKeep {
+            request: &sent,
+            method_alone: Some(&method),
+        };
+        head.keep(hinted, &[]);
+        let got = again(&head).extensions;
+        assert_eq!(got.len(), 2);
+        assert_eq!(got.get::<u8>(), Some(&7));
+    }
+
     /// A head kept where another was (a reused box) comes back exactly as one kept
     /// afresh: nothing of the one before (headers, extensions, target) stays.
     #[test]
@@ -639,7 +684,7 @@ mod head_tests {
         for before in &samples {
             for after in &samples {
                 let mut head = Head::new(&request(before), &skip);
-                head.keep(&request(after), &skip);
+                head.keep(ToKeep::new(&request(after)), &skip);
                 let (got, fresh) = (again(&head), again(&Head::new(&request(after), &skip)));
                 let context = format!("{:?} over {:?}", after.headers, before.headers);
                 assert_eq!(got.headers, fresh.headers, "{context}");
