@@ -65,6 +65,7 @@ pub(crate) struct Whole(Option<Bytes>);
 
 impl Whole {
     /// A body of `bytes` (none at all when they are empty).
+    #[inline]
     pub(crate) fn new(bytes: Bytes) -> Self {
         Whole((!bytes.is_empty()).then_some(bytes))
     }
