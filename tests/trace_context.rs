@@ -433,3 +433,46 @@ async fn work_carried_to_another_task_stays_in_the_trace() {
     let alone = calls.iter().find(|s| !under_root(s)).unwrap();
     assert_ne!(alone.span_context.trace_id(), root.span_context.trace_id());
 }
+
+/// The server span names the caller's SW4-003 ids, read from the request's message as
+/// the handler reads it: a heartbeat's `agent_id` lands as `sw4rm.agent_id`; an id
+/// with a control character (a forged log line) is not written.
+#[tokio::test]
+async fn the_server_span_names_the_ids_its_request_carries() {
+    let (exporter, provider, _default) = captured();
+    let (b, _) = agent(None, Duration::ZERO).await;
+    let a = Sw4rm::connect_with(b, client_layer()).await.unwrap();
+    for agent_id in ["agent-7", "x\nlevel=ERROR forged"] {
+        let beat = HeartbeatRequest {
+            agent_id: agent_id.into(),
+            ..Default::default()
+        };
+        a.registry().heartbeat(beat).await.unwrap();
+    }
+    let give_up = tokio::time::Instant::now() + Duration::from_secs(10);
+    let servers = loop {
+        let spans = finished(&exporter, &provider);
+        let servers: Vec<SpanData> = spans
+            .into_iter()
+            .filter(|s| s.span_kind == SpanKind::Server)
+            .collect();
+        if servers.len() == 2 {
+            break servers;
+        }
+        assert!(tokio::time::Instant::now() < give_up, "{servers:#?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let mut named: Vec<Option<Value>> = servers
+        .iter()
+        .map(|s| attribute(s, "sw4rm.agent_id"))
+        .collect();
+    named.sort_by_key(|v| v.is_none());
+    assert_eq!(named, [Some(Value::from("agent-7")), None], "{servers:#?}");
+    for span in &servers {
+        assert_eq!(
+            attribute(span, "sw4rm.correlation_id"),
+            None,
+            "a heartbeat has none"
+        );
+    }
+}

@@ -106,9 +106,35 @@ pub(crate) fn server_span(
         rpc.system.name = "grpc",
         rpc.method = name,
         sw4rm.deadline_ms = deadline_ms,
+        // SW4-003's ids, from the request's first message ([`ids_onto`]).
+        sw4rm.correlation_id = tracing::field::Empty,
+        sw4rm.agent_id = tracing::field::Empty,
+        sw4rm.task_id = tracing::field::Empty,
     );
     let parent = propagator.extract(&Extract(headers));
     // A span no subscriber records has no context to set: nothing to do.
     let _ = span.set_parent(parent);
     span
+}
+
+/// Has the SW4-003 ids of `request`'s message (`correlation_id`, `agent_id`,
+/// `task_id`, for the SW4RM RPCs whose requests carry them) written onto its server
+/// `span` as the handler reads the body: only for tonic's request body, the one a
+/// tonic server's layers are given, and only when some subscriber records the span.
+pub(crate) fn ids_onto<B: 'static>(request: &mut http::Request<B>, span: &tracing::Span) {
+    if span.is_disabled() {
+        return;
+    }
+    let path = request.uri().path();
+    let name = path.strip_prefix('/').unwrap_or(path);
+    let Some((service, method)) = name.split_once('/') else {
+        return;
+    };
+    let Some(fields) = crate::policy::message_ids::IdFields::of(service, method) else {
+        return;
+    };
+    let body: &mut dyn std::any::Any = request.body_mut();
+    if let Some(body) = body.downcast_mut::<tonic::body::Body>() {
+        crate::wire::message_ids::IdsOntoSpan::watch(body, span.clone(), fields.paths());
+    }
 }

@@ -19,6 +19,8 @@ use std::sync::Arc;
 
 use super::cancel::CancelSignal;
 use super::task::{inbound_signal, serving_rpc, Scoped};
+#[cfg(feature = "otel")]
+use crate::observe::trace_context;
 use crate::policy::cancel::CancelReason;
 use crate::policy::wrap_up::WrapUp;
 use crate::wire::grpc_timeout::{self, GRPC_TIMEOUT};
@@ -110,6 +112,10 @@ impl InboundDeadlineLayer {
     /// `sw4rm.deadline_ms`, the deadline the call came with) whose parent is the trace
     /// context the caller sent, read with `propagator` (feature `otel`): the calls the
     /// handler makes are its children, so the trace follows the work across agents.
+    /// The span carries SW4-003's `sw4rm.correlation_id`, `sw4rm.agent_id` and
+    /// `sw4rm.task_id` from the request of each SW4RM RPC that has them, read from its
+    /// first message as the handler reads it (each id cut to 128 bytes, none with a
+    /// control character), so the handler's own log lines name them too.
     ///
     /// ```
     /// use opentelemetry_sdk::propagation::TraceContextPropagator;
@@ -180,6 +186,7 @@ pub struct InboundDeadlineService<S> {
 impl<S, ReqBody, ResBody> Service<http::Request<ReqBody>> for InboundDeadlineService<S>
 where
     S: Service<http::Request<ReqBody>, Response = http::Response<ResBody>>,
+    ReqBody: 'static,
     ResBody: Default,
 {
     type Response = http::Response<ResBody>;
@@ -211,7 +218,9 @@ where
         let span = self.propagator.as_ref().map(|p| {
             let ms = received.map(|r| u64::try_from(r.as_millis()).unwrap_or(u64::MAX));
             let (headers, path) = (req.headers(), req.uri().path());
-            crate::observe::trace_context::server_span(p, self.span_name, headers, path, ms)
+            let span = trace_context::server_span(p, self.span_name, headers, path, ms);
+            trace_context::ids_onto(&mut req, &span);
+            span
         });
         #[cfg(not(feature = "otel"))]
         let span = ();

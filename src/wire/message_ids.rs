@@ -1,6 +1,7 @@
 //! Reading a request's SW4-003 ids (see [`crate::policy::message_ids`] for which
-//! fields and the bound) from its encoded message, and peeking them from a tonic
-//! request body without consuming it.
+//! fields and the bound) from its encoded message, peeking them from a tonic
+//! request body without consuming it, and (feature `otel`) writing a served
+//! request's onto its handler's span as the handler reads the body.
 
 use crate::policy::message_ids::{bounded, IdPaths};
 
@@ -67,6 +68,73 @@ pub(crate) fn peek(body: &mut tonic::body::Body, paths: IdPaths) -> Option<Box<C
     })
     .flatten()
     .map(Box::new)
+}
+
+/// A served request's body that writes the SW4-003 ids of its first message onto the
+/// handler's span as the handler reads it (the span is made before any of the body
+/// has arrived). Frames pass through as they are; the ids are read from the first
+/// data frame only (a message split across frames, or compressed, gives none).
+#[cfg(feature = "otel")]
+pub(crate) struct IdsOntoSpan {
+    body: tonic::body::Body,
+    /// The span and where the ids are, until the first data frame is read.
+    pending: Option<(tracing::Span, IdPaths)>,
+}
+
+#[cfg(feature = "otel")]
+impl IdsOntoSpan {
+    /// Puts the watch in front of `body`: the ids at `paths` go onto `span` when the
+    /// first data frame is read. A body that has ended is left as it is.
+    pub(crate) fn watch(body: &mut tonic::body::Body, span: tracing::Span, paths: IdPaths) {
+        use http_body::Body as _;
+        if body.is_end_stream() {
+            return;
+        }
+        let watched = IdsOntoSpan {
+            body: std::mem::take(body),
+            pending: Some((span, paths)),
+        };
+        *body = super::reassembled::boxed(watched);
+    }
+}
+
+#[cfg(feature = "otel")]
+impl http_body::Body for IdsOntoSpan {
+    type Data = bytes::Bytes;
+    type Error = tonic::Status;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, tonic::Status>>> {
+        use std::task::Poll;
+        let this = self.get_mut();
+        let polled = std::pin::Pin::new(&mut this.body).poll_frame(cx);
+        match &polled {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    if let Some((span, paths)) = this.pending.take() {
+                        let ids =
+                            framing::first_message(data).and_then(|m| CallIds::read(m, paths));
+                        if let Some(ids) = ids {
+                            ids.record_on(&span);
+                        }
+                    }
+                }
+            }
+            Poll::Ready(_) => this.pending = None,
+            Poll::Pending => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 /// The length-delimited value at `path` (field numbers from the root).
@@ -159,6 +227,85 @@ mod tests {
         };
         let got = read(IdFields::LogEvent, &log).unwrap();
         assert_eq!(got.correlation().map(str::len), Some(128));
+    }
+
+    /// Frames pass through [`IdsOntoSpan`] as they were (data, then trailers), and
+    /// only the first data frame's ids are written onto the span.
+    #[cfg(feature = "otel")]
+    #[test]
+    fn a_watched_body_passes_its_frames_and_names_the_first_messages_ids() {
+        use std::sync::{Arc, Mutex};
+        use std::task::{Context, Poll, Waker};
+
+        use http_body::{Body as _, Frame};
+        use tracing_subscriber::layer::SubscriberExt;
+
+        /// Each value recorded onto a span, as `field = value`.
+        #[derive(Clone, Default)]
+        struct Recorded(Arc<Mutex<Vec<String>>>);
+        impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Recorded {
+            fn on_record(
+                &self,
+                _: &tracing::span::Id,
+                values: &tracing::span::Record<'_>,
+                _: tracing_subscriber::layer::Context<'_, S>,
+            ) {
+                struct Each<'a>(&'a mut Vec<String>);
+                impl tracing::field::Visit for Each<'_> {
+                    fn record_debug(&mut self, f: &tracing::field::Field, v: &dyn std::fmt::Debug) {
+                        self.0.push(format!("{} = {v:?}", f.name()));
+                    }
+                }
+                values.record(&mut Each(&mut self.0.lock().unwrap()));
+            }
+        }
+        /// A body of these frames, in order.
+        struct Frames(std::collections::VecDeque<Frame<bytes::Bytes>>);
+        impl http_body::Body for Frames {
+            type Data = bytes::Bytes;
+            type Error = tonic::Status;
+            fn poll_frame(
+                mut self: std::pin::Pin<&mut Self>,
+                _: &mut Context<'_>,
+            ) -> Poll<Option<Result<Frame<bytes::Bytes>, tonic::Status>>> {
+                Poll::Ready(self.0.pop_front().map(Ok))
+            }
+        }
+
+        let framed = |agent: &str| {
+            let msg = registry::HeartbeatRequest {
+                agent_id: agent.into(),
+                ..Default::default()
+            }
+            .encode_to_vec();
+            let mut out = vec![0];
+            out.extend_from_slice(&(msg.len() as u32).to_be_bytes());
+            out.extend_from_slice(&msg);
+            bytes::Bytes::from(out)
+        };
+        let mut trailers = http::HeaderMap::new();
+        trailers.insert("x-end", http::HeaderValue::from_static("1"));
+        let sent = [framed("agent-1"), framed("agent-2")];
+        let frames = sent.iter().cloned().map(Frame::data);
+        let frames = frames.chain([Frame::trailers(trailers.clone())]).collect();
+
+        let recorded = Recorded::default();
+        let subscriber = tracing_subscriber::registry().with(recorded.clone());
+        tracing::subscriber::with_default(subscriber, || {
+            let span = tracing::info_span!("server", sw4rm.agent_id = tracing::field::Empty);
+            let mut body = tonic::body::Body::new(Frames(frames));
+            IdsOntoSpan::watch(&mut body, span, IdFields::Agent.paths());
+            let mut cx = Context::from_waker(Waker::noop());
+            let mut got = Vec::new();
+            while let Poll::Ready(Some(frame)) = std::pin::Pin::new(&mut body).poll_frame(&mut cx) {
+                got.push(frame.unwrap());
+            }
+            let data: Vec<_> = got.iter().filter_map(|f| f.data_ref().cloned()).collect();
+            assert_eq!(data, sent);
+            assert_eq!(got.last().and_then(|f| f.trailers_ref()), Some(&trailers));
+        });
+        let seen = recorded.0.lock().unwrap().clone();
+        assert_eq!(seen, ["sw4rm.agent_id = \"agent-1\""]);
     }
 
     proptest! {
