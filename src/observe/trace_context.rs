@@ -119,12 +119,10 @@ pub(crate) fn server_span(
 
 /// Has the SW4-003 ids of `request`'s message (`correlation_id`, `agent_id`,
 /// `task_id`, for the SW4RM RPCs whose requests carry them) written onto its server
-/// `span` as the handler reads the body: only for tonic's request body, the one a
-/// tonic server's layers are given, and only when some subscriber records the span.
+/// `span` as the handler reads the body: for tonic's request body, the one a tonic
+/// server's layers are given. Whether a subscriber records the span does not matter
+/// here (logging picks no code path): recording onto a span that is off does nothing.
 pub(crate) fn ids_onto<B: 'static>(request: &mut http::Request<B>, span: &tracing::Span) {
-    if span.is_disabled() {
-        return;
-    }
     let path = request.uri().path();
     let name = path.strip_prefix('/').unwrap_or(path);
     let Some((service, method)) = name.split_once('/') else {
