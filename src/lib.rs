@@ -292,6 +292,7 @@ pub use policy::effect::CallEffect;
 pub use policy::hedge::{HedgingDelay, HedgingPolicy, HedgingPolicyBuilder, HedgingPolicyError};
 pub use policy::inherit::Propagation;
 pub use policy::message::{MessageField, MESSAGE_DEADLINE_MARGIN};
+pub use policy::message_ids::MessageIds;
 pub use policy::profile::{
     names, ProfileError, ProfileField, ProfileRule, ProfileViolation, TimeoutProfile,
     TimeoutProfileBuilder, STANDARD_PROFILES, UNIVERSAL_PROFILE,

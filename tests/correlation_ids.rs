@@ -204,3 +204,66 @@ async fn ids_are_bounded_before_they_are_logged() {
         .collect();
     assert_eq!(ids, [None, Some("c".repeat(128))]);
 }
+
+/// Ids where the layer is told they are (`with_message_ids`): a whole service's route
+/// reads the heartbeat's field 1 as its `correlation_id` (logged with the span off, as
+/// SW4RM's own are); an exact route declared with none wins over its service's, so
+/// `SendMessage` logs none, not even the envelope's own; the server got both requests
+/// whole.
+#[tokio::test]
+async fn ids_are_read_where_the_layer_is_told_they_are() {
+    use sw4rm_timeouts::route::RoutePattern;
+    use sw4rm_timeouts::MessageIds;
+    let (events, _guard) = capture_events_at(LevelFilter::INFO);
+    let server = server().await;
+    for rpc in ["Heartbeat", "SendMessage"] {
+        server
+            .script(rpc, Script::latency(Duration::from_secs(30)))
+            .expect("a known RPC");
+    }
+    let route = |p: &str| RoutePattern::parse(p).unwrap();
+    let layer = TimeoutProfileLayer::new(profiles())
+        .with_message_ids(
+            route("/sw4rm.registry.RegistryService/*"),
+            MessageIds::new().correlation_id(&[1]),
+        )
+        .with_message_ids(
+            route("/sw4rm.router.RouterService/*"),
+            MessageIds::new().correlation_id(&[1, 2]),
+        )
+        .with_message_ids(
+            route("/sw4rm.router.RouterService/SendMessage"),
+            MessageIds::new(),
+        );
+    let sw4rm = connect(&server, layer).await;
+    let beat = registry::HeartbeatRequest {
+        agent_id: "agent-7".into(),
+        ..Default::default()
+    };
+    sw4rm.registry().heartbeat(beat.clone()).await.unwrap_err();
+    sw4rm
+        .router()
+        .send_message(envelope("corr-1"))
+        .await
+        .unwrap_err();
+
+    let seen: Vec<_> = timeouts(&events)
+        .iter()
+        .map(|e| (e.get("method").cloned(), e.get("correlation_id").cloned()))
+        .collect();
+    let s = |v: &str| Some(v.to_owned());
+    assert_eq!(
+        seen,
+        [(s("Heartbeat"), s("agent-7")), (s("SendMessage"), None)]
+    );
+    let beats = server.calls_to("Heartbeat");
+    assert_eq!(
+        beats[0].request_as::<registry::HeartbeatRequest>(),
+        Some(beat)
+    );
+    let sent = server.calls_to("SendMessage");
+    assert_eq!(
+        sent[0].request_as::<router::SendMessageRequest>(),
+        Some(envelope("corr-1"))
+    );
+}

@@ -476,3 +476,39 @@ async fn the_server_span_names_the_ids_its_request_carries() {
         );
     }
 }
+
+/// Told where a route's requests carry the ids (`with_message_ids`), the server span
+/// reads them there instead of where SW4RM's heartbeat has them: field 1 as the
+/// `correlation_id`, and no `agent_id`.
+#[tokio::test]
+async fn the_server_span_reads_ids_where_it_is_told_they_are() {
+    use sw4rm_timeouts::route::RoutePattern;
+    use sw4rm_timeouts::MessageIds;
+    let (exporter, provider, _default) = captured();
+    let inbound = inbound_layer().with_message_ids(
+        RoutePattern::parse(&format!("/{HEARTBEAT}")).unwrap(),
+        MessageIds::new().correlation_id(&[1]),
+    );
+    let (b, _) = agent_with(None, Duration::ZERO, client_layer(), inbound).await;
+    let a = Sw4rm::connect_with(b, client_layer()).await.unwrap();
+    let beat = HeartbeatRequest {
+        agent_id: "agent-7".into(),
+        ..Default::default()
+    };
+    a.registry().heartbeat(beat).await.unwrap();
+    let give_up = tokio::time::Instant::now() + Duration::from_secs(10);
+    let server = loop {
+        let spans = finished(&exporter, &provider);
+        if let Some(s) = spans.into_iter().find(|s| s.span_kind == SpanKind::Server) {
+            break s;
+        }
+        assert!(tokio::time::Instant::now() < give_up, "no server span");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(
+        attribute(&server, "sw4rm.correlation_id"),
+        Some(Value::from("agent-7")),
+        "{server:#?}"
+    );
+    assert_eq!(attribute(&server, "sw4rm.agent_id"), None, "{server:#?}");
+}

@@ -118,21 +118,28 @@ pub(crate) fn server_span(
 }
 
 /// Has the SW4-003 ids of `request`'s message (`correlation_id`, `agent_id`,
-/// `task_id`, for the SW4RM RPCs whose requests carry them) written onto its server
+/// `task_id`, for the SW4RM RPCs whose requests carry them, or where `declared`
+/// says for its route) written onto its server
 /// `span` as the handler reads the body: for tonic's request body, the one a tonic
 /// server's layers are given. Whether a subscriber records the span does not matter
 /// here (logging picks no code path): recording onto a span that is off does nothing.
-pub(crate) fn ids_onto<B: 'static>(request: &mut http::Request<B>, span: &tracing::Span) {
+pub(crate) fn ids_onto<B: 'static>(
+    request: &mut http::Request<B>,
+    span: &tracing::Span,
+    declared: &crate::policy::message_ids::DeclaredIds,
+) {
     let path = request.uri().path();
     let name = path.strip_prefix('/').unwrap_or(path);
     let Some((service, method)) = name.split_once('/') else {
         return;
     };
-    let Some(fields) = crate::policy::message_ids::IdFields::of(service, method) else {
+    let known = crate::policy::message_ids::IdFields::of(service, method);
+    let Some(fields) = declared.of(service, method, known) else {
         return;
     };
+    let paths = declared.paths(fields);
     let body: &mut dyn std::any::Any = request.body_mut();
     if let Some(body) = body.downcast_mut::<tonic::body::Body>() {
-        crate::wire::message_ids::IdsOntoSpan::watch(body, span.clone(), fields.paths());
+        crate::wire::message_ids::IdsOntoSpan::watch(body, span.clone(), paths);
     }
 }

@@ -10,6 +10,8 @@
 //! on a character boundary, and one with a control character (a forged log line) or
 //! none at all is not read.
 
+use super::route::{split_path, Lookup, RoutePattern};
+
 /// At most this many bytes of an id are kept.
 pub(crate) const ID_LIMIT: usize = 128;
 
@@ -31,6 +33,9 @@ pub(crate) enum IdFields {
     AgentTask,
     /// `RegisterAgentRequest.agent.agent_id` (fields 1 → 1).
     Registration,
+    /// The ids a layer was told of for the route ([`MessageIds`]): the `at`th of
+    /// its [`DeclaredIds`], and whether they name a `correlation_id`.
+    Declared { at: u32, correlation: bool },
 }
 
 /// The three ids, each a path of field numbers from the message's root.
@@ -52,6 +57,8 @@ impl IdFields {
             IdFields::Agent => (&[], &[1], &[]),
             IdFields::AgentTask => (&[], &[1], &[2]),
             IdFields::Registration => (&[], &[1, 1], &[]),
+            // Found through the layer's own table (`DeclaredIds::paths`).
+            IdFields::Declared { .. } => (&[], &[], &[]),
         };
         let some = |path: &'static [u32]| (!path.is_empty()).then_some(path);
         IdPaths {
@@ -70,6 +77,10 @@ impl IdFields {
                 | IdFields::CorrelationFirst
                 | IdFields::CorrelationSecond
                 | IdFields::LogEvent
+                | IdFields::Declared {
+                    correlation: true,
+                    ..
+                }
         )
     }
 
@@ -102,6 +113,127 @@ impl IdFields {
     }
 }
 
+/// Where the request message of an RPC carries SW4-003's ids, each as the protobuf
+/// field numbers that lead to it from the message's root (`&[1, 4]`: field 4 of the
+/// message in field 1): for RPCs of your own, or to read other fields of SW4RM's.
+/// Each field is a string (or bytes holding text); a number no field has reads
+/// nothing. Given to [`crate::TimeoutProfileLayer::with_message_ids`] and, with the
+/// feature `otel`, to `InboundDeadlineLayer::with_message_ids` for its server span.
+///
+/// ```
+/// use sw4rm_timeouts::MessageIds;
+/// // message RunRequest { Header header = 1; string task_id = 2; }
+/// // message Header { string agent_id = 1; string correlation_id = 3; }
+/// let ids = MessageIds::new().correlation_id(&[1, 3]).agent_id(&[1, 1]).task_id(&[2]);
+/// assert_ne!(ids, MessageIds::new());
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[must_use]
+pub struct MessageIds(IdPaths);
+
+impl MessageIds {
+    /// No ids: given for a route, the layer reads none there.
+    pub const fn new() -> Self {
+        MessageIds(IdPaths {
+            correlation: None,
+            agent: None,
+            task: None,
+        })
+    }
+
+    /// The `correlation_id`'s field numbers: read on every call of the route, named
+    /// in the layer's log lines for the call and on its span.
+    pub const fn correlation_id(mut self, fields: &'static [u32]) -> Self {
+        self.0.correlation = path(fields);
+        self
+    }
+
+    /// The `agent_id`'s field numbers: read for the span when the layer reads
+    /// agent ids (`with_agent_ids`; a server span always).
+    pub const fn agent_id(mut self, fields: &'static [u32]) -> Self {
+        self.0.agent = path(fields);
+        self
+    }
+
+    /// The `task_id`'s field numbers, read as the `agent_id` is.
+    pub const fn task_id(mut self, fields: &'static [u32]) -> Self {
+        self.0.task = path(fields);
+        self
+    }
+}
+
+/// A path of field numbers, `None` when empty.
+const fn path(fields: &'static [u32]) -> Option<&'static [u32]> {
+    match fields.is_empty() {
+        true => None,
+        false => Some(fields),
+    }
+}
+
+/// The ids a layer was told of, by route ([`MessageIds`]): they replace what the
+/// layer knows of SW4RM's RPCs on the same route; an exact route wins over a whole
+/// service.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct DeclaredIds(Vec<(RoutePattern, IdPaths)>);
+
+impl DeclaredIds {
+    /// Sets the ids of `route`, replacing those set before.
+    pub(crate) fn set(&mut self, route: RoutePattern, ids: MessageIds) {
+        self.0.retain(|(p, _)| *p != route);
+        self.0.push((route, ids.0));
+    }
+
+    /// The ids of `service`'s `method`: those declared for it, else SW4RM's own.
+    /// Nothing is looked up when none were declared.
+    #[inline(always)]
+    pub(crate) fn of(
+        &self,
+        service: &str,
+        method: &str,
+        known: Option<IdFields>,
+    ) -> Option<IdFields> {
+        match self.0.is_empty() {
+            true => known,
+            false => self.declared(service, method).unwrap_or(known),
+        }
+    }
+
+    /// [`of`](Self::of) the route a call was found on.
+    #[inline(always)]
+    pub(crate) fn of_route(&self, route: &Lookup<'_>) -> Option<IdFields> {
+        self.of(route.service, route.method, route.ids)
+    }
+
+    /// The declared ids of `service`'s `method`: `Some(None)` when the route was
+    /// declared to carry none.
+    #[inline(never)]
+    fn declared(&self, service: &str, method: &str) -> Option<Option<IdFields>> {
+        let exact = |p: &RoutePattern| match p {
+            RoutePattern::Exact(path) => split_path(path) == Some((service, method)),
+            RoutePattern::Service(_) => false,
+        };
+        let whole = |p: &RoutePattern| matches!(p, RoutePattern::Service(s) if s == service);
+        let at = (self.0.iter().position(|(p, _)| exact(p)))
+            .or_else(|| self.0.iter().position(|(p, _)| whole(p)))?;
+        let ids = self.0[at].1;
+        let none = ids == IdPaths::default();
+        let at = u32::try_from(at).ok()?;
+        let correlation = ids.correlation.is_some();
+        Some((!none).then_some(IdFields::Declared { at, correlation }))
+    }
+
+    /// Where each of `ids`' fields is.
+    pub(crate) fn paths(&self, ids: IdFields) -> IdPaths {
+        match ids {
+            IdFields::Declared { at, .. } => {
+                let found = self.0.get(at as usize);
+                found.map(|(_, paths)| *paths).unwrap_or_default()
+            }
+            standard => standard.paths(),
+        }
+    }
+}
+
 /// `id` as the layer keeps it: cut to [`ID_LIMIT`] bytes on a character boundary;
 /// `None` when it is empty or holds a control character.
 pub(crate) fn bounded(id: &str) -> Option<&str> {
@@ -119,6 +251,70 @@ pub(crate) fn bounded(id: &str) -> Option<&str> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// Declared ids: none declared reads SW4RM's own; an exact route wins over its
+    /// service; a route declared with none reads none; a second declaration of a
+    /// route replaces the first.
+    #[test]
+    fn declared_ids_replace_the_known_ones() {
+        let route = |p: &str| RoutePattern::parse(p).unwrap();
+        let mut declared = DeclaredIds::default();
+        let heartbeat = ("sw4rm.registry.RegistryService", "Heartbeat");
+        let known = IdFields::of(heartbeat.0, heartbeat.1);
+        assert_eq!(declared.of(heartbeat.0, heartbeat.1, known), known);
+
+        declared.set(
+            route("/acme.Tools/*"),
+            MessageIds::new().correlation_id(&[9]),
+        );
+        declared.set(
+            route("/acme.Tools/Run"),
+            MessageIds::new().correlation_id(&[2, 5]).task_id(&[1]),
+        );
+        declared.set(
+            route("/sw4rm.registry.RegistryService/Heartbeat"),
+            MessageIds::new(),
+        );
+        declared.set(route("/acme.Other/Go"), MessageIds::new().agent_id(&[3]));
+        declared.set(route("/acme.Other/Go"), MessageIds::new().agent_id(&[4]));
+        let paths = |service: &str, method: &str| {
+            let known = IdFields::of(service, method);
+            declared
+                .of(service, method, known)
+                .map(|ids| (ids.has_correlation(), declared.paths(ids)))
+        };
+        let p = |c: Option<&'static [u32]>,
+                 a: Option<&'static [u32]>,
+                 t: Option<&'static [u32]>| IdPaths {
+            correlation: c,
+            agent: a,
+            task: t,
+        };
+        type Row<'a> = ((&'a str, &'a str), Option<(bool, IdPaths)>);
+        let rows: [Row<'_>; 6] = [
+            (
+                ("acme.Tools", "Run"),
+                Some((true, p(Some(&[2, 5]), None, Some(&[1])))),
+            ),
+            (
+                ("acme.Tools", "Stop"),
+                Some((true, p(Some(&[9]), None, None))),
+            ),
+            (heartbeat, None),
+            (
+                ("acme.Other", "Go"),
+                Some((false, p(None, Some(&[4]), None))),
+            ),
+            (("acme.Other", "Stop"), None),
+            (
+                ("sw4rm.router.RouterService", "SendMessage"),
+                Some((true, IdFields::Envelope.paths())),
+            ),
+        ];
+        for ((service, method), want) in rows {
+            assert_eq!(paths(service, method), want, "{service}/{method}");
+        }
+    }
 
     #[test]
     fn each_shape_names_its_fields() {

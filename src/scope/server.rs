@@ -22,6 +22,8 @@ use super::task::{inbound_signal, serving_rpc, Scoped};
 #[cfg(feature = "otel")]
 use crate::observe::trace_context;
 use crate::policy::cancel::CancelReason;
+#[cfg(feature = "otel")]
+use crate::policy::message_ids::DeclaredIds;
 use crate::policy::wrap_up::WrapUp;
 use crate::wire::grpc_timeout::{self, GRPC_TIMEOUT};
 #[cfg(feature = "long-work")]
@@ -83,6 +85,9 @@ pub struct InboundDeadlineLayer {
     /// The OpenTelemetry name of the server span (feature `otel`).
     #[cfg(feature = "otel")]
     span_name: crate::SpanName,
+    /// Where requests of routes it was told of carry SW4-003's ids (feature `otel`).
+    #[cfg(feature = "otel")]
+    message_ids: Arc<DeclaredIds>,
 }
 
 impl InboundDeadlineLayer {
@@ -148,6 +153,30 @@ impl InboundDeadlineLayer {
         self.span_name = name;
         self
     }
+
+    /// Names on the server span the SW4-003 ids that the requests of `route` carry
+    /// where `ids` says (feature `otel`), as
+    /// [`crate::TimeoutProfileLayer::with_message_ids`] says for the client's.
+    ///
+    /// ```
+    /// use sw4rm_timeouts::{route::RoutePattern, scope::InboundDeadlineLayer, MessageIds};
+    /// let layer = InboundDeadlineLayer::new().with_message_ids(
+    ///     RoutePattern::parse("/acme.tools.Runner/*")?,
+    ///     MessageIds::new().correlation_id(&[2, 5]),
+    /// );
+    /// # drop(layer);
+    /// # Ok::<(), String>(())
+    /// ```
+    #[cfg(feature = "otel")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "otel")))]
+    pub fn with_message_ids(
+        mut self,
+        route: crate::route::RoutePattern,
+        ids: crate::MessageIds,
+    ) -> Self {
+        Arc::make_mut(&mut self.message_ids).set(route, ids);
+        self
+    }
 }
 
 /// The handler's server span (feature `otel`), entered while it is polled.
@@ -168,6 +197,8 @@ impl<S> Layer<S> for InboundDeadlineLayer {
             propagator: self.propagator.clone(),
             #[cfg(feature = "otel")]
             span_name: self.span_name,
+            #[cfg(feature = "otel")]
+            message_ids: self.message_ids.clone(),
         }
     }
 }
@@ -181,6 +212,8 @@ pub struct InboundDeadlineService<S> {
     propagator: Option<crate::observe::trace_context::Propagator>,
     #[cfg(feature = "otel")]
     span_name: crate::SpanName,
+    #[cfg(feature = "otel")]
+    message_ids: Arc<DeclaredIds>,
 }
 
 impl<S, ReqBody, ResBody> Service<http::Request<ReqBody>> for InboundDeadlineService<S>
@@ -219,7 +252,7 @@ where
             let ms = received.map(|r| u64::try_from(r.as_millis()).unwrap_or(u64::MAX));
             let (headers, path) = (req.headers(), req.uri().path());
             let span = trace_context::server_span(p, self.span_name, headers, path, ms);
-            trace_context::ids_onto(&mut req, &span);
+            trace_context::ids_onto(&mut req, &span, &self.message_ids);
             span
         });
         #[cfg(not(feature = "otel"))]

@@ -1,6 +1,7 @@
 //! [`TimeoutProfileLayer`]: wraps any gRPC client service (a tonic `Channel`, or
 //! anything under a generated client) in a [`TimeoutProfileService`].
 
+use crate::policy::message_ids::MessageIds;
 use crate::policy::progress::ProgressRule;
 use crate::policy::route::RoutePattern;
 use std::sync::Arc;
@@ -144,6 +145,27 @@ impl TimeoutProfileLayer {
     /// ```
     pub fn with_agent_ids(self, on: bool) -> Self {
         self.with_settings(|s| s.agent_ids = on)
+    }
+
+    /// Reads SW4-003's ids from the requests of `route` where `ids` says: for RPCs of
+    /// your own, whose `correlation_id` the layer names in its log lines for each call
+    /// and on its span, as for SW4RM's (`agent_id`, `task_id` with
+    /// [`with_agent_ids`](Self::with_agent_ids)). They replace what the layer knows of
+    /// a SW4RM RPC on that route (`MessageIds::new()` reads none); an exact route wins
+    /// over a whole service. Each id is bounded as SW4RM's are.
+    ///
+    /// ```
+    /// use sw4rm_timeouts::{route::RoutePattern, MessageIds, TimeoutProfileLayer};
+    /// // message RunRequest { string task_id = 1; Meta meta = 2; }  message Meta { string correlation_id = 5; }
+    /// let layer = TimeoutProfileLayer::standard().with_message_ids(
+    ///     RoutePattern::parse("/acme.tools.Runner/Run")?,
+    ///     MessageIds::new().correlation_id(&[2, 5]).task_id(&[1]),
+    /// );
+    /// # drop(layer);
+    /// # Ok::<(), String>(())
+    /// ```
+    pub fn with_message_ids(self, route: RoutePattern, ids: MessageIds) -> Self {
+        self.with_settings(|s| s.message_ids.set(route, ids))
     }
 
     /// What the call's span is called in OpenTelemetry (feature `otel`):

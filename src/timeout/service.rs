@@ -21,7 +21,6 @@ use super::plan::{not_a_grpc_path, plan, CallPlan, Outer, RoutePlan};
 use super::record::CallRecord;
 use super::refuse::{refused, RefuseSending};
 use super::span::{route_span, rpc_span};
-use super::state::settings::Settings;
 use super::state::shared::{Found, LastPath, Reader, Shared};
 use super::state::LabelsRef;
 use crate::attempts::{
@@ -126,7 +125,7 @@ where
         if let Some(routed) = routed.filter(|plan| plan.is_plain()) {
             let span = route_span(shared, &found, routed);
             let call = (found.labels, found.route.profile);
-            let ids = found.route.ids;
+            let ids = shared.settings.message_ids.of_route(&found.route);
             // Copied (two `&str`s) for a request kept for retries: it is lent mutably next.
             let retries = routed.decided().retry.is_some();
             let alone = options.method_alone().filter(|_| retries).cloned();
@@ -144,7 +143,8 @@ where
             }
         };
         let settings = &shared.settings;
-        let ids = read_ids(settings, planned.route.ids, &mut body);
+        let ids = settings.message_ids.of_route(&planned.route);
+        let ids = message_ids::read(ids, settings.agent_ids, &settings.message_ids, &mut body);
         let span = rpc_span(settings, &planned.route, planned.profile, &planned.decided);
         planned.log_clamps(&span, ids.as_deref().and_then(CallIds::correlation));
         let mut head = Head::of(&mut planned);
@@ -371,34 +371,6 @@ fn keep<S: Clone>(
     Sending::Once(retry)
 }
 
-/// The SW4-003 ids of the call's request, when its route's requests carry them: the
-/// `correlation_id` always, `agent_id` and `task_id` when the layer reads them
-/// (`with_agent_ids`). Only such a request's first frame is read.
-#[inline(always)]
-fn read_ids(
-    settings: &Settings,
-    ids: Option<IdFields>,
-    body: &mut tonic::body::Body,
-) -> Option<Box<CallIds>> {
-    match ids {
-        Some(ids) if settings.agent_ids || ids.has_correlation() => {
-            peek_ids(ids, settings.agent_ids, body)
-        }
-        _ => None,
-    }
-}
-
-/// Reads the `ids` of the request in `body` (its `agent_id` and `task_id` too when
-/// `agents`); out of line, off the common call's way.
-#[inline(never)]
-fn peek_ids(ids: IdFields, agents: bool, body: &mut tonic::body::Body) -> Option<Box<CallIds>> {
-    let mut paths = ids.paths();
-    if !agents {
-        (paths.agent, paths.task) = (None, None);
-    }
-    message_ids::peek(body, paths)
-}
-
 /// The route's recent latency, for a learned delay (allocated on first use).
 fn window(shared: &Shared, plan: &HedgePlan, labels: &LabelsRef) -> Option<Arc<RecentLatency>> {
     match plan.policy.delay() {
@@ -428,7 +400,8 @@ fn prepare_planned<S: Service<Request> + Clone>(
     }
     let mut record = CallRecord::routed(shared.clone(), call, plan.clone(), start, span);
     let settings = &shared.settings;
-    record.identify(read_ids(settings, ids, &mut body));
+    let (agents, declared) = (settings.agent_ids, &settings.message_ids);
+    record.identify(message_ids::read(ids, agents, declared, &mut body));
     let watch = settings.watch_tonic_cancel.then(|| record.request_watch());
     let retry = decided.retry.as_ref().and_then(|retry| {
         let request = ToKeep {

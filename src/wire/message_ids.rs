@@ -3,7 +3,7 @@
 //! request body without consuming it, and (feature `otel`) writing a served
 //! request's onto its handler's span as the handler reads the body.
 
-use crate::policy::message_ids::{bounded, IdPaths};
+use crate::policy::message_ids::{bounded, DeclaredIds, IdFields, IdPaths};
 
 use super::framing;
 use super::message_field::find_bytes;
@@ -54,9 +54,41 @@ impl CallIds {
     }
 }
 
+/// The SW4-003 ids of a call's request, when its route's requests carry them (`ids`,
+/// resolved through `declared`): the `correlation_id` always, `agent_id` and
+/// `task_id` when `agents` (`with_agent_ids`). Only such a request's first frame is
+/// read.
+#[inline(always)]
+pub(crate) fn read(
+    ids: Option<IdFields>,
+    agents: bool,
+    declared: &DeclaredIds,
+    body: &mut tonic::body::Body,
+) -> Option<Box<CallIds>> {
+    match ids {
+        Some(ids) if agents || ids.has_correlation() => read_apart(ids, agents, declared, body),
+        _ => None,
+    }
+}
+
+/// [`read`]'s reading, out of line: off the common call's way.
+#[inline(never)]
+fn read_apart(
+    ids: IdFields,
+    agents: bool,
+    declared: &DeclaredIds,
+    body: &mut tonic::body::Body,
+) -> Option<Box<CallIds>> {
+    let mut paths = declared.paths(ids);
+    if !agents {
+        (paths.agent, paths.task) = (None, None);
+    }
+    peek(body, paths)
+}
+
 /// Reads the ids at `paths` from the request body without consuming it: the first
 /// frame (if ready now, and not compressed) is read and put back in front of the rest.
-pub(crate) fn peek(body: &mut tonic::body::Body, paths: IdPaths) -> Option<Box<CallIds>> {
+fn peek(body: &mut tonic::body::Body, paths: IdPaths) -> Option<Box<CallIds>> {
     with_first_frame(body, |first| {
         let found = first
             .as_ref()

@@ -13,6 +13,7 @@ use crate::attempts::{HedgeCap, HedgeRate, RetryBudget, DEFAULT_REPLAY_LIMIT};
 use crate::config::ProfileSet;
 use crate::observe::metrics::{BudgetReader, Instruments};
 use crate::policy::inherit::Propagation;
+use crate::policy::message_ids::DeclaredIds;
 use crate::policy::progress::{ProgressRoutes, ProgressRule};
 use crate::policy::route::RoutePattern;
 
@@ -71,6 +72,9 @@ pub(crate) struct Settings {
     /// Read `agent_id` and `task_id` from requests for the call's span
     /// ([`crate::TimeoutProfileLayer::with_agent_ids`]).
     pub(crate) agent_ids: bool,
+    /// Where the requests of routes the layer was told of carry SW4-003's ids
+    /// ([`crate::TimeoutProfileLayer::with_message_ids`]).
+    pub(crate) message_ids: DeclaredIds,
     /// The propagator that writes the call's trace context into its metadata
     /// ([`crate::TimeoutProfileLayer::with_trace_propagator`]).
     #[cfg(feature = "otel")]
@@ -104,6 +108,7 @@ impl Settings {
             hedge_cap: Some(Arc::new(HedgeRate::new(HedgeCap::default()))),
             answered: false,
             agent_ids: false,
+            message_ids: DeclaredIds::default(),
             #[cfg(feature = "otel")]
             propagator: None,
             #[cfg(feature = "otel")]
