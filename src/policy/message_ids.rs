@@ -174,12 +174,25 @@ const fn path(fields: &'static [u32]) -> Option<&'static [u32]> {
 /// layer knows of SW4RM's RPCs on the same route; an exact route wins over a whole
 /// service.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct DeclaredIds(Vec<(RoutePattern, IdPaths)>);
+pub(crate) struct DeclaredIds(Vec<(Declared, IdPaths)>);
+
+/// A route ids were declared for: a service's name, and the method's (`None` for
+/// every method of the service), split once so that a call compares names.
+type Declared = (Box<str>, Option<Box<str>>);
 
 impl DeclaredIds {
     /// Sets the ids of `route`, replacing those set before.
     pub(crate) fn set(&mut self, route: RoutePattern, ids: MessageIds) {
-        self.0.retain(|(p, _)| *p != route);
+        let route: Declared = match &route {
+            RoutePattern::Service(service) => (service.as_str().into(), None),
+            // A path that does not split (made without `RoutePattern::parse`) keeps an
+            // empty method, which no call has.
+            RoutePattern::Exact(path) => match split_path(path) {
+                Some((service, method)) => (service.into(), Some(method.into())),
+                None => (path.as_str().into(), Some("".into())),
+            },
+        };
+        self.0.retain(|(r, _)| *r != route);
         self.0.push((route, ids.0));
     }
 
@@ -208,13 +221,9 @@ impl DeclaredIds {
     /// declared to carry none.
     #[inline(never)]
     fn declared(&self, service: &str, method: &str) -> Option<Option<IdFields>> {
-        let exact = |p: &RoutePattern| match p {
-            RoutePattern::Exact(path) => split_path(path) == Some((service, method)),
-            RoutePattern::Service(_) => false,
-        };
-        let whole = |p: &RoutePattern| matches!(p, RoutePattern::Service(s) if s == service);
-        let at = (self.0.iter().position(|(p, _)| exact(p)))
-            .or_else(|| self.0.iter().position(|(p, _)| whole(p)))?;
+        let on = |(s, m): &Declared, want: Option<&str>| **s == *service && m.as_deref() == want;
+        let at = (self.0.iter().position(|(r, _)| on(r, Some(method))))
+            .or_else(|| self.0.iter().position(|(r, _)| on(r, None)))?;
         let ids = self.0[at].1;
         let none = ids == IdPaths::default();
         let at = u32::try_from(at).ok()?;
@@ -277,6 +286,11 @@ mod tests {
         );
         declared.set(route("/acme.Other/Go"), MessageIds::new().agent_id(&[3]));
         declared.set(route("/acme.Other/Go"), MessageIds::new().agent_id(&[4]));
+        // Not a path (made without `parse`): kept, matching no call.
+        declared.set(
+            RoutePattern::Exact("acme.Other".into()),
+            MessageIds::new().task_id(&[7]),
+        );
         let paths = |service: &str, method: &str| {
             let known = IdFields::of(service, method);
             declared
