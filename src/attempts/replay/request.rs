@@ -122,10 +122,13 @@ impl ReplayRequest {
     }
 
     /// Lets go of the request but its path: its headers and extensions, and its bytes
-    /// (overwritten when inline).
+    /// (inline ones are only marked gone: the next call's are written over them).
     pub(crate) fn clear(&mut self) {
         self.head.clear();
-        self.body = Body::empty();
+        match &mut self.body {
+            Body::Inline { len, .. } => *len = 0,
+            Body::Own(_) => self.body = Body::empty(),
+        }
     }
 
     /// The kept bytes.
@@ -242,7 +245,7 @@ impl Head {
     /// Lets go of the headers and extensions, and of a target other than a path (a
     /// path names a method, and generated clients' paths are static text).
     pub(super) fn clear(&mut self) {
-        self.headers = Headers::none();
+        self.headers.clear();
         self.extensions = Known::None;
         if let Target::Other(_) = self.target {
             self.target = Target::Path(PathAndQuery::from_static("/"));
@@ -297,6 +300,20 @@ impl Headers {
         Headers::Inline {
             usual: 0,
             others: [None, None],
+        }
+    }
+
+    /// Lets go of every header, dropping only what is there (a usual request's
+    /// slots are empty).
+    fn clear(&mut self) {
+        match self {
+            Headers::Inline { usual, others } => {
+                *usual = 0;
+                for slot in others.iter_mut().filter(|slot| slot.is_some()) {
+                    *slot = None;
+                }
+            }
+            Headers::Copied(_) => *self = Headers::none(),
         }
     }
 
