@@ -512,3 +512,57 @@ async fn the_server_span_reads_ids_where_it_is_told_they_are() {
     );
     assert_eq!(attribute(&server, "sw4rm.agent_id"), None, "{server:#?}");
 }
+
+/// A server span at a level of its own (`with_span_level`) needs no trace context:
+/// with no propagator on either side, each handler still runs in a `sw4rm_rpc_server`
+/// span (a root) that names the request's `agent_id`, and the handler's own event is
+/// inside it.
+#[tokio::test]
+async fn a_server_span_of_its_own_level_needs_no_trace_context() {
+    use sw4rm_timeouts::scope::InboundDeadlineLayer;
+    use sw4rm_timeouts::TimeoutProfileLayer;
+    let exporter = InMemorySpanExporter::default();
+    let provider = SdkTracerProvider::builder()
+        .with_simple_exporter(exporter.clone())
+        .build();
+    let ours = Targets::new()
+        .with_target("sw4rm_timeouts", Level::DEBUG)
+        .with_target("trace_context", Level::INFO);
+    let otel = tracing_opentelemetry::layer().with_tracer(provider.tracer("agents"));
+    let subscriber = tracing_subscriber::registry().with(otel.with_filter(ours));
+    let _default = tracing::subscriber::set_default(subscriber);
+    let inbound = InboundDeadlineLayer::new().with_span_level(Level::DEBUG);
+    let plain = || TimeoutProfileLayer::standard();
+    let (b, seen) = agent_with(None, Duration::ZERO, plain(), inbound).await;
+    let a = Sw4rm::connect_with(b, plain()).await.unwrap();
+    let beat = HeartbeatRequest {
+        agent_id: "agent-7".into(),
+        ..Default::default()
+    };
+    a.registry().heartbeat(beat).await.unwrap();
+    assert_eq!(*seen.lock().unwrap(), [""], "no trace context was sent");
+    let give_up = tokio::time::Instant::now() + Duration::from_secs(10);
+    let server = loop {
+        let spans = finished(&exporter, &provider);
+        if let Some(s) = spans.into_iter().find(|s| s.span_kind == SpanKind::Server) {
+            break s;
+        }
+        assert!(tokio::time::Instant::now() < give_up, "no server span");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(
+        attribute(&server, "sw4rm.agent_id"),
+        Some(Value::from("agent-7")),
+        "{server:#?}"
+    );
+    assert_eq!(
+        attribute(&server, "rpc.method"),
+        Some(Value::from(HEARTBEAT))
+    );
+    let root = opentelemetry::trace::SpanId::INVALID;
+    assert_eq!(server.parent_span_id, root, "a root: {server:#?}");
+    assert!(
+        server.events.iter().any(|e| e.name == "heartbeat served"),
+        "{server:#?}"
+    );
+}

@@ -82,64 +82,10 @@ pub(crate) fn ids(
     )
 }
 
-/// The server span of an inbound call to `path` (named as `span_name` says), a child
-/// of the context its caller sent (a root when it sent none), with the deadline it
-/// was given.
-pub(crate) fn server_span(
-    propagator: &Propagator,
-    span_name: crate::SpanName,
-    headers: &HeaderMap,
-    path: &str,
-    deadline_ms: Option<u64>,
-) -> tracing::Span {
-    let name = path.strip_prefix('/').unwrap_or(path);
-    let (service, method) = name.split_once('/').unwrap_or((name, ""));
-    let title = crate::observe::span_name::Title {
-        name: span_name,
-        service,
-        method,
-    };
-    let span = tracing::info_span!(
-        "sw4rm_rpc_server",
-        otel.name = %title,
-        otel.kind = "server",
-        rpc.system.name = "grpc",
-        rpc.method = name,
-        sw4rm.deadline_ms = deadline_ms,
-        // SW4-003's ids, from the request's first message ([`ids_onto`]).
-        sw4rm.correlation_id = tracing::field::Empty,
-        sw4rm.agent_id = tracing::field::Empty,
-        sw4rm.task_id = tracing::field::Empty,
-    );
+/// Makes the server `span` of an inbound call a child of the context its caller sent
+/// in `headers` (a root when it sent none).
+pub(crate) fn adopt_parent(propagator: &Propagator, headers: &HeaderMap, span: &tracing::Span) {
     let parent = propagator.extract(&Extract(headers));
     // A span no subscriber records has no context to set: nothing to do.
     let _ = span.set_parent(parent);
-    span
-}
-
-/// Has the SW4-003 ids of `request`'s message (`correlation_id`, `agent_id`,
-/// `task_id`, for the SW4RM RPCs whose requests carry them, or where `declared`
-/// says for its route) written onto its server
-/// `span` as the handler reads the body: for tonic's request body, the one a tonic
-/// server's layers are given. Whether a subscriber records the span does not matter
-/// here (logging picks no code path): recording onto a span that is off does nothing.
-pub(crate) fn ids_onto<B: 'static>(
-    request: &mut http::Request<B>,
-    span: &tracing::Span,
-    declared: &crate::policy::message_ids::DeclaredIds,
-) {
-    let path = request.uri().path();
-    let name = path.strip_prefix('/').unwrap_or(path);
-    let Some((service, method)) = name.split_once('/') else {
-        return;
-    };
-    let known = crate::policy::message_ids::IdFields::of(service, method);
-    let Some(fields) = declared.of(service, method, known) else {
-        return;
-    };
-    let paths = declared.paths(fields);
-    let body: &mut dyn std::any::Any = request.body_mut();
-    if let Some(body) = body.downcast_mut::<tonic::body::Body>() {
-        crate::wire::message_ids::IdsOntoSpan::watch(body, span.clone(), paths);
-    }
 }

@@ -47,7 +47,8 @@
 
 // Reading order (for contributors): `task.rs` (the scope a task runs in, carried or
 // left) → `server.rs` (the tower layer for tonic servers: reads the inbound
-// `grpc-timeout`, opens the scope for the handler, enforces it) → `operation_budget.rs` (the
+// `grpc-timeout`, opens the scope for the handler, enforces it; `server_span.rs`, the
+// handler's server span and the ids it names) → `operation_budget.rs` (the
 // operation budget, its pause guard, and budgets read from envelopes). The arithmetic
 // is in `policy/inherit.rs` and `policy/envelope.rs`; the client layer reads the
 // scope when it plans a call. `health.rs` (feature `health`: a serving agent's health
@@ -71,6 +72,7 @@ mod output;
 #[cfg(feature = "long-work")]
 mod progress;
 mod server;
+mod server_span;
 pub(crate) mod task;
 #[cfg(feature = "long-work")]
 mod work_state;

@@ -18,12 +18,9 @@ use tower_service::Service;
 use std::sync::Arc;
 
 use super::cancel::CancelSignal;
+use super::server_span::ServerSpans;
 use super::task::{inbound_signal, serving_rpc, Scoped};
-#[cfg(feature = "otel")]
-use crate::observe::trace_context;
 use crate::policy::cancel::CancelReason;
-#[cfg(feature = "otel")]
-use crate::policy::message_ids::DeclaredIds;
 use crate::policy::wrap_up::WrapUp;
 use crate::wire::grpc_timeout::{self, GRPC_TIMEOUT};
 #[cfg(feature = "long-work")]
@@ -79,15 +76,8 @@ impl InboundDeadline {
 #[derive(Clone, Debug, Default)]
 pub struct InboundDeadlineLayer {
     wrap_up: Option<WrapUp>,
-    /// Reads the caller's trace context (feature `otel`).
-    #[cfg(feature = "otel")]
-    propagator: Option<crate::observe::trace_context::Propagator>,
-    /// The OpenTelemetry name of the server span (feature `otel`).
-    #[cfg(feature = "otel")]
-    span_name: crate::SpanName,
-    /// Where requests of routes it was told of carry SW4-003's ids (feature `otel`).
-    #[cfg(feature = "otel")]
-    message_ids: Arc<DeclaredIds>,
+    /// The handler's server span: when there is one, and what it names.
+    spans: ServerSpans,
 }
 
 impl InboundDeadlineLayer {
@@ -112,7 +102,8 @@ impl InboundDeadlineLayer {
         self
     }
 
-    /// Runs each handler in a server span (`sw4rm_rpc_server`, INFO; OpenTelemetry's
+    /// Runs each handler in a server span (`sw4rm_rpc_server`, at INFO unless
+    /// [`with_span_level`](Self::with_span_level) says otherwise; OpenTelemetry's
     /// `otel.name` and `otel.kind` = `server`, `rpc.system.name`, `rpc.method`, and
     /// `sw4rm.deadline_ms`, the deadline the call came with) whose parent is the trace
     /// context the caller sent, read with `propagator` (feature `otel`): the calls the
@@ -134,7 +125,7 @@ impl InboundDeadlineLayer {
         mut self,
         propagator: impl opentelemetry::propagation::TextMapPropagator + Send + Sync + 'static,
     ) -> Self {
-        self.propagator = Some(Arc::new(propagator));
+        self.spans.propagator = Some(Arc::new(propagator));
         self
     }
 
@@ -150,13 +141,13 @@ impl InboundDeadlineLayer {
     #[cfg(feature = "otel")]
     #[cfg_attr(docsrs, doc(cfg(feature = "otel")))]
     pub fn with_span_name(mut self, name: crate::SpanName) -> Self {
-        self.span_name = name;
+        self.spans.span_name = name;
         self
     }
 
     /// Names on the server span the SW4-003 ids that the requests of `route` carry
-    /// where `ids` says (feature `otel`), as
-    /// [`crate::TimeoutProfileLayer::with_message_ids`] says for the client's.
+    /// where `ids` says, as [`crate::TimeoutProfileLayer::with_message_ids`] says for
+    /// the client's.
     ///
     /// ```
     /// use sw4rm_timeouts::{route::RoutePattern, scope::InboundDeadlineLayer, MessageIds};
@@ -167,24 +158,36 @@ impl InboundDeadlineLayer {
     /// # drop(layer);
     /// # Ok::<(), String>(())
     /// ```
-    #[cfg(feature = "otel")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "otel")))]
     pub fn with_message_ids(
         mut self,
         route: crate::route::RoutePattern,
         ids: crate::MessageIds,
     ) -> Self {
-        Arc::make_mut(&mut self.message_ids).set(route, ids);
+        Arc::make_mut(&mut self.spans.message_ids).set(route, ids);
+        self
+    }
+
+    /// Runs each handler in a server span (`sw4rm_rpc_server`) at `level`, entered
+    /// while the handler is polled: `rpc.method`, `sw4rm.deadline_ms` (the deadline
+    /// the call came with) and SW4-003's ids of the request
+    /// ([`with_message_ids`](Self::with_message_ids)), so that the handler's own log
+    /// lines name the call they serve. Without it a handler gets a server span only
+    /// when the layer reads the caller's trace context (`with_trace_propagator`,
+    /// feature `otel`), at INFO.
+    ///
+    /// ```
+    /// use sw4rm_timeouts::scope::InboundDeadlineLayer;
+    /// let layer = InboundDeadlineLayer::new().with_span_level(tracing::Level::INFO);
+    /// # drop(layer);
+    /// ```
+    pub fn with_span_level(mut self, level: tracing::Level) -> Self {
+        self.spans.level = Some(level);
         self
     }
 }
 
-/// The handler's server span (feature `otel`), entered while it is polled.
-#[cfg(feature = "otel")]
+/// The handler's server span, entered while it is polled.
 type ServerSpan = Option<tracing::Span>;
-/// No server span without the feature `otel`.
-#[cfg(not(feature = "otel"))]
-type ServerSpan = ();
 
 impl<S> Layer<S> for InboundDeadlineLayer {
     type Service = InboundDeadlineService<S>;
@@ -193,12 +196,7 @@ impl<S> Layer<S> for InboundDeadlineLayer {
         InboundDeadlineService {
             inner,
             wrap_up: self.wrap_up,
-            #[cfg(feature = "otel")]
-            propagator: self.propagator.clone(),
-            #[cfg(feature = "otel")]
-            span_name: self.span_name,
-            #[cfg(feature = "otel")]
-            message_ids: self.message_ids.clone(),
+            spans: self.spans.clone(),
         }
     }
 }
@@ -208,12 +206,7 @@ impl<S> Layer<S> for InboundDeadlineLayer {
 pub struct InboundDeadlineService<S> {
     inner: S,
     wrap_up: Option<WrapUp>,
-    #[cfg(feature = "otel")]
-    propagator: Option<crate::observe::trace_context::Propagator>,
-    #[cfg(feature = "otel")]
-    span_name: crate::SpanName,
-    #[cfg(feature = "otel")]
-    message_ids: Arc<DeclaredIds>,
+    spans: ServerSpans,
 }
 
 impl<S, ReqBody, ResBody> Service<http::Request<ReqBody>> for InboundDeadlineService<S>
@@ -247,16 +240,7 @@ where
                 }
             },
         };
-        #[cfg(feature = "otel")]
-        let span = self.propagator.as_ref().map(|p| {
-            let ms = received.map(|r| u64::try_from(r.as_millis()).unwrap_or(u64::MAX));
-            let (headers, path) = (req.headers(), req.uri().path());
-            let span = trace_context::server_span(p, self.span_name, headers, path, ms);
-            trace_context::ids_onto(&mut req, &span, &self.message_ids);
-            span
-        });
-        #[cfg(not(feature = "otel"))]
-        let span = ();
+        let span = self.spans.make(&mut req, received);
         let call = inbound_signal();
         // How long the caller accepts a stream going quiet, and what a guard's status
         // names (`LongWork` without `for_rpc`: a reference count on the request's own
@@ -316,7 +300,7 @@ pin_project! {
         call: Option<Arc<CancelSignal>>,
         // The call was answered (by the handler or the deadline).
         answered: bool,
-        // The handler's server span, entered while it is polled (feature `otel`).
+        // The handler's server span, entered while it is polled.
         span: ServerSpan,
     }
 
@@ -355,7 +339,6 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        #[cfg(feature = "otel")]
         let _entered = this.span.as_ref().map(tracing::Span::enter);
         let answer = poll_state(this.state, this.call.as_deref(), cx);
         *this.answered |= answer.is_ready();

@@ -1,7 +1,7 @@
 //! Reading a request's SW4-003 ids (see [`crate::policy::message_ids`] for which
 //! fields and the bound) from its encoded message, peeking them from a tonic
-//! request body without consuming it, and (feature `otel`) writing a served
-//! request's onto its handler's span as the handler reads the body.
+//! request body without consuming it, and writing a served request's onto its
+//! handler's span as the handler reads the body.
 
 use crate::policy::message_ids::{bounded, DeclaredIds, IdFields, IdPaths};
 
@@ -106,14 +106,12 @@ fn peek(body: &mut tonic::body::Body, paths: IdPaths) -> Option<Box<CallIds>> {
 /// handler's span as the handler reads it (the span is made before any of the body
 /// has arrived). Frames pass through as they are; the ids are read from the first
 /// data frame only (a message split across frames, or compressed, gives none).
-#[cfg(feature = "otel")]
 pub(crate) struct IdsOntoSpan {
     body: tonic::body::Body,
     /// The span and where the ids are, until the first data frame is read.
     pending: Option<(tracing::Span, IdPaths)>,
 }
 
-#[cfg(feature = "otel")]
 impl IdsOntoSpan {
     /// Puts the watch in front of `body`: the ids at `paths` go onto `span` when the
     /// first data frame is read. A body that has ended is left as it is.
@@ -130,7 +128,6 @@ impl IdsOntoSpan {
     }
 }
 
-#[cfg(feature = "otel")]
 impl http_body::Body for IdsOntoSpan {
     type Data = bytes::Bytes;
     type Error = tonic::Status;
@@ -263,7 +260,6 @@ mod tests {
 
     /// Frames pass through [`IdsOntoSpan`] as they were (data, then trailers), and
     /// only the first data frame's ids are written onto the span.
-    #[cfg(feature = "otel")]
     #[test]
     fn a_watched_body_passes_its_frames_and_names_the_first_messages_ids() {
         use std::sync::{Arc, Mutex};

@@ -47,6 +47,7 @@ impl RegistryService for Agent {
             .lock()
             .unwrap()
             .push(parent.unwrap_or_default().to_owned());
+        tracing::info!("heartbeat served");
         tokio::time::sleep(self.delay).await;
         if let Some(next) = &self.next {
             next.registry()
