@@ -230,11 +230,22 @@ fn captured() -> (
     SdkTracerProvider,
     tracing::subscriber::DefaultGuard,
 ) {
+    captured_with(Targets::new())
+}
+
+/// [`captured`], with the spans and events of `more` targets too.
+fn captured_with(
+    more: Targets,
+) -> (
+    InMemorySpanExporter,
+    SdkTracerProvider,
+    tracing::subscriber::DefaultGuard,
+) {
     let exporter = InMemorySpanExporter::default();
     let provider = SdkTracerProvider::builder()
         .with_simple_exporter(exporter.clone())
         .build();
-    let ours = Targets::new().with_target("sw4rm_timeouts", Level::TRACE);
+    let ours = more.with_target("sw4rm_timeouts", Level::TRACE);
     let otel = tracing_opentelemetry::layer().with_tracer(provider.tracer("agents"));
     let subscriber = tracing_subscriber::registry().with(otel.with_filter(ours));
     (
@@ -248,6 +259,19 @@ fn captured() -> (
 fn finished(exporter: &InMemorySpanExporter, provider: &SdkTracerProvider) -> Vec<SpanData> {
     let _ = provider.force_flush();
     exporter.get_finished_spans().unwrap()
+}
+
+/// The first server span to finish (giving up after 10 s).
+async fn a_server_span(exporter: &InMemorySpanExporter, provider: &SdkTracerProvider) -> SpanData {
+    let give_up = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let spans = finished(exporter, provider);
+        if let Some(s) = spans.into_iter().find(|s| s.span_kind == SpanKind::Server) {
+            return s;
+        }
+        assert!(tokio::time::Instant::now() < give_up, "no server span");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// The one call's client span.
@@ -496,15 +520,7 @@ async fn the_server_span_reads_ids_where_it_is_told_they_are() {
         ..Default::default()
     };
     a.registry().heartbeat(beat).await.unwrap();
-    let give_up = tokio::time::Instant::now() + Duration::from_secs(10);
-    let server = loop {
-        let spans = finished(&exporter, &provider);
-        if let Some(s) = spans.into_iter().find(|s| s.span_kind == SpanKind::Server) {
-            break s;
-        }
-        assert!(tokio::time::Instant::now() < give_up, "no server span");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let server = a_server_span(&exporter, &provider).await;
     assert_eq!(
         attribute(&server, "sw4rm.correlation_id"),
         Some(Value::from("agent-7")),
@@ -521,16 +537,8 @@ async fn the_server_span_reads_ids_where_it_is_told_they_are() {
 async fn a_server_span_of_its_own_level_needs_no_trace_context() {
     use sw4rm_timeouts::scope::InboundDeadlineLayer;
     use sw4rm_timeouts::TimeoutProfileLayer;
-    let exporter = InMemorySpanExporter::default();
-    let provider = SdkTracerProvider::builder()
-        .with_simple_exporter(exporter.clone())
-        .build();
-    let ours = Targets::new()
-        .with_target("sw4rm_timeouts", Level::DEBUG)
-        .with_target("trace_context", Level::INFO);
-    let otel = tracing_opentelemetry::layer().with_tracer(provider.tracer("agents"));
-    let subscriber = tracing_subscriber::registry().with(otel.with_filter(ours));
-    let _default = tracing::subscriber::set_default(subscriber);
+    let handlers = Targets::new().with_target("trace_context", Level::INFO);
+    let (exporter, provider, _default) = captured_with(handlers);
     let inbound = InboundDeadlineLayer::new().with_span_level(Level::DEBUG);
     let plain = || TimeoutProfileLayer::standard();
     let (b, seen) = agent_with(None, Duration::ZERO, plain(), inbound).await;
@@ -541,15 +549,7 @@ async fn a_server_span_of_its_own_level_needs_no_trace_context() {
     };
     a.registry().heartbeat(beat).await.unwrap();
     assert_eq!(*seen.lock().unwrap(), [""], "no trace context was sent");
-    let give_up = tokio::time::Instant::now() + Duration::from_secs(10);
-    let server = loop {
-        let spans = finished(&exporter, &provider);
-        if let Some(s) = spans.into_iter().find(|s| s.span_kind == SpanKind::Server) {
-            break s;
-        }
-        assert!(tokio::time::Instant::now() < give_up, "no server span");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let server = a_server_span(&exporter, &provider).await;
     assert_eq!(
         attribute(&server, "sw4rm.agent_id"),
         Some(Value::from("agent-7")),
