@@ -261,6 +261,14 @@ fn finished(exporter: &InMemorySpanExporter, provider: &SdkTracerProvider) -> Ve
     exporter.get_finished_spans().unwrap()
 }
 
+/// A heartbeat naming `agent_id`.
+fn beat_of(agent_id: &str) -> HeartbeatRequest {
+    HeartbeatRequest {
+        agent_id: agent_id.into(),
+        ..Default::default()
+    }
+}
+
 /// The first server span to finish (giving up after 10 s).
 async fn a_server_span(exporter: &InMemorySpanExporter, provider: &SdkTracerProvider) -> SpanData {
     let give_up = tokio::time::Instant::now() + Duration::from_secs(10);
@@ -467,11 +475,7 @@ async fn the_server_span_names_the_ids_its_request_carries() {
     let (b, _) = agent(None, Duration::ZERO).await;
     let a = Sw4rm::connect_with(b, client_layer()).await.unwrap();
     for agent_id in ["agent-7", "x\nlevel=ERROR forged"] {
-        let beat = HeartbeatRequest {
-            agent_id: agent_id.into(),
-            ..Default::default()
-        };
-        a.registry().heartbeat(beat).await.unwrap();
+        a.registry().heartbeat(beat_of(agent_id)).await.unwrap();
     }
     let give_up = tokio::time::Instant::now() + Duration::from_secs(10);
     let servers = loop {
@@ -515,11 +519,7 @@ async fn the_server_span_reads_ids_where_it_is_told_they_are() {
     );
     let (b, _) = agent_with(None, Duration::ZERO, client_layer(), inbound).await;
     let a = Sw4rm::connect_with(b, client_layer()).await.unwrap();
-    let beat = HeartbeatRequest {
-        agent_id: "agent-7".into(),
-        ..Default::default()
-    };
-    a.registry().heartbeat(beat).await.unwrap();
+    a.registry().heartbeat(beat_of("agent-7")).await.unwrap();
     let server = a_server_span(&exporter, &provider).await;
     assert_eq!(
         attribute(&server, "sw4rm.correlation_id"),
@@ -543,11 +543,7 @@ async fn a_server_span_of_its_own_level_needs_no_trace_context() {
     let plain = || TimeoutProfileLayer::standard();
     let (b, seen) = agent_with(None, Duration::ZERO, plain(), inbound).await;
     let a = Sw4rm::connect_with(b, plain()).await.unwrap();
-    let beat = HeartbeatRequest {
-        agent_id: "agent-7".into(),
-        ..Default::default()
-    };
-    a.registry().heartbeat(beat).await.unwrap();
+    a.registry().heartbeat(beat_of("agent-7")).await.unwrap();
     assert_eq!(*seen.lock().unwrap(), [""], "no trace context was sent");
     let server = a_server_span(&exporter, &provider).await;
     assert_eq!(

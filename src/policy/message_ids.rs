@@ -47,8 +47,9 @@ pub(crate) struct IdPaths {
 }
 
 impl IdFields {
-    /// Where each id is.
-    pub(crate) fn paths(self) -> IdPaths {
+    /// Where each id of a SW4RM shape is; a declared shape's are in its layer's
+    /// table, read through [`DeclaredIds::paths`] (the one way the layer reads any).
+    fn standard(self) -> IdPaths {
         let (correlation, agent, task): (&[u32], &[u32], &[u32]) = match self {
             IdFields::Envelope => (&[1, 4], &[], &[]),
             IdFields::CorrelationFirst => (&[1], &[], &[]),
@@ -57,7 +58,7 @@ impl IdFields {
             IdFields::Agent => (&[], &[1], &[]),
             IdFields::AgentTask => (&[], &[1], &[2]),
             IdFields::Registration => (&[], &[1, 1], &[]),
-            // Found through the layer's own table (`DeclaredIds::paths`).
+            // Not a SW4RM shape: `DeclaredIds::paths` reads it from its table.
             IdFields::Declared { .. } => (&[], &[], &[]),
         };
         let some = |path: &'static [u32]| (!path.is_empty()).then_some(path);
@@ -117,8 +118,8 @@ impl IdFields {
 /// field numbers that lead to it from the message's root (`&[1, 4]`: field 4 of the
 /// message in field 1): for RPCs of your own, or to read other fields of SW4RM's.
 /// Each field is a string (or bytes holding text); a number no field has reads
-/// nothing. Given to [`crate::TimeoutProfileLayer::with_message_ids`] and, with the
-/// feature `otel`, to `InboundDeadlineLayer::with_message_ids` for its server span.
+/// nothing. Given to [`crate::TimeoutProfileLayer::with_message_ids`] and to
+/// [`crate::scope::InboundDeadlineLayer::with_message_ids`] for its server span.
 ///
 /// ```
 /// use sw4rm_timeouts::MessageIds;
@@ -238,7 +239,7 @@ impl DeclaredIds {
                 let found = self.0.get(at as usize);
                 found.map(|(_, paths)| *paths).unwrap_or_default()
             }
-            standard => standard.paths(),
+            standard => standard.standard(),
         }
     }
 }
@@ -322,7 +323,7 @@ mod tests {
             (("acme.Other", "Stop"), None),
             (
                 ("sw4rm.router.RouterService", "SendMessage"),
-                Some((true, IdFields::Envelope.paths())),
+                Some((true, IdFields::Envelope.standard())),
             ),
         ];
         for ((service, method), want) in rows {
@@ -378,7 +379,7 @@ mod tests {
             ("sw4rm.tool.ToolService", "Call", None),
         ];
         for (service, method, want) in rows {
-            let got = IdFields::of(service, method).map(IdFields::paths);
+            let got = IdFields::of(service, method).map(IdFields::standard);
             assert_eq!(got, want, "{service}/{method}");
         }
     }
@@ -398,7 +399,7 @@ mod tests {
         .filter(|f| {
             assert_eq!(
                 f.has_correlation(),
-                f.paths().correlation.is_some(),
+                f.standard().correlation.is_some(),
                 "{f:?}"
             );
             f.has_correlation()

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::policy::message_ids::{DeclaredIds, IdFields};
+use crate::policy::message_ids::{DeclaredIds, IdFields, IdPaths};
 use crate::policy::route::split_path;
 use crate::wire::message_ids::IdsOntoSpan;
 
@@ -43,31 +43,41 @@ impl ServerSpans {
             .or(traced.is_some().then_some(tracing::Level::INFO))?;
         let ms = received.map(|r| u64::try_from(r.as_millis()).unwrap_or(u64::MAX));
         let path = req.uri().path();
+        let rpc = split_path(path);
+        // The ids the route's requests carry, found before the body is lent out.
+        let ids = rpc.and_then(|(service, method)| {
+            let known = IdFields::of(service, method);
+            self.message_ids.of(service, method, known)
+        });
         #[cfg(feature = "otel")]
-        let span = server_span(level, self.span_name, path, ms);
+        let span = server_span(level, self.span_name, path, rpc, ms);
         #[cfg(not(feature = "otel"))]
         let span = server_span(level, path, ms);
         #[cfg(feature = "otel")]
         if let Some(propagator) = traced {
             crate::observe::trace_context::adopt_parent(propagator, req.headers(), &span);
         }
-        ids_onto(req, &span, &self.message_ids);
+        if let Some(ids) = ids {
+            watch_ids(req, &span, self.message_ids.paths(ids));
+        }
         Some(span)
     }
 }
 
 /// The server span of an inbound call to `path` at `level`, with the deadline it was
-/// given; with the feature `otel`, named for OpenTelemetry as `span_name` says.
+/// given; with the feature `otel`, named for OpenTelemetry as `span_name` says (from
+/// the path's service and method, `rpc`, when it has them).
 fn server_span(
     level: tracing::Level,
     #[cfg(feature = "otel")] span_name: crate::SpanName,
     path: &str,
+    #[cfg(feature = "otel")] rpc: Option<(&str, &str)>,
     deadline_ms: Option<u64>,
 ) -> tracing::Span {
     let name = path.strip_prefix('/').unwrap_or(path);
     #[cfg(feature = "otel")]
     let title = {
-        let (service, method) = name.split_once('/').unwrap_or((name, ""));
+        let (service, method) = rpc.unwrap_or((name, ""));
         crate::observe::span_name::Title {
             name: span_name,
             service,
@@ -82,7 +92,7 @@ fn server_span(
                 "sw4rm_rpc_server",
                 rpc.method = name,
                 sw4rm.deadline_ms = deadline_ms,
-                // SW4-003's ids, from the request's first message ([`ids_onto`]).
+                // SW4-003's ids, from the request's first message ([`watch_ids`]).
                 sw4rm.correlation_id = tracing::field::Empty,
                 sw4rm.agent_id = tracing::field::Empty,
                 sw4rm.task_id = tracing::field::Empty,
@@ -104,25 +114,11 @@ fn server_span(
 /// Whether the server span carries OpenTelemetry's fields (feature `otel`).
 const OTEL: bool = cfg!(feature = "otel");
 
-/// Has the SW4-003 ids of `request`'s message (`correlation_id`, `agent_id`,
-/// `task_id`, for the SW4RM RPCs whose requests carry them, or where `declared` says
-/// for its route) written onto its server `span` as the handler reads the body: for
-/// tonic's request body, the one a tonic server's layers are given. Whether a
-/// subscriber records the span does not matter here (logging picks no code path):
-/// recording onto a span that is off does nothing.
-fn ids_onto<B: 'static>(
-    request: &mut http::Request<B>,
-    span: &tracing::Span,
-    declared: &DeclaredIds,
-) {
-    let Some((service, method)) = split_path(request.uri().path()) else {
-        return;
-    };
-    let known = IdFields::of(service, method);
-    let Some(fields) = declared.of(service, method, known) else {
-        return;
-    };
-    let paths = declared.paths(fields);
+/// Has the SW4-003 ids at `paths` of `request`'s message written onto its server
+/// `span` as the handler reads the body: for tonic's request body, the one a tonic
+/// server's layers are given. Whether a subscriber records the span does not matter
+/// here (logging picks no code path): recording onto a span that is off does nothing.
+fn watch_ids<B: 'static>(request: &mut http::Request<B>, span: &tracing::Span, paths: IdPaths) {
     let body: &mut dyn std::any::Any = request.body_mut();
     if let Some(body) = body.downcast_mut::<tonic::body::Body>() {
         IdsOntoSpan::watch(body, span.clone(), paths);

@@ -175,13 +175,13 @@ fn at_path<'a>(msg: &'a [u8], path: &[u32]) -> Option<&'a [u8]> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::message_ids::IdFields;
+    use crate::policy::message_ids::{DeclaredIds, IdFields};
     use crate::proto::sw4rm::{common, logging, registry, router, scheduler};
     use proptest::prelude::*;
     use prost::Message;
 
     fn read(fields: IdFields, msg: &impl Message) -> Option<CallIds> {
-        CallIds::read(&msg.encode_to_vec(), fields.paths())
+        CallIds::read(&msg.encode_to_vec(), DeclaredIds::default().paths(fields))
     }
 
     fn ids(correlation: Option<&str>, agent: Option<&str>, task: Option<&str>) -> CallIds {
@@ -322,7 +322,8 @@ mod tests {
         tracing::subscriber::with_default(subscriber, || {
             let span = tracing::info_span!("server", sw4rm.agent_id = tracing::field::Empty);
             let mut body = tonic::body::Body::new(Frames(frames));
-            IdsOntoSpan::watch(&mut body, span, IdFields::Agent.paths());
+            let paths = DeclaredIds::default().paths(IdFields::Agent);
+            IdsOntoSpan::watch(&mut body, span, paths);
             let mut cx = Context::from_waker(Waker::noop());
             let mut got = Vec::new();
             while let Poll::Ready(Some(frame)) = std::pin::Pin::new(&mut body).poll_frame(&mut cx) {
@@ -340,7 +341,7 @@ mod tests {
         #[test]
         fn never_panics_on_garbage(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
             for fields in [IdFields::Envelope, IdFields::LogEvent, IdFields::AgentTask, IdFields::Registration] {
-                let _ = CallIds::read(&bytes, fields.paths());
+                let _ = CallIds::read(&bytes, DeclaredIds::default().paths(fields));
             }
         }
 
