@@ -719,4 +719,39 @@ mod head_tests {
             }
         }
     }
+
+    /// A request let go of (`clear`, as a box given back is) keeps nothing: no
+    /// headers, no extensions, no bytes; kept again, with a shorter body and other
+    /// headers, it comes back exactly as one kept afresh (the bytes marked gone are
+    /// not read, the header slots emptied are not kept).
+    #[test]
+    fn a_request_cleared_then_kept_again_holds_only_the_new_one() {
+        let long = parts(&[("te", "trailers"), ("x-a", "1"), ("x-b", "2")]);
+        let short = parts(&[("x-c", "3")]);
+        let bodies = [vec![7u8; INLINE_BODY], vec![8u8; 3], vec![9u8; 500], vec![]];
+        for (before, after) in [(&long, &short), (&short, &long), (&long, &long)] {
+            for first in &bodies {
+                for then in &bodies {
+                    let mut kept = ReplayRequest::new(
+                        ToKeep::new(&request(before)),
+                        &Bytes::from(first.clone()),
+                    );
+                    kept.clear();
+                    assert!(kept.bytes().is_empty(), "cleared: no bytes");
+                    assert!(again(&kept.head).headers.is_empty(), "cleared: no headers");
+                    let then_bytes = Bytes::from(then.clone());
+                    kept.keep(ToKeep::new(&request(after)), &then_bytes);
+                    let fresh = ReplayRequest::new(ToKeep::new(&request(after)), &then_bytes);
+                    assert_eq!(
+                        kept.bytes(),
+                        then_bytes,
+                        "{} over {}",
+                        then.len(),
+                        first.len()
+                    );
+                    assert_eq!(again(&kept.head).headers, again(&fresh.head).headers);
+                }
+            }
+        }
+    }
 }
